@@ -1,0 +1,42 @@
+# fastfence — build, test and demo entry points. Every target that needs tools runs
+# the idempotent setup first (scripts/setup.sh; seconds when nothing changed).
+SHELL := /bin/bash
+export PATH := $(CURDIR)/.cache/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+VITEST := node node_modules/vitest/vitest.mjs
+
+.PHONY: setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc clean reap
+
+setup:
+	@scripts/setup.sh
+
+setup-node:
+	@scripts/setup.sh node npm
+
+## lint: eslint, prettier and the TypeScript type check
+lint: setup-node
+	@echo "== lint: tsc --noEmit, eslint, prettier"
+	@node node_modules/typescript/bin/tsc --noEmit -p .
+	@node node_modules/eslint/bin/eslint.js --max-warnings 0 .
+	@node node_modules/prettier/bin/prettier.cjs --check --log-level warn .
+
+## test-unit: fast tests, no servers (< 1 minute)
+test-unit: setup-node
+	@$(VITEST) run --project unit
+
+## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators
+test-integration: setup
+	@scripts/reap.sh
+	@$(VITEST) run --project integration; rc=$$?; scripts/reap.sh; exit $$rc
+
+## test: everything (lint, unit, integration, deploy validation)
+test: setup lint test-unit test-integration
+
+## demo: the main job (until the lab lands: start the test stack, show health, stop)
+demo: setup
+	@node cli/main.ts stack-check
+
+reap:
+	@scripts/reap.sh
+
+clean:
+	rm -rf .cache/run .cache/reports

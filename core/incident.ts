@@ -1,0 +1,274 @@
+// The fencing incident (namespaced NodeFence custom resource): its phases, the allowed
+// transitions between them, the status shape (per-phase timestamps, evidence, attempts)
+// and the naming rule (one incident per node and incarnation, i.e. boot ID). The CRD in
+// knative/base/crds/nodefence.yaml uses these field names. Pure: no I/O, no clock.
+import { z } from "zod";
+import { FastfenceError } from "./errors.ts";
+
+export const NODEFENCE_GROUP = "fastfence.io";
+export const NODEFENCE_VERSION = "v1alpha1";
+export const NODEFENCE_KIND = "NodeFence";
+export const NODEFENCE_PLURAL = "nodefences";
+/** Label on every incident: the node it is about (for list/watch by node). */
+export const NODE_LABEL = "fastfence.io/node";
+/** Label on every incident: the node's boot ID (incarnation) it is tied to. */
+export const BOOT_ID_LABEL = "fastfence.io/boot-id";
+
+export const PHASES = [
+  "Suspected",
+  "Confirmed",
+  "Blocked",
+  "Fencing",
+  "FenceFailed",
+  "FencedOff",
+  "Released",
+  "Recovered",
+  "Closed",
+] as const;
+export type Phase = (typeof PHASES)[number];
+
+/**
+ * Allowed transitions. The happy path is Suspected → Confirmed → Fencing → FencedOff
+ * (power-off read back) → Released (workloads) → Recovered (node back with a new boot ID).
+ * Blocked: storm guard or control-plane quorum refused fencing (may be re-confirmed later).
+ * FenceFailed: a round of levels ended without a confirmed power-off (retried, or final).
+ * Closed: the incident ended without fencing (node rebooted on its own, stale incarnation).
+ */
+export const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
+  Suspected: ["Confirmed", "Blocked", "Closed"],
+  Confirmed: ["Fencing", "Closed"],
+  Blocked: ["Confirmed", "Closed"],
+  Fencing: ["Fencing", "FencedOff", "FenceFailed", "Closed"],
+  FenceFailed: ["Fencing", "Recovered", "Closed"],
+  FencedOff: ["Released", "Recovered"],
+  Released: ["Recovered"],
+  Recovered: ["Closed"],
+  Closed: [],
+};
+
+export function canTransition(from: Phase, to: Phase): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** Phases that end an incident: nothing more happens to its node for this incarnation. */
+export const TERMINAL_PHASES: readonly Phase[] = ["Recovered", "Closed"];
+export function isTerminal(phase: Phase): boolean {
+  return TERMINAL_PHASES.includes(phase);
+}
+
+/** Order along the happy path; used to say "already past this step". */
+export const PHASE_ORDER: Readonly<Record<Phase, number>> = {
+  Suspected: 0,
+  Blocked: 1,
+  Confirmed: 2,
+  Fencing: 3,
+  FenceFailed: 3,
+  FencedOff: 4,
+  Released: 5,
+  Recovered: 6,
+  Closed: 7,
+};
+
+/** Key of each phase in status.timestamps. */
+export const PHASE_TIMESTAMP_KEY = {
+  Suspected: "suspected",
+  Confirmed: "confirmed",
+  Blocked: "blocked",
+  Fencing: "fencing",
+  FenceFailed: "fenceFailed",
+  FencedOff: "fencedOff",
+  Released: "released",
+  Recovered: "recovered",
+  Closed: "closed",
+} as const satisfies Record<Phase, string>;
+
+const Time = z.iso.datetime({ offset: true });
+
+export const EVIDENCE_KINDS = ["probe", "condition", "lease"] as const;
+export type EvidenceKind = (typeof EVIDENCE_KINDS)[number];
+
+/** One observer's testimony that a node looks dead. */
+export const EvidenceSchema = z.object({
+  /** Observer replica id (pod name), e.g. "event-source-abc12". */
+  observer: z.string().min(1),
+  /** Node the observer runs on; independence is counted by this. */
+  observerNode: z.string().min(1),
+  /** The suspected node. */
+  node: z.string().min(1),
+  /** When the observation was made (last miss, condition change). */
+  at: Time,
+  kind: z.enum(EVIDENCE_KINDS),
+  /** Consecutive misses (probe evidence). */
+  consecutiveMisses: z.int().min(0).optional(),
+  /** First miss of the streak (probe evidence). */
+  firstMissAt: Time.optional(),
+});
+export type Evidence = z.infer<typeof EvidenceSchema>;
+
+export const POWER_STATES = ["On", "Off", "PoweringOn", "PoweringOff", "Unknown"] as const;
+export type PowerState = (typeof POWER_STATES)[number];
+
+export const ATTEMPT_RESULTS = ["off-confirmed", "still-on", "unreachable", "auth-failed", "timeout", "error"] as const;
+export type AttemptResult = (typeof ATTEMPT_RESULTS)[number];
+
+/** One power-off try at one level, with what was read back afterwards (S1). */
+export const AttemptSchema = z.object({
+  round: z.int().min(1),
+  /** Index into the node's fencing levels (0 = first). */
+  level: z.int().min(0),
+  driver: z.enum(["redfish", "ipmi", "fence-agent"]),
+  /** Who drove it (lease holder identity). */
+  by: z.string().min(1),
+  startedAt: Time,
+  /** When the off command was acknowledged by the BMC (absent if it never was). */
+  commandAt: Time.optional(),
+  finishedAt: Time,
+  result: z.enum(ATTEMPT_RESULTS),
+  /** Power state read back from the BMC after the command. */
+  readBackState: z.enum(POWER_STATES).optional(),
+  readBackAt: Time.optional(),
+  /** FastfenceError code on failure. */
+  errorCode: z.string().optional(),
+  message: z.string().optional(),
+});
+export type Attempt = z.infer<typeof AttemptSchema>;
+
+export const NodeFenceSpecSchema = z.object({
+  /** The node this incident is about. */
+  nodeName: z.string().min(1),
+  /** The node's boot ID (incarnation) when the incident began. */
+  bootId: z.string().min(1),
+  /** FencingPolicy in force (cluster-scoped name). */
+  policyRef: z.string().optional(),
+});
+export type NodeFenceSpec = z.infer<typeof NodeFenceSpecSchema>;
+
+export const NodeFenceStatusSchema = z.object({
+  phase: z.enum(PHASES),
+  /** Machine-readable reason of the last transition (e.g. "StormGuard", "PowerOffConfirmed"). */
+  reason: z.string().optional(),
+  /** Human-readable detail of the last transition. */
+  message: z.string().optional(),
+  /** When each phase was entered (first time). */
+  timestamps: z
+    .object({
+      suspected: Time.optional(),
+      confirmed: Time.optional(),
+      blocked: Time.optional(),
+      fencing: Time.optional(),
+      fenceFailed: Time.optional(),
+      fencedOff: Time.optional(),
+      released: Time.optional(),
+      recovered: Time.optional(),
+      closed: Time.optional(),
+    })
+    .default({}),
+  /** Identity of the confirm stage that wrote phase Confirmed (S6). */
+  confirmedBy: z.string().optional(),
+  evidence: z.array(EvidenceSchema).default([]),
+  /** Fencing round in progress or last finished (1-based; 0 = none yet). */
+  round: z.int().min(0).default(0),
+  /** Lease holder that drives the power actions of the current round (S3). */
+  fencingBy: z.string().optional(),
+  attempts: z.array(AttemptSchema).default([]),
+  /** Power-off read back as Off at this time (S1); the only licence to release workloads. */
+  powerOffConfirmedAt: Time.optional(),
+  /** Earliest time the next fencing round may start (after FenceFailed). */
+  retryNotBefore: Time.optional(),
+  /** Workloads released by remediate-workloads. */
+  released: z
+    .object({
+      taint: z.string(),
+      podsDeleted: z.int().min(0),
+      volumeAttachmentsDeleted: z.int().min(0),
+      vmisDeleted: z.int().min(0),
+    })
+    .optional(),
+  /** Boot ID the node came back with (recover). */
+  recoveredBootId: z.string().optional(),
+  /** When recover asked the BMC to power the node back on (policy powerOnAfterFence). */
+  powerOnRequestedAt: Time.optional(),
+});
+export type NodeFenceStatus = z.infer<typeof NodeFenceStatusSchema>;
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  /** Set by the API server; every status write carries the one it read. */
+  resourceVersion?: string;
+  labels?: Record<string, string>;
+  creationTimestamp?: string;
+}
+
+/** A NodeFence as read from (or written to) the API. */
+export interface NodeFence {
+  apiVersion: "fastfence.io/v1alpha1";
+  kind: "NodeFence";
+  metadata: ObjectMeta;
+  spec: NodeFenceSpec;
+  status?: NodeFenceStatus;
+}
+
+const DNS_LABEL_MAX = 63;
+
+/**
+ * The incident name for a node incarnation: `<node>-<first 8 of bootId>`, lowercased and
+ * kept a valid DNS subdomain. Equal inputs give equal names, so two confirm replicas that
+ * race to create the same incident collide on the API server (AlreadyExists) by design.
+ */
+export function incidentName(node: string, bootId: string): string {
+  const boot = bootId.toLowerCase().replace(/[^a-z0-9]/g, "").slice(0, 8) || "noboot";
+  const base = node
+    .toLowerCase()
+    .replace(/[^a-z0-9.-]/g, "-")
+    .replace(/^[^a-z0-9]+/, "")
+    .slice(0, 253 - 1 - boot.length)
+    .replace(/[^a-z0-9]+$/, "");
+  return `${base || "node"}-${boot}`;
+}
+
+/** Label value safe form of a boot ID (labels are at most 63 chars of [A-Za-z0-9._-]). */
+export function bootIdLabel(bootId: string): string {
+  return bootId.replace(/[^A-Za-z0-9._-]/g, "").slice(0, DNS_LABEL_MAX);
+}
+
+/** A new incident object (status is written by a follow-up status write). */
+export function newIncident(node: string, bootId: string, status: NodeFenceStatus, policyRef?: string): NodeFence {
+  return {
+    apiVersion: "fastfence.io/v1alpha1",
+    kind: "NodeFence",
+    metadata: {
+      name: incidentName(node, bootId),
+      labels: { [NODE_LABEL]: node, [BOOT_ID_LABEL]: bootIdLabel(bootId) },
+    },
+    spec: { nodeName: node, bootId, ...(policyRef ? { policyRef } : {}) },
+    status,
+  };
+}
+
+/** The incident's status, or an empty Suspected one when none was written yet. */
+export function statusOf(incident: NodeFence): NodeFenceStatus {
+  return incident.status ?? { phase: "Suspected", timestamps: {}, evidence: [], round: 0, attempts: [] };
+}
+
+/**
+ * Returns `status` moved to `to`, stamping the phase's timestamp (first entry only).
+ * Throws on a transition the table forbids: a programming error, never input-driven.
+ */
+export function transition(
+  status: NodeFenceStatus,
+  to: Phase,
+  nowIso: string,
+  changes: Partial<NodeFenceStatus> = {},
+): NodeFenceStatus {
+  if (status.phase !== to && !canTransition(status.phase, to)) {
+    throw new FastfenceError("FF_INTERNAL", `illegal NodeFence transition ${status.phase} -> ${to}`);
+  }
+  const key = PHASE_TIMESTAMP_KEY[to];
+  return {
+    ...status,
+    ...changes,
+    phase: to,
+    timestamps: { ...status.timestamps, [key]: status.timestamps[key] ?? nowIso },
+  };
+}

@@ -1,0 +1,195 @@
+// The fencing policy (cluster-scoped FencingPolicy custom resource, `spec`): every knob
+// of detection, corroboration, the storm guard, the control-plane rule, fencing levels,
+// remediation and timeouts, with its unit, default and trade-off documented beside it
+// (hashicorp/memberlist style). The zod schema is the single source of truth: parsing a
+// partial spec fills the defaults, and the CRD in knative/base/crds must use the same
+// field names (a unit test compares them). Pure: no I/O, never reads the clock.
+import { z } from "zod";
+
+/** Probe settings for the event source (observer replicas). */
+export const ProbeSettingsSchema = z
+  .object({
+    // How often each observer probes each node it watches. Unit: ms. Default 200.
+    // Lower detects faster but costs more connections per second (linear in nodes).
+    intervalMs: z.int().min(20).max(60_000).default(200),
+    // TCP connect timeout of one probe. Unit: ms. Default 250. Too low on a loaded
+    // network reports misses for healthy nodes; the quorum rule absorbs single observers.
+    timeoutMs: z.int().min(10).max(60_000).default(250),
+    // Port probed on the node (the kubelet's). Default 10250.
+    port: z.int().min(1).max(65_535).default(10_250),
+    // How many observer replicas (on other nodes) probe each node: its k successors on
+    // a ring of node names. Default 2; must be >= corroboration.quorum or nothing confirms.
+    observersPerNode: z.int().min(2).max(16).default(2),
+  })
+  .prefault({});
+
+/** When one observer's view turns into a suspicion (detect stage). */
+export const SuspicionSettingsSchema = z
+  .object({
+    // Consecutive missed probes from one observer before it suspects the node. Unit:
+    // probes. Default 3. Lower is faster and noisier; corroboration absorbs the noise.
+    missThreshold: z.int().min(1).max(1000).default(3),
+    // Minimum time between the first miss and the suspicion. Unit: ms. Default 400.
+    // Guards against a burst of misses from one stalled observer event loop.
+    minSuspectMs: z.int().min(0).max(600_000).default(400),
+    // After the threshold, re-emit the suspicion every N further misses, so a lost event
+    // or an expired evidence window is healed. Unit: probes. Default 5.
+    repeatEvery: z.int().min(1).max(10_000).default(5),
+    // A node whose kubelet Lease was not renewed for this long is suspected (by the
+    // informer observer). Unit: ms. Default 40000 (kubelet renews every 10 s).
+    leaseStaleMs: z.int().min(1_000).max(3_600_000).default(40_000),
+    // Observations older than this (event time vs. now) never create a suspicion: a late,
+    // replayed event must not start an incident. Unit: ms. Default 10000.
+    maxEventAgeMs: z.int().min(100).max(3_600_000).default(10_000),
+    // Whether a node's Ready=False/Unknown condition (set by the node lifecycle controller)
+    // counts as one independent observer. Default true. It is slow (40-50 s) but independent.
+    countNodeCondition: z.boolean().default(true),
+  })
+  .prefault({});
+
+/** How suspicions become a confirmed incident (confirm stage, S2). */
+export const CorroborationSettingsSchema = z
+  .object({
+    // Distinct independent observers (by observer node, never the suspected node itself)
+    // needed to confirm. Default 2; minimum 2 (S2: one broken observer fences nobody).
+    quorum: z.int().min(2).max(16).default(2),
+    // Evidence counts only if it is at most this old when confirming. Unit: ms. Default
+    // 5000. Longer tolerates slow observers; shorter refuses to combine stale views.
+    evidenceWindowMs: z.int().min(100).max(600_000).default(5_000),
+  })
+  .prefault({});
+
+/** S4: refuse automatic fencing when too many nodes look dead at once. */
+export const StormGuardSettingsSchema = z
+  .object({
+    // Nodes that may be in a fencing incident (Confirmed .. Released, Blocked, FenceFailed)
+    // at the same time, this one included. Default 1. Higher recovers more from multiple
+    // failures; lower protects against a partition that makes many healthy nodes look dead.
+    maxConcurrentFenced: z.int().min(0).max(1000).default(1),
+    // The same limit as a fraction of all nodes (the stricter one wins). Default 0.5.
+    maxFraction: z.number().min(0).max(1).default(0.5),
+  })
+  .prefault({});
+
+/** Never fence a control-plane node if that would cost etcd its quorum. */
+export const ControlPlaneSettingsSchema = z
+  .object({
+    // Refuse to fence a control-plane node when the control-plane nodes left (not fenced,
+    // not in an incident, Ready) would be fewer than a majority. Default true.
+    protectEtcdQuorum: z.boolean().default(true),
+    // Node label that marks control-plane (etcd) nodes.
+    roleLabel: z.string().min(1).default("node-role.kubernetes.io/control-plane"),
+  })
+  .prefault({});
+
+export const FENCING_DRIVERS = ["redfish", "ipmi", "fence-agent"] as const;
+export type FencingDriver = (typeof FENCING_DRIVERS)[number];
+
+/** One way to power a node off: tried in order, the next one is the escalation. */
+export const FencingLevelSchema = z.object({
+  driver: z.enum(FENCING_DRIVERS),
+  // BMC address, e.g. "redfish+https://10.0.0.5/redfish/v1/Systems/1" or "ipmi://10.0.0.5:623".
+  address: z.string().min(1),
+  // Name of a Secret (in the fastfence namespace) with `username` and `password`.
+  credentialsSecret: z.string().min(1),
+  // Time for this level: command plus read-back until Off. Unit: ms. Default 10000.
+  timeoutMs: z.int().min(100).max(600_000).default(10_000),
+  // Driver options (e.g. fence agent name, cipher suite "3", insecure TLS).
+  options: z.record(z.string(), z.string()).optional(),
+});
+export type FencingLevel = z.infer<typeof FencingLevelSchema>;
+
+/** Levels for the nodes a selector matches: by name, or by labels (all must match). */
+export const NodeFencingSchema = z.object({
+  nodeSelector: z.object({
+    names: z.array(z.string().min(1)).optional(),
+    matchLabels: z.record(z.string(), z.string()).optional(),
+  }),
+  levels: z.array(FencingLevelSchema).min(1),
+});
+export type NodeFencing = z.infer<typeof NodeFencingSchema>;
+
+export const FencingSettingsSchema = z
+  .object({
+    // First matching entry wins. A node that no entry matches cannot be fenced (blocked).
+    nodes: z.array(NodeFencingSchema).default([]),
+    // Rounds over all levels before giving up (fence.failed final). Default 3.
+    maxRounds: z.int().min(1).max(100).default(3),
+    // Wait between rounds. Unit: ms. Default 2000.
+    retryBackoffMs: z.int().min(0).max(600_000).default(2_000),
+  })
+  .prefault({});
+
+export const REMEDIATION_STRATEGIES = ["OutOfServiceTaint"] as const;
+
+export const RemediationSettingsSchema = z
+  .object({
+    // How workloads are released after a confirmed power-off. Only OutOfServiceTaint:
+    // node.kubernetes.io/out-of-service=nodeshutdown:NoExecute plus explicit deletes.
+    strategy: z.enum(REMEDIATION_STRATEGIES).default("OutOfServiceTaint"),
+    // Force-delete the node's pods (grace period 0) instead of waiting for pod GC.
+    deletePods: z.boolean().default(true),
+    // Delete the node's VolumeAttachments so RWO volumes attach elsewhere at once.
+    deleteVolumeAttachments: z.boolean().default(true),
+    // Delete KubeVirt VirtualMachineInstances that ran on the node (VMs restart elsewhere).
+    deleteVirtualMachineInstances: z.boolean().default(true),
+  })
+  .prefault({});
+
+export const TimeoutSettingsSchema = z
+  .object({
+    // Per-node fencing Lease duration (S3: one driver per node). Unit: ms. Default 15000.
+    // A dead holder delays takeover by up to this; too short lets two drivers overlap.
+    leaseDurationMs: z.int().min(1_000).max(600_000).default(15_000),
+    // Whole power-off (all levels of one round). Unit: ms. Default 30000.
+    powerOffTimeoutMs: z.int().min(1_000).max(3_600_000).default(30_000),
+  })
+  .prefault({});
+
+export const FencingPolicySpecSchema = z.object({
+  probe: ProbeSettingsSchema,
+  suspicion: SuspicionSettingsSchema,
+  corroboration: CorroborationSettingsSchema,
+  stormGuard: StormGuardSettingsSchema,
+  controlPlane: ControlPlaneSettingsSchema,
+  fencing: FencingSettingsSchema,
+  remediation: RemediationSettingsSchema,
+  // Power a fenced node back on once its workloads are released. Default false: a node
+  // that died for a reason stays off until someone looks at it.
+  powerOnAfterFence: z.boolean().default(false),
+  timeouts: TimeoutSettingsSchema,
+});
+
+export type FencingPolicySpec = z.infer<typeof FencingPolicySpecSchema>;
+/** What a user writes: every field optional. */
+export type FencingPolicySpecInput = z.input<typeof FencingPolicySpecSchema>;
+
+export const FENCING_POLICY_GROUP = "fastfence.io";
+export const FENCING_POLICY_VERSION = "v1alpha1";
+export const FENCING_POLICY_KIND = "FencingPolicy";
+
+/** A complete policy from a partial spec (throws ZodError on invalid input). */
+export function resolvePolicy(spec: unknown = {}): FencingPolicySpec {
+  return FencingPolicySpecSchema.parse(spec ?? {});
+}
+
+/** The policy with every default. */
+export const DEFAULT_POLICY: FencingPolicySpec = resolvePolicy({});
+
+/** The fencing levels for a node: first matching entry, or undefined when none matches. */
+export function levelsForNode(
+  policy: FencingPolicySpec,
+  node: { name: string; labels?: Record<string, string> },
+): FencingLevel[] | undefined {
+  for (const entry of policy.fencing.nodes) {
+    const sel = entry.nodeSelector;
+    if (sel.names && !sel.names.includes(node.name)) continue;
+    if (sel.matchLabels) {
+      const labels = node.labels ?? {};
+      if (!Object.entries(sel.matchLabels).every(([k, v]) => labels[k] === v)) continue;
+    }
+    if (!sel.names && !sel.matchLabels) continue; // an empty selector matches nothing
+    return entry.levels;
+  }
+  return undefined;
+}

@@ -1,0 +1,48 @@
+// The event bus interface every runtime and tool uses; the Kafka client behind it is an
+// implementation detail (infra/bus/kafkajs-bus.ts). Keep this small: publish, group
+// subscribe, read a topic from the beginning (for `fastfence trace`), create topics.
+// This module declares types only; it must never perform I/O.
+import type { KafkaRecord } from "../../events/codec.ts";
+
+export interface BusRecord extends KafkaRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  /** Broker timestamp, epoch ms. */
+  timestamp: number;
+}
+
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+  replicationFactor: number;
+  /** e.g. { "min.insync.replicas": "2", "retention.ms": "604800000" } */
+  config?: Record<string, string>;
+}
+
+export interface SubscribeOptions {
+  groupId: string;
+  topics: readonly string[];
+  /** Start at the earliest offset when the group has no committed offset. Default false. */
+  fromBeginning?: boolean;
+  /**
+   * Called once per record, in partition order. The offset is committed only after it
+   * resolves; if it throws, the record is redelivered (at-least-once).
+   */
+  onRecord(rec: BusRecord): Promise<void>;
+}
+
+export interface Subscription {
+  /** Resolves when the consumer has joined its group and been assigned partitions. */
+  ready: Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface Bus {
+  publish(topic: string, records: readonly KafkaRecord[]): Promise<void>;
+  subscribe(opts: SubscribeOptions): Promise<Subscription>;
+  /** Every record currently in the topics, from the beginning (no consumer group). */
+  readAll(topics: readonly string[], opts?: { timeoutMs?: number }): Promise<BusRecord[]>;
+  ensureTopics(specs: readonly TopicSpec[]): Promise<void>;
+  close(): Promise<void>;
+}

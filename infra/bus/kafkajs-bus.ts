@@ -1,0 +1,226 @@
+// Bus implementation on kafkajs (pure JavaScript, the client the customer's design
+// names). Tuned for the fencing critical path: short request and session timeouts,
+// a producer that never waits on one partition (records are spread by key only for
+// ordering of one node's observations; the incident state lives in the Kubernetes API),
+// acks from all in-sync replicas. Never logs record values (they are event data).
+import { Kafka, logLevel, type Consumer, type Producer, type IHeaders } from "kafkajs";
+import { FastfenceError } from "../../core/errors.ts";
+import type { Logger } from "../log.ts";
+import type { KafkaRecord } from "../../events/codec.ts";
+import type { Bus, BusRecord, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
+
+export interface KafkaBusConfig {
+  /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
+  brokers: string;
+  /** Client id sent to the broker, e.g. "fastfence-detect-<pod>". */
+  clientId: string;
+  /**
+   * Consumer group session timeout, ms. Default 6000 (the broker's default
+   * group.min.session.timeout.ms). Lower means a dead consumer's partitions move
+   * sooner, but a long GC pause or CPU starvation can cause needless rebalances.
+   * The broker must allow it (group.min.session.timeout.ms).
+   */
+  sessionTimeoutMs?: number;
+  /** Heartbeat interval, ms. Default sessionTimeoutMs / 3. */
+  heartbeatIntervalMs?: number;
+  /** Per-request timeout, ms. Default 3000; a dead broker is given up on after this. */
+  requestTimeoutMs?: number;
+  /** TCP connect timeout, ms. Default 1000. */
+  connectionTimeoutMs?: number;
+  log?: Logger;
+}
+
+function toHeaders(h: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h ?? {})) {
+    if (v === undefined) continue;
+    const first = Array.isArray(v) ? v[0] : v;
+    if (first !== undefined) out[k] = Buffer.isBuffer(first) ? first.toString("utf8") : String(first);
+  }
+  return out;
+}
+
+export class KafkaJsBus implements Bus {
+  private readonly kafka: Kafka;
+  private producerP: Promise<Producer> | undefined;
+  private readonly consumers = new Set<Consumer>();
+  private readonly cfg: Required<Omit<KafkaBusConfig, "log">> & { log?: Logger };
+
+  constructor(cfg: KafkaBusConfig) {
+    const sessionTimeoutMs = cfg.sessionTimeoutMs ?? 6000;
+    this.cfg = {
+      brokers: cfg.brokers,
+      clientId: cfg.clientId,
+      sessionTimeoutMs,
+      heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
+      requestTimeoutMs: cfg.requestTimeoutMs ?? 3000,
+      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
+      ...(cfg.log ? { log: cfg.log } : {}),
+    };
+    const log = cfg.log;
+    this.kafka = new Kafka({
+      clientId: cfg.clientId,
+      brokers: cfg.brokers.split(",").map((b) => b.trim()).filter(Boolean),
+      connectionTimeout: this.cfg.connectionTimeoutMs,
+      requestTimeout: this.cfg.requestTimeoutMs,
+      retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 8 },
+      logLevel: logLevel.WARN,
+      logCreator: () => (entry) => {
+        if (!log) return;
+        const { message, ...rest } = entry.log;
+        const level = entry.level <= logLevel.ERROR ? "error" : entry.level === logLevel.WARN ? "warn" : "debug";
+        log[level]({ kafka: { namespace: entry.namespace, ...rest } }, message);
+      },
+    });
+  }
+
+  private producer(): Promise<Producer> {
+    this.producerP ??= (async () => {
+      const p = this.kafka.producer({ allowAutoTopicCreation: false, idempotent: false });
+      await p.connect();
+      return p;
+    })().catch((err: unknown) => {
+      this.producerP = undefined;
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", "cannot connect the Kafka producer", { cause: err, retriable: true });
+    });
+    return this.producerP;
+  }
+
+  async publish(topic: string, records: readonly KafkaRecord[]): Promise<void> {
+    const p = await this.producer();
+    try {
+      await p.send({
+        topic,
+        acks: -1,
+        timeout: this.cfg.requestTimeoutMs,
+        messages: records.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
+      });
+    } catch (err) {
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, { cause: err, retriable: true });
+    }
+  }
+
+  async subscribe(opts: SubscribeOptions): Promise<Subscription> {
+    const consumer = this.kafka.consumer({
+      groupId: opts.groupId,
+      sessionTimeout: this.cfg.sessionTimeoutMs,
+      heartbeatInterval: this.cfg.heartbeatIntervalMs,
+      rebalanceTimeout: Math.max(this.cfg.sessionTimeoutMs, 3000),
+      maxWaitTimeInMs: 100,
+      allowAutoTopicCreation: false,
+      retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: Number.MAX_SAFE_INTEGER },
+    });
+    this.consumers.add(consumer);
+    let resolveReady!: () => void;
+    const ready = new Promise<void>((r) => (resolveReady = r));
+    consumer.on(consumer.events.GROUP_JOIN, () => resolveReady());
+    await consumer.connect();
+    await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
+    await consumer.run({
+      autoCommit: true,
+      autoCommitInterval: 500,
+      eachMessage: async ({ topic, partition, message }) => {
+        await opts.onRecord({
+          topic,
+          partition,
+          offset: message.offset,
+          timestamp: Number(message.timestamp),
+          key: message.key ? message.key.toString("utf8") : null,
+          value: message.value,
+          headers: toHeaders(message.headers),
+        });
+      },
+    });
+    return {
+      ready,
+      close: async () => {
+        this.consumers.delete(consumer);
+        await consumer.disconnect();
+      },
+    };
+  }
+
+  async readAll(topics: readonly string[], opts: { timeoutMs?: number } = {}): Promise<BusRecord[]> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    const ends = new Map<string, bigint>();
+    try {
+      for (const topic of topics) {
+        for (const p of await admin.fetchTopicOffsets(topic)) {
+          if (BigInt(p.high) > BigInt(p.low)) ends.set(`${topic}/${p.partition}`, BigInt(p.high));
+        }
+      }
+    } finally {
+      await admin.disconnect();
+    }
+    const out: BusRecord[] = [];
+    if (ends.size === 0) return out;
+    const consumer = this.kafka.consumer({ groupId: `fastfence-reader-${process.pid}-${Date.now()}`, maxWaitTimeInMs: 100 });
+    await consumer.connect();
+    try {
+      await consumer.subscribe({ topics: [...topics], fromBeginning: true });
+      const done = new Promise<void>((resolve) => {
+        void consumer.run({
+          autoCommit: false,
+          eachMessage: async ({ topic, partition, message }) => {
+            out.push({
+              topic,
+              partition,
+              offset: message.offset,
+              timestamp: Number(message.timestamp),
+              key: message.key ? message.key.toString("utf8") : null,
+              value: message.value,
+              headers: toHeaders(message.headers),
+            });
+            const k = `${topic}/${partition}`;
+            const end = ends.get(k);
+            if (end !== undefined && BigInt(message.offset) + 1n >= end) ends.delete(k);
+            if (ends.size === 0) resolve();
+          },
+        });
+      });
+      const timeoutMs = opts.timeoutMs ?? 15_000;
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new FastfenceError("FF_BUS_UNAVAILABLE", `reading ${topics.join(", ")} timed out after ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      });
+      await Promise.race([done, timeout]).finally(() => clearTimeout(timer));
+    } finally {
+      await consumer.disconnect();
+    }
+    return out.sort((a, b) => a.timestamp - b.timestamp);
+  }
+
+  async ensureTopics(specs: readonly TopicSpec[]): Promise<void> {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const missing = specs.filter((s) => !existing.has(s.topic));
+      if (missing.length === 0) return;
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((s) => ({
+          topic: s.topic,
+          numPartitions: s.partitions,
+          replicationFactor: s.replicationFactor,
+          configEntries: Object.entries(s.config ?? {}).map(([name, value]) => ({ name, value })),
+        })),
+      });
+    } catch (err) {
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", "creating topics failed", { cause: err, retriable: true });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.consumers].map((c) => c.disconnect()));
+    this.consumers.clear();
+    if (this.producerP) await (await this.producerP.catch(() => undefined))?.disconnect();
+    this.producerP = undefined;
+  }
+}

@@ -1,0 +1,100 @@
+// Per-node driver leases (coordination.k8s.io/v1 Lease): at most one instance issues
+// power actions for a node at a time (S3). Acquire and renew are optimistic-concurrency
+// writes guarded by resourceVersion; a 409 means someone else won and is reported as
+// "not acquired", never retried blindly. It never takes over a lease that has not
+// expired by its own renewTime + leaseDurationSeconds.
+import type { V1Lease } from "@kubernetes/client-node";
+import { FastfenceError } from "../../core/errors.ts";
+import { KubeApiError, type Kube } from "./client.ts";
+
+export interface LeaseConfig {
+  namespace: string;
+  /**
+   * How long a holder owns the lease without renewing, seconds. Default 15. Longer
+   * keeps a slow BMC call safe from a second driver; shorter lets another replica take
+   * over sooner when the holder dies mid-fence.
+   */
+  durationSeconds: number;
+}
+
+export type LeaseResult = { acquired: true; lease: V1Lease } | { acquired: false; holder: string; expiresAt: number };
+
+export function fenceLeaseName(node: string): string {
+  return `fastfence-fence-${node}`.slice(0, 253);
+}
+
+function expiry(l: V1Lease): number {
+  const renew = l.spec?.renewTime ?? l.spec?.acquireTime;
+  const t = renew ? new Date(renew as unknown as string).getTime() : 0;
+  return t + (l.spec?.leaseDurationSeconds ?? 0) * 1000;
+}
+
+export class LeaseManager {
+  private readonly kube: Kube;
+  private readonly cfg: LeaseConfig;
+  constructor(kube: Kube, cfg: LeaseConfig) {
+    this.kube = kube;
+    this.cfg = cfg;
+  }
+
+  /** Takes (or renews, when already ours) the lease `name` for `holder` at time `now`. */
+  async acquire(name: string, holder: string, now: number): Promise<LeaseResult> {
+    const { namespace } = this.cfg;
+    const spec = {
+      holderIdentity: holder,
+      leaseDurationSeconds: this.cfg.durationSeconds,
+      acquireTime: new Date(now),
+      renewTime: new Date(now),
+    };
+    let current: V1Lease | undefined;
+    try {
+      current = await this.kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+    }
+    try {
+      if (!current) {
+        const lease = await this.kube.call(`create lease ${name}`, (a) =>
+          a.coordination.createNamespacedLease({ namespace, body: { metadata: { name, namespace }, spec } }),
+        );
+        return { acquired: true, lease };
+      }
+      const heldBy = current.spec?.holderIdentity ?? "";
+      if (heldBy && heldBy !== holder && expiry(current) > now) return { acquired: false, holder: heldBy, expiresAt: expiry(current) };
+      const body: V1Lease = {
+        ...current,
+        spec: {
+          ...current.spec,
+          ...spec,
+          acquireTime: heldBy === holder && current.spec?.acquireTime ? current.spec.acquireTime : spec.acquireTime,
+          leaseTransitions: (current.spec?.leaseTransitions ?? 0) + (heldBy === holder ? 0 : 1),
+        },
+      };
+      const lease = await this.kube.call(`update lease ${name}`, (a) => a.coordination.replaceNamespacedLease({ name, namespace, body }));
+      return { acquired: true, lease };
+    } catch (err) {
+      if (err instanceof KubeApiError && (err.status === 409 || err.status === 422 || err.status === 404)) {
+        const again = await this.kube
+          .call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }))
+          .catch(() => undefined);
+        return { acquired: false, holder: again?.spec?.holderIdentity ?? "unknown", expiresAt: again ? expiry(again) : now };
+      }
+      throw err;
+    }
+  }
+
+  /** Gives the lease up if we hold it (holder cleared), so the next driver need not wait. */
+  async release(name: string, holder: string): Promise<void> {
+    const { namespace } = this.cfg;
+    try {
+      const current = await this.kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
+      if (current.spec?.holderIdentity !== holder) return;
+      await this.kube.call(`release lease ${name}`, (a) =>
+        a.coordination.replaceNamespacedLease({ name, namespace, body: { ...current, spec: { ...current.spec, holderIdentity: "", leaseDurationSeconds: 1 } } }),
+      );
+    } catch (err) {
+      if (err instanceof KubeApiError && (err.status === 404 || err.status === 409)) return;
+      throw err instanceof FastfenceError ? err : new FastfenceError("FF_KUBE_UNAVAILABLE", `release lease ${name}`, { cause: err });
+    }
+  }
+}

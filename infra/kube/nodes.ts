@@ -1,0 +1,160 @@
+// Node-level reads and the release actions of remediate-workloads and recover: read a
+// node's incarnation (boot ID), readiness and roles; set or remove the out-of-service
+// taint (resourceVersion-guarded replace, retried on conflict with a fresh read); force-
+// delete the node's pods, its VolumeAttachments and the KubeVirt VMIs that ran there.
+// It never decides whether releasing is safe: callers do that from incident state (S1).
+import type { V1Node, V1Taint } from "@kubernetes/client-node";
+import { FastfenceError } from "../../core/errors.ts";
+import { KubeApiError, type Kube } from "./client.ts";
+
+export const OUT_OF_SERVICE_TAINT: V1Taint = { key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute" };
+const CONTROL_PLANE_LABELS = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
+
+export interface NodeInfo {
+  name: string;
+  bootId: string;
+  ready: boolean;
+  controlPlane: boolean;
+  labels: Record<string, string>;
+  taints: V1Taint[];
+  resourceVersion: string;
+}
+
+export function nodeInfo(n: V1Node): NodeInfo {
+  const ready = n.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+  const labels = n.metadata?.labels ?? {};
+  return {
+    name: n.metadata?.name ?? "",
+    bootId: n.status?.nodeInfo?.bootID ?? "",
+    ready,
+    controlPlane: CONTROL_PLANE_LABELS.some((l) => l in labels),
+    labels,
+    taints: n.spec?.taints ?? [],
+    resourceVersion: n.metadata?.resourceVersion ?? "",
+  };
+}
+
+export interface Released {
+  pods: string[];
+  volumeAttachments: string[];
+  vmis: string[];
+}
+
+const sameTaint = (a: V1Taint, b: V1Taint) => a.key === b.key && a.effect === b.effect;
+
+export class NodeOps {
+  private readonly kube: Kube;
+  constructor(kube: Kube) {
+    this.kube = kube;
+  }
+
+  async get(name: string): Promise<NodeInfo | undefined> {
+    try {
+      return nodeInfo(await this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name })));
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async list(): Promise<NodeInfo[]> {
+    const l = await this.kube.call("list nodes", (a) => a.core.listNode());
+    return l.items.map(nodeInfo);
+  }
+
+  /** Adds (present=true) or removes the taint; a conflicting write is retried on a fresh read. */
+  async setTaint(name: string, taint: V1Taint, present: boolean): Promise<boolean> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const node = await this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
+      const taints = node.spec?.taints ?? [];
+      const has = taints.some((t) => sameTaint(t, taint));
+      if (has === present) return false;
+      const next = present ? [...taints, { ...taint, timeAdded: new Date() }] : taints.filter((t) => !sameTaint(t, taint));
+      try {
+        await this.kube.call(`update taints of node ${name}`, (a) =>
+          a.core.replaceNode({ name, body: { ...node, spec: { ...node.spec, taints: next } } }),
+        );
+        return true;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 409) continue;
+        throw err;
+      }
+    }
+    throw new FastfenceError("FF_KUBE_CONFLICT", `taint of node ${name}: too many concurrent updates`, { retriable: true });
+  }
+
+  /** Force-deletes (grace period 0) every pod bound to the node. */
+  async forceDeletePods(node: string): Promise<string[]> {
+    const pods = await this.kube.call(`list pods on ${node}`, (a) =>
+      a.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }),
+    );
+    const deleted: string[] = [];
+    for (const p of pods.items) {
+      const name = p.metadata?.name ?? "";
+      const namespace = p.metadata?.namespace ?? "default";
+      try {
+        await this.kube.call(`delete pod ${namespace}/${name}`, (a) =>
+          a.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0 } }),
+        );
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+      }
+      deleted.push(`${namespace}/${name}`);
+    }
+    return deleted;
+  }
+
+  /** Deletes every VolumeAttachment of the node, so RWO volumes can attach elsewhere. */
+  async deleteVolumeAttachments(node: string): Promise<string[]> {
+    const vas = await this.kube.call("list volumeattachments", (a) => a.storage.listVolumeAttachment());
+    const deleted: string[] = [];
+    for (const va of vas.items.filter((v) => v.spec?.nodeName === node)) {
+      const name = va.metadata?.name ?? "";
+      try {
+        if (va.metadata?.finalizers?.length)
+          await this.kube.call(`clear finalizers of volumeattachment ${name}`, (a) =>
+            a.storage.replaceVolumeAttachment({ name, body: { ...va, metadata: { ...va.metadata, finalizers: [] } } }),
+          );
+        await this.kube.call(`delete volumeattachment ${name}`, (a) => a.storage.deleteVolumeAttachment({ name, gracePeriodSeconds: 0 }));
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+      }
+      deleted.push(name);
+    }
+    return deleted;
+  }
+
+  /** Deletes the KubeVirt VirtualMachineInstances that ran on the node (their VMs restart elsewhere). */
+  async deleteVmis(node: string): Promise<string[]> {
+    let list: { items?: { metadata?: { name?: string; namespace?: string }; status?: { nodeName?: string } }[] };
+    try {
+      list = (await this.kube.call("list vmis", (a) =>
+        a.custom.listClusterCustomObject({ group: "kubevirt.io", version: "v1", plural: "virtualmachineinstances" }),
+      )) as typeof list;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return []; // KubeVirt not installed
+      throw err;
+    }
+    const deleted: string[] = [];
+    for (const vmi of (list.items ?? []).filter((v) => v.status?.nodeName === node)) {
+      const name = vmi.metadata?.name ?? "";
+      const namespace = vmi.metadata?.namespace ?? "default";
+      try {
+        await this.kube.call(`delete vmi ${namespace}/${name}`, (a) =>
+          a.custom.deleteNamespacedCustomObject({
+            group: "kubevirt.io",
+            version: "v1",
+            plural: "virtualmachineinstances",
+            namespace,
+            name,
+            gracePeriodSeconds: 0,
+          }),
+        );
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+      }
+      deleted.push(`${namespace}/${name}`);
+    }
+    return deleted;
+  }
+}

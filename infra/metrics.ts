@@ -1,0 +1,57 @@
+// Prometheus metrics for one function process, served on /metrics by both runtimes.
+// Label values are event types, topics, function names and outcome kinds only: never
+// node-specific data with unbounded cardinality, never secrets.
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export interface FunctionMetrics {
+  registry: Registry;
+  eventsIn: Counter<"function" | "type">;
+  eventsOut: Counter<"function" | "type">;
+  outcomes: Counter<"function" | "outcome">;
+  deadLettered: Counter<"function" | "code">;
+  errors: Counter<"function" | "code">;
+  /** Handler run time, seconds. */
+  handlerSeconds: Histogram<"function" | "type">;
+  /** Time from the event's own `time` to the end of its handling: the stage latency. */
+  stageLatencySeconds: Histogram<"function" | "type">;
+}
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
+
+export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}): FunctionMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: "fastfence_process_" });
+  const labels = ["function", "type"] as const;
+  return {
+    registry,
+    eventsIn: new Counter({ name: "fastfence_events_in_total", help: "Events received (valid or not).", labelNames: labels, registers: [registry] }),
+    eventsOut: new Counter({ name: "fastfence_events_out_total", help: "Events emitted.", labelNames: labels, registers: [registry] }),
+    outcomes: new Counter({
+      name: "fastfence_event_outcomes_total",
+      help: "Outcome of each received event: processed, ignored, rejected, invalid, failed.",
+      labelNames: ["function", "outcome"],
+      registers: [registry],
+    }),
+    deadLettered: new Counter({
+      name: "fastfence_events_dead_lettered_total",
+      help: "Events sent to the dead-letter topic, by error code.",
+      labelNames: ["function", "code"],
+      registers: [registry],
+    }),
+    errors: new Counter({ name: "fastfence_errors_total", help: "Handler errors, by error code.", labelNames: ["function", "code"], registers: [registry] }),
+    handlerSeconds: new Histogram({
+      name: "fastfence_handler_duration_seconds",
+      help: "Handler run time.",
+      labelNames: labels,
+      buckets: BUCKETS,
+      registers: [registry],
+    }),
+    stageLatencySeconds: new Histogram({
+      name: "fastfence_stage_latency_seconds",
+      help: "Time from the event's creation to the end of this stage's handling.",
+      labelNames: labels,
+      buckets: BUCKETS,
+      registers: [registry],
+    }),
+  };
+}

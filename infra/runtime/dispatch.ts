@@ -1,0 +1,137 @@
+// One delivery of one event to one function, shared by the Kafka and HTTP runtimes:
+// validate against the catalog, skip types the function does not subscribe to, run the
+// handler with a deadline, retry retriable failures with backoff, and turn everything
+// into exactly one recorded outcome (S5): processed / ignored with the emitted events,
+// or a dead-letter record with the reason. It never throws for bad input, and it never
+// drops an event silently.
+import { FastfenceError, InvalidInputError, asFastfenceError } from "../../core/errors.ts";
+import type { Clock } from "../../core/clock.ts";
+import { envelope, type FfEvent } from "../../events/envelope.ts";
+import type { EventHandler, FunctionDefinition, Outcome } from "../../functions/contract.ts";
+import { forIncident, type Logger } from "../log.ts";
+import type { FunctionMetrics } from "../metrics.ts";
+
+/** What the runtime needs from the event catalog. */
+export interface CatalogView {
+  /** Validates an envelope; throws InvalidInputError naming each bad field. */
+  parse(raw: unknown): FfEvent;
+  /** Topic an event type is published to. */
+  topicOf(type: string): string;
+  deadLetterTopic: string;
+}
+
+export interface DispatchConfig {
+  /**
+   * Deadline for one handler run, ms. Default 10000. Long enough for a BMC power-off
+   * and read-back; shorter deadlines turn slow BMCs into retries.
+   */
+  handlerTimeoutMs: number;
+  /** Attempts for a retriable failure before dead-lettering. Default 5. */
+  maxAttempts: number;
+  /** First retry backoff, ms; doubles per attempt. Default 100. */
+  retryBackoffMs: number;
+}
+
+export const DEFAULT_DISPATCH: DispatchConfig = { handlerTimeoutMs: 10_000, maxAttempts: 5, retryBackoffMs: 100 };
+
+export type DispatchResult =
+  | { kind: "done"; event: FfEvent; outcome: Outcome; emitted: FfEvent[] }
+  | { kind: "skipped"; event: FfEvent }
+  | { kind: "dead-letter"; event?: FfEvent; error: FastfenceError };
+
+export interface Dispatcher {
+  /** `decode` turns the transport message into an unvalidated envelope (may throw InvalidInputError). */
+  dispatch(decode: () => Record<string, unknown>, signal: AbortSignal): Promise<DispatchResult>;
+}
+
+export function createDispatcher(opts: {
+  def: FunctionDefinition<never> | FunctionDefinition<unknown>;
+  handler: EventHandler;
+  catalog: CatalogView;
+  source: string;
+  clock: Clock;
+  log: Logger;
+  metrics: FunctionMetrics;
+  config?: Partial<DispatchConfig>;
+}): Dispatcher {
+  const { def, handler, catalog, source, clock, log, metrics } = opts;
+  const cfg = { ...DEFAULT_DISPATCH, ...opts.config };
+  const subscribed = new Set(def.subscriptions.flatMap((s) => s.types));
+  const fn = def.name;
+
+  async function runHandler(event: FfEvent, elog: Logger, outer: AbortSignal) {
+    for (let attempt = 1; ; attempt++) {
+      const ctrl = new AbortController();
+      const onOuter = () => ctrl.abort(outer.reason);
+      outer.addEventListener("abort", onOuter, { once: true });
+      const timer = setTimeout(
+        () => ctrl.abort(new FastfenceError("FF_INTERNAL", `handler exceeded ${cfg.handlerTimeoutMs} ms`, { retriable: true })),
+        cfg.handlerTimeoutMs,
+      );
+      const end = metrics.handlerSeconds.startTimer({ function: fn, type: event.type });
+      try {
+        const deadline = new Promise<never>((_, reject) =>
+          ctrl.signal.addEventListener("abort", () => reject(asFastfenceError(ctrl.signal.reason)), { once: true }),
+        );
+        return await Promise.race([handler(event, { log: elog, clock, signal: ctrl.signal }), deadline]);
+      } catch (err) {
+        const e = asFastfenceError(err);
+        metrics.errors.inc({ function: fn, code: e.code });
+        if (!e.retriable || attempt >= cfg.maxAttempts || outer.aborted) throw e;
+        const backoff = cfg.retryBackoffMs * 2 ** (attempt - 1);
+        elog.warn({ err: e.toJSON(), attempt, backoffMs: backoff }, "handler failed; retrying");
+        await clock.sleep(backoff, outer);
+      } finally {
+        end();
+        clearTimeout(timer);
+        outer.removeEventListener("abort", onOuter);
+      }
+    }
+  }
+
+  return {
+    async dispatch(decode, signal) {
+      let event: FfEvent;
+      try {
+        event = catalog.parse(decode());
+      } catch (err) {
+        const e = err instanceof InvalidInputError ? err : asFastfenceError(err, "FF_INVALID_EVENT");
+        metrics.eventsIn.inc({ function: fn, type: "invalid" });
+        metrics.outcomes.inc({ function: fn, outcome: "invalid" });
+        metrics.deadLettered.inc({ function: fn, code: e.code });
+        log.warn({ incident: "none", node: "unknown", err: e.toJSON() }, "invalid event; dead-lettered");
+        return { kind: "dead-letter", error: e };
+      }
+      metrics.eventsIn.inc({ function: fn, type: event.type });
+      if (!subscribed.has(event.type)) return { kind: "skipped", event };
+      const elog = forIncident(log, event.ffincident, event.subject).child({ eventId: event.id, eventType: event.type });
+      let result;
+      try {
+        result = await runHandler(event, elog, signal);
+      } catch (err) {
+        const e = asFastfenceError(err);
+        metrics.outcomes.inc({ function: fn, outcome: "failed" });
+        metrics.deadLettered.inc({ function: fn, code: e.code });
+        elog.error({ err: e.toJSON() }, "handler failed; dead-lettered");
+        return { kind: "dead-letter", event, error: e };
+      }
+      const lag = (clock.now() - Date.parse(event.time)) / 1000;
+      if (Number.isFinite(lag)) metrics.stageLatencySeconds.observe({ function: fn, type: event.type }, Math.max(0, lag));
+      metrics.outcomes.inc({ function: fn, outcome: result.outcome.kind });
+      if (result.outcome.kind === "rejected") {
+        const e = new FastfenceError("FF_INVALID_EVENT", result.outcome.reason);
+        metrics.deadLettered.inc({ function: fn, code: e.code });
+        elog.warn({ reason: result.outcome.reason }, "event rejected; dead-lettered");
+        return { kind: "dead-letter", event, error: e };
+      }
+      const now = clock.now();
+      const emitted = result.emit.map((out) => envelope(out, source, now, event));
+      for (const ev of emitted) metrics.eventsOut.inc({ function: fn, type: ev.type });
+      elog.info(
+        { outcome: result.outcome, emitted: emitted.map((e) => e.type), stageMs: Math.round(lag * 1000) },
+        result.outcome.kind === "processed" ? "event processed" : "event ignored",
+      );
+      return { kind: "done", event, outcome: result.outcome, emitted };
+    },
+  };
+}

@@ -1,0 +1,96 @@
+// Hosts one function as a plain Kafka consumer (local runner, lab, tests). Each record
+// goes through the shared dispatcher; emitted events are published to their catalog
+// topics and the offset is committed only after that (at-least-once; handlers are
+// idempotent through resourceVersion-guarded writes). Invalid or failed records go to
+// the dead-letter topic with the original bytes. It never commits an offset for a
+// record whose outcome was not recorded.
+import { FastfenceError } from "../../core/errors.ts";
+import type { Clock } from "../../core/clock.ts";
+import { decodeKafka, encodeKafka } from "../../events/codec.ts";
+import type { FfEvent } from "../../events/envelope.ts";
+import type { EventHandler, FunctionDefinition } from "../../functions/contract.ts";
+import type { Bus, BusRecord, Subscription } from "../bus/bus.ts";
+import type { Logger } from "../log.ts";
+import type { FunctionMetrics } from "../metrics.ts";
+import { deadLetterRecord } from "./dead-letter.ts";
+import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
+
+export interface KafkaRuntimeConfig {
+  /**
+   * "each-replica" (default): every replica reads every partition in its own consumer
+   * group, so a replica on a dead node stalls nothing (no session timeout, no
+   * rebalance); duplicates are harmless because every state change is a
+   * resourceVersion-guarded write. "shared": one group per function, partitions split
+   * between replicas; less duplicate work, but a dead member's partitions wait for the
+   * session timeout.
+   */
+  groupMode: "each-replica" | "shared";
+  /** Replica id (pod name), used in the group id and the event `source`. */
+  replica: string;
+  dispatch?: Partial<DispatchConfig>;
+}
+
+export interface KafkaRuntime {
+  ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startKafkaRuntime(opts: {
+  def: FunctionDefinition<never> | FunctionDefinition<unknown>;
+  handler: EventHandler;
+  bus: Bus;
+  catalog: CatalogView;
+  clock: Clock;
+  log: Logger;
+  metrics: FunctionMetrics;
+  config: KafkaRuntimeConfig;
+  /** Called after each record's outcome is recorded (tests and trace tooling). */
+  onResult?: (rec: BusRecord, emitted: FfEvent[]) => void;
+}): Promise<KafkaRuntime> {
+  const { def, bus, catalog, clock, log, config } = opts;
+  const source = `/fastfence/${def.name}/${config.replica}`;
+  const dispatcher = createDispatcher({ ...opts, source, config: config.dispatch ?? {} });
+  const stopping = new AbortController();
+  const topics = [...new Set(def.subscriptions.map((s) => s.topic))];
+  const groupId = config.groupMode === "shared" ? `fastfence-${def.name}` : `fastfence-${def.name}-${config.replica}`;
+
+  async function onRecord(rec: BusRecord): Promise<void> {
+    const result = await dispatcher.dispatch(() => decodeKafka(rec), stopping.signal);
+    if (result.kind === "dead-letter") {
+      await bus.publish(catalog.deadLetterTopic, [
+        deadLetterRecord(
+          result.error,
+          rec,
+          { function: def.name, transport: "kafka", topic: rec.topic, partition: rec.partition, offset: rec.offset },
+          clock.now(),
+        ),
+      ]);
+      opts.onResult?.(rec, []);
+      return;
+    }
+    if (result.kind === "done") {
+      const byTopic = new Map<string, FfEvent[]>();
+      for (const ev of result.emitted) {
+        const t = catalog.topicOf(ev.type);
+        byTopic.set(t, [...(byTopic.get(t) ?? []), ev]);
+      }
+      for (const [topic, evs] of byTopic) await bus.publish(topic, evs.map(encodeKafka));
+      opts.onResult?.(rec, result.emitted);
+    }
+  }
+
+  let sub: Subscription;
+  try {
+    sub = await bus.subscribe({ groupId, topics, fromBeginning: false, onRecord });
+  } catch (err) {
+    throw new FastfenceError("FF_BUS_UNAVAILABLE", `cannot subscribe ${def.name} to ${topics.join(", ")}`, { cause: err, retriable: true });
+  }
+  log.info({ incident: "none", node: "none", groupId, topics }, "kafka runtime started");
+  return {
+    ready: sub.ready,
+    stop: async () => {
+      stopping.abort(new FastfenceError("FF_CANCELLED", "runtime stopping"));
+      await sub.close();
+    },
+  };
+}

@@ -149,3 +149,27 @@ export function ms(time: string | undefined): number {
 export function fenceLeaseName(node: string): string {
   return `fastfence-fence-${node}`.slice(0, 253);
 }
+
+/** An event to publish once the actions succeeded. */
+export function outgoing<T>(
+  type: string,
+  subject: string,
+  incident: string | undefined,
+  data: T,
+): OutgoingEvent<T> {
+  return { type, subject, ...(incident ? { ffincident: incident } : {}), data };
+}
+
+/** What the adapter must read before calling decide for one event. */
+export interface ViewRequest {
+  /** The node the event is about (View.node). */
+  node: string;
+  /** Read this incident by name (View.incident). */
+  incident?: string;
+  /** Else read the node's newest non-terminal incident, by label fastfence.io/node (View.incident). */
+  openIncidentOfNode?: boolean;
+  /** Read the node's fencing Lease (View.lease). */
+  lease?: string;
+  /** Read all nodes and all open incidents (View.nodes, View.openIncidents); otherwise they may be empty. */
+  cluster: boolean;
+}

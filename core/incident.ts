@@ -36,7 +36,7 @@ export type Phase = (typeof PHASES)[number];
  */
 export const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
   Suspected: ["Confirmed", "Blocked", "Closed"],
-  Confirmed: ["Fencing", "Closed"],
+  Confirmed: ["Fencing", "FenceFailed", "Closed"],
   Blocked: ["Confirmed", "Closed"],
   Fencing: ["Fencing", "FencedOff", "FenceFailed", "Closed"],
   FenceFailed: ["Fencing", "Recovered", "Closed"],
@@ -108,7 +108,14 @@ export type Evidence = z.infer<typeof EvidenceSchema>;
 export const POWER_STATES = ["On", "Off", "PoweringOn", "PoweringOff", "Unknown"] as const;
 export type PowerState = (typeof POWER_STATES)[number];
 
-export const ATTEMPT_RESULTS = ["off-confirmed", "still-on", "unreachable", "auth-failed", "timeout", "error"] as const;
+export const ATTEMPT_RESULTS = [
+  "off-confirmed",
+  "still-on",
+  "unreachable",
+  "auth-failed",
+  "timeout",
+  "error",
+] as const;
 export type AttemptResult = (typeof ATTEMPT_RESULTS)[number];
 
 /** One power-off try at one level, with what was read back afterwards (S1). */
@@ -217,7 +224,11 @@ const DNS_LABEL_MAX = 63;
  * race to create the same incident collide on the API server (AlreadyExists) by design.
  */
 export function incidentName(node: string, bootId: string): string {
-  const boot = bootId.toLowerCase().replace(/[^a-z0-9]/g, "").slice(0, 8) || "noboot";
+  const boot =
+    bootId
+      .toLowerCase()
+      .replace(/[^a-z0-9]/g, "")
+      .slice(0, 8) || "noboot";
   const base = node
     .toLowerCase()
     .replace(/[^a-z0-9.-]/g, "-")
@@ -233,7 +244,12 @@ export function bootIdLabel(bootId: string): string {
 }
 
 /** A new incident object (status is written by a follow-up status write). */
-export function newIncident(node: string, bootId: string, status: NodeFenceStatus, policyRef?: string): NodeFence {
+export function newIncident(
+  node: string,
+  bootId: string,
+  status: NodeFenceStatus,
+  policyRef?: string,
+): NodeFence {
   return {
     apiVersion: "fastfence.io/v1alpha1",
     kind: "NodeFence",
@@ -248,7 +264,12 @@ export function newIncident(node: string, bootId: string, status: NodeFenceStatu
 
 /** The incident's status, or an empty Suspected one when none was written yet. */
 export function statusOf(incident: NodeFence): NodeFenceStatus {
-  return incident.status ?? { phase: "Suspected", timestamps: {}, evidence: [], round: 0, attempts: [] };
+  return incident.status ?? emptyStatus();
+}
+
+/** The status of an incident nothing has been recorded in yet. */
+export function emptyStatus(): NodeFenceStatus {
+  return { phase: "Suspected", timestamps: {}, evidence: [], round: 0, attempts: [] };
 }
 
 /**

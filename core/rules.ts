@@ -86,7 +86,13 @@ export function nodesInIncidents(
 
 export type GuardVerdict =
   | { ok: true }
-  | { ok: false; reason: "StormGuard" | "ControlPlaneQuorum" | "NoFencingLevels"; message: string; limit: number; count: number };
+  | {
+      ok: false;
+      reason: "StormGuard" | "ControlPlaneQuorum" | "NoFencingLevels";
+      message: string;
+      limit: number;
+      count: number;
+    };
 
 /** S4: too many nodes would be (or are) fenced at once. */
 export function stormGuard(
@@ -99,7 +105,10 @@ export function stormGuard(
   const others = nodesInIncidents(openIncidents, node, now, policy);
   const count = others.size + 1;
   const total = Math.max(nodes.length, 1);
-  const limit = Math.min(policy.stormGuard.maxConcurrentFenced, Math.floor(policy.stormGuard.maxFraction * total));
+  const limit = Math.min(
+    policy.stormGuard.maxConcurrentFenced,
+    Math.floor(policy.stormGuard.maxFraction * total),
+  );
   if (count > limit) {
     return {
       ok: false,

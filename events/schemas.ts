@@ -10,9 +10,16 @@ export const NodeName = z
   .string()
   .min(1)
   .max(253)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, "must be a DNS-1123 subdomain (node name)");
+  .regex(
+    /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
+    "must be a DNS-1123 subdomain (node name)",
+  );
 export const IncidentName = NodeName.describe("NodeFence incident name: <node>-<first 8 of bootId>");
-export const BootId = z.string().min(1).max(128).describe("status.nodeInfo.bootID of the node (its incarnation)");
+export const BootId = z
+  .string()
+  .min(1)
+  .max(128)
+  .describe("status.nodeInfo.bootID of the node (its incarnation)");
 
 export const TRACEPARENT_RE = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 export const SOURCE_RE = /^\/fastfence\/[a-z0-9-]+\/[A-Za-z0-9._-]+$/;
@@ -169,7 +176,9 @@ export const DeadLetterSchema = z
     offset: z.string().min(1).describe("Kafka offset (string: int64)"),
     key: z.string().optional(),
     originalBase64: z.string().describe("the original message value, base64"),
-    originalHeaders: z.record(z.string(), z.string()).describe("original Kafka headers (values as UTF-8 or base64)"),
+    originalHeaders: z
+      .record(z.string(), z.string())
+      .describe("original Kafka headers (values as UTF-8 or base64)"),
     failedAt: Time,
   })
   .describe("A message that could not be processed, with the reason and the original bytes.");

@@ -7,6 +7,7 @@
 import type { FfEvent, OutgoingEvent } from "../events/envelope.ts";
 import type { Logger } from "../infra/log.ts";
 import type { Clock } from "../core/clock.ts";
+import type { Decision, DecideInput, ViewRequest } from "../core/decision.ts";
 
 /** What happened to one delivered event. Every event ends in exactly one outcome. */
 export type Outcome =
@@ -48,4 +49,20 @@ export interface FunctionDefinition<Deps = unknown> {
   critical: boolean;
   /** Builds the handler from its adapters (Kubernetes, BMC, ...). */
   create(deps: Deps): EventHandler;
+}
+
+/**
+ * A stage's pure half (functions/<name>/handler.ts): what it consumes and emits, what state
+ * its adapter must read for an event (`locate`), and the decision (`decide`). The adapter
+ * (written per runtime) reads the view, calls decide, executes the actions in order and
+ * publishes `emit` only if they all succeeded (see core/decision.ts).
+ */
+export interface PureStage<I extends DecideInput<FfEvent> = DecideInput<FfEvent>> {
+  name: string;
+  description: string;
+  subscriptions: readonly Subscription[];
+  emits: readonly string[];
+  critical: boolean;
+  locate(event: FfEvent): ViewRequest;
+  decide(input: I): Decision;
 }

@@ -1,0 +1,264 @@
+// The event catalog: every event type fastfence knows, with its data schema, Kafka topic,
+// partition key, and which stages emit and consume it; plus `parseEvent`, the one place
+// an incoming event is validated (envelope, then data for its type). Invalid input throws
+// InvalidInputError(FF_INVALID_EVENT) whose issues name each bad field; it never crashes
+// and never returns a half-valid event. No I/O.
+import { z } from "zod";
+import { InvalidInputError } from "../core/errors.ts";
+import type { FfEvent } from "./envelope.ts";
+import {
+  DeadLetterSchema,
+  EnvelopeSchema,
+  FenceFailedSchema,
+  FenceRequestedSchema,
+  IncidentBlockedSchema,
+  NodeConditionSchema,
+  NodeFencedSchema,
+  NodeObservedSchema,
+  NodeRecoveredSchema,
+  NodeSuspectedSchema,
+  WorkloadsReleasedSchema,
+} from "./schemas.ts";
+
+export const EVENT_TYPES = {
+  nodeObserved: "io.fastfence.node.observed.v1",
+  nodeCondition: "io.fastfence.node.condition.v1",
+  nodeSuspected: "io.fastfence.node.suspected.v1",
+  fenceRequested: "io.fastfence.fence.requested.v1",
+  nodeFenced: "io.fastfence.node.fenced.v1",
+  fenceFailed: "io.fastfence.fence.failed.v1",
+  workloadsReleased: "io.fastfence.workloads.released.v1",
+  nodeRecovered: "io.fastfence.node.recovered.v1",
+  incidentBlocked: "io.fastfence.incident.blocked.v1",
+} as const;
+export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];
+
+export const TOPICS = {
+  observations: "fastfence.observations",
+  suspicions: "fastfence.suspicions",
+  fenceRequests: "fastfence.fence-requests",
+  fenceResults: "fastfence.fence-results",
+  releases: "fastfence.releases",
+  recoveries: "fastfence.recoveries",
+  deadLetter: "fastfence.dead-letter",
+} as const;
+export type Topic = (typeof TOPICS)[keyof typeof TOPICS];
+
+export type Component = "event-source" | "detect" | "confirm" | "fence" | "remediate-workloads" | "recover";
+
+export interface CatalogEntry<S extends z.ZodType = z.ZodType> {
+  type: EventType;
+  /** Schema of `data`. */
+  schema: S;
+  topic: Topic;
+  /** Kafka message key: the CloudEvent `subject` (node name). */
+  partitionKey: "subject";
+  emittedBy: readonly Component[];
+  consumedBy: readonly Component[];
+  description: string;
+  /** data field that must equal the envelope's subject. */
+  subjectField: string;
+}
+
+function entry<S extends z.ZodType>(e: Omit<CatalogEntry<S>, "partitionKey">): CatalogEntry<S> {
+  return { ...e, partitionKey: "subject" };
+}
+
+export const CATALOG = {
+  [EVENT_TYPES.nodeObserved]: entry({
+    type: EVENT_TYPES.nodeObserved,
+    schema: NodeObservedSchema,
+    topic: TOPICS.observations,
+    emittedBy: ["event-source"],
+    consumedBy: ["detect"],
+    description: "A probe observation (missed / restored) of one node by one observer replica.",
+    subjectField: "target",
+  }),
+  [EVENT_TYPES.nodeCondition]: entry({
+    type: EVENT_TYPES.nodeCondition,
+    schema: NodeConditionSchema,
+    topic: TOPICS.observations,
+    emittedBy: ["event-source"],
+    consumedBy: ["detect", "recover"],
+    description: "A node Ready-condition, kubelet-Lease or boot-ID change from the informers.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.nodeSuspected]: entry({
+    type: EVENT_TYPES.nodeSuspected,
+    schema: NodeSuspectedSchema,
+    topic: TOPICS.suspicions,
+    emittedBy: ["detect"],
+    consumedBy: ["confirm"],
+    description: "One observer's evidence crossed the suspicion threshold.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.fenceRequested]: entry({
+    type: EVENT_TYPES.fenceRequested,
+    schema: FenceRequestedSchema,
+    topic: TOPICS.fenceRequests,
+    emittedBy: ["confirm"],
+    consumedBy: ["fence"],
+    description:
+      "An incident was written Confirmed; fence must re-read it (the event alone authorises nothing).",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.incidentBlocked]: entry({
+    type: EVENT_TYPES.incidentBlocked,
+    schema: IncidentBlockedSchema,
+    topic: TOPICS.fenceRequests,
+    emittedBy: ["confirm"],
+    consumedBy: [],
+    description: "Fencing refused by the storm guard, the etcd-quorum rule or missing levels.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.nodeFenced]: entry({
+    type: EVENT_TYPES.nodeFenced,
+    schema: NodeFencedSchema,
+    topic: TOPICS.fenceResults,
+    emittedBy: ["fence"],
+    consumedBy: ["remediate-workloads"],
+    description: "Power-off read back as Off.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.fenceFailed]: entry({
+    type: EVENT_TYPES.fenceFailed,
+    schema: FenceFailedSchema,
+    topic: TOPICS.fenceResults,
+    emittedBy: ["fence"],
+    consumedBy: ["fence"],
+    description: "A fencing round failed; fence retries it after retryNotBefore unless final.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.workloadsReleased]: entry({
+    type: EVENT_TYPES.workloadsReleased,
+    schema: WorkloadsReleasedSchema,
+    topic: TOPICS.releases,
+    emittedBy: ["remediate-workloads"],
+    consumedBy: ["recover"],
+    description: "Out-of-service taint set; pods, VolumeAttachments and VMIs of the node deleted.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.nodeRecovered]: entry({
+    type: EVENT_TYPES.nodeRecovered,
+    schema: NodeRecoveredSchema,
+    topic: TOPICS.recoveries,
+    emittedBy: ["recover"],
+    consumedBy: [],
+    description: "The incident ended: node back with a new boot ID, or closed unfenced.",
+    subjectField: "node",
+  }),
+} as const satisfies Record<EventType, CatalogEntry>;
+
+/** The dead-letter topic's record (not a CloudEvent type of its own). */
+export const DEAD_LETTER = { topic: TOPICS.deadLetter, schema: DeadLetterSchema } as const;
+
+export type DataOf<T extends EventType> = z.infer<(typeof CATALOG)[T]["schema"]>;
+
+/** A validated event of one type. */
+export type TypedEvent<T extends EventType> = FfEvent<DataOf<T>> & { type: T };
+/** Any validated fastfence event (discriminated on `type`). */
+export type AnyFfEvent = { [T in EventType]: TypedEvent<T> }[EventType];
+
+export function isEventType(type: string): type is EventType {
+  return Object.hasOwn(CATALOG, type);
+}
+
+export function catalogEntry(type: EventType): CatalogEntry {
+  return CATALOG[type];
+}
+
+/** Event types a component consumes / emits, from the catalog. */
+export function consumedBy(component: Component): EventType[] {
+  return Object.values(CATALOG)
+    .filter((e) => (e.consumedBy as readonly Component[]).includes(component))
+    .map((e) => e.type);
+}
+export function emittedBy(component: Component): EventType[] {
+  return Object.values(CATALOG)
+    .filter((e) => (e.emittedBy as readonly Component[]).includes(component))
+    .map((e) => e.type);
+}
+
+function formatPath(prefix: string, path: readonly PropertyKey[]): string {
+  const parts = [prefix, ...path.map((p) => (typeof p === "number" ? `[${p}]` : String(p)))].filter(Boolean);
+  return parts.join(".").replace(/\.\[/g, "[") || "(root)";
+}
+
+function issuesOf(err: z.ZodError, prefix: string): string[] {
+  return err.issues.map((i) => `${formatPath(prefix, i.path)}: ${i.message}`);
+}
+
+function decodeRaw(raw: unknown): unknown {
+  if (raw instanceof Uint8Array) raw = new TextDecoder().decode(raw);
+  if (typeof raw === "string") {
+    try {
+      return JSON.parse(raw);
+    } catch {
+      throw new InvalidInputError("FF_INVALID_EVENT", "invalid event", ["(root): not valid JSON"]);
+    }
+  }
+  return raw;
+}
+
+/**
+ * Validates a structured CloudEvent (object, JSON string or bytes) against the envelope
+ * schema and the data schema of its type. Throws InvalidInputError(FF_INVALID_EVENT) with
+ * one issue per bad field, e.g. "data.observer.node: must be a DNS-1123 subdomain".
+ * A `data` given as a JSON string (binary mode decoders) is parsed first.
+ */
+export function parseEvent(raw: unknown): AnyFfEvent {
+  const input = decodeRaw(raw);
+  if (typeof input !== "object" || input === null || Array.isArray(input)) {
+    throw new InvalidInputError("FF_INVALID_EVENT", "invalid event", [
+      "(root): expected a CloudEvent object",
+    ]);
+  }
+  const env = EnvelopeSchema.safeParse(input);
+  const issues: string[] = env.success ? [] : issuesOf(env.error, "");
+  const type = (input as { type?: unknown }).type;
+  if (typeof type === "string" && !isEventType(type) && !issues.some((i) => i.startsWith("type:"))) {
+    issues.push(`type: unknown event type "${type}"`);
+  }
+  let data: unknown = (input as { data?: unknown }).data;
+  if (typeof data === "string") {
+    try {
+      data = JSON.parse(data);
+    } catch {
+      issues.push("data: not valid JSON");
+      data = undefined;
+    }
+  }
+  let parsedData: unknown;
+  if (typeof type === "string" && isEventType(type) && data !== undefined) {
+    const entryFor = CATALOG[type];
+    const d = entryFor.schema.safeParse(data);
+    if (d.success) {
+      parsedData = d.data;
+      const subject = (input as { subject?: unknown }).subject;
+      const value = (d.data as Record<string, unknown>)[entryFor.subjectField];
+      if (typeof subject === "string" && value !== subject) {
+        issues.push(
+          `data.${entryFor.subjectField}: must equal subject "${subject}" (got "${String(value)}")`,
+        );
+      }
+    } else issues.push(...issuesOf(d.error, "data"));
+  } else if (data === undefined && !issues.some((i) => i.startsWith("data"))) {
+    issues.push("data: required");
+  }
+  if (issues.length > 0 || !env.success) {
+    throw new InvalidInputError(
+      "FF_INVALID_EVENT",
+      `invalid event${typeof type === "string" ? ` ${type}` : ""}`,
+      issues,
+    );
+  }
+  const { data: _ignored, ...attrs } = env.data;
+  return { ...attrs, data: parsedData } as AnyFfEvent;
+}
+
+/** Validates the data of an event a handler is about to emit (catches bugs before Kafka does). */
+export function validateOutgoingData(type: EventType, data: unknown): void {
+  const r = CATALOG[type].schema.safeParse(data);
+  if (!r.success)
+    throw new InvalidInputError("FF_INVALID_EVENT", `invalid outgoing ${type}`, issuesOf(r.error, "data"));
+}

@@ -1,0 +1,178 @@
+// confirm, the pure decision (S2, S4): accumulates suspicions of one node incarnation in
+// its NodeFence incident and confirms only with evidence from at least `quorum` distinct
+// independent observers (never an observer on the suspected node) inside the evidence
+// window. Applies the storm guard and the etcd-quorum rule, which turn a confirmation
+// into Blocked + incident.blocked. The fence request is emitted only after the Confirmed
+// write succeeded (actions before emits). It never powers anything off. No I/O.
+import {
+  emptyStatus,
+  incidentName,
+  newIncident,
+  statusOf,
+  transition,
+  type NodeFence,
+  type NodeFenceStatus,
+} from "../../core/incident.ts";
+import {
+  ignored,
+  iso,
+  ms,
+  outgoing,
+  processed,
+  rejected,
+  type Action,
+  type DecideInput,
+  type Decision,
+  type ViewRequest,
+} from "../../core/decision.ts";
+import { levelsForNode } from "../../core/policy.ts";
+import {
+  controlPlaneRule,
+  freshIndependentEvidence,
+  hasQuorum,
+  mergeEvidence,
+  observerKey,
+  stormGuard,
+  type GuardVerdict,
+} from "../../core/rules.ts";
+import type { FfEvent } from "../../events/envelope.ts";
+import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
+import type { FenceRequested, IncidentBlocked, NodeSuspected } from "../../events/schemas.ts";
+
+export function locate(event: FfEvent): ViewRequest {
+  const d = event.data as Partial<NodeSuspected>;
+  return { node: event.subject, ...(d.incident ? { incident: d.incident } : {}), cluster: true };
+}
+
+export function decide(input: DecideInput<FfEvent>): Decision {
+  const ev = input.event as AnyFfEvent;
+  if (ev.type !== EVENT_TYPES.nodeSuspected) return ignored(`confirm does not handle ${ev.type}`);
+  return onSuspected(ev.data, input);
+}
+
+function onSuspected(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>): Decision {
+  const { policy } = view;
+  const node = view.node;
+  if (!node) return ignored(`node ${d.node} is not in the API`);
+  if (d.bootId !== node.bootId) {
+    return ignored(
+      `stale incarnation: suspicion for boot ${d.bootId}, ${d.node} now runs boot ${node.bootId}`,
+    );
+  }
+  const name = incidentName(d.node, d.bootId);
+  if (d.incident !== name)
+    return rejected(`incident ${d.incident} does not match node ${d.node} boot ${d.bootId} (${name})`);
+  const e = d.evidence;
+  if (e.node !== d.node) return rejected(`evidence is about ${e.node}, not ${d.node}`);
+  if (observerKey(e, policy) === undefined) {
+    return ignored(
+      e.kind === "probe"
+        ? `observer ${e.observer} runs on the suspected node ${d.node}: not independent`
+        : "policy: node conditions do not count as observers",
+    );
+  }
+  const window = policy.corroboration.evidenceWindowMs;
+  const age = now - ms(e.at);
+  if (age > window) return ignored(`stale evidence from ${e.observer}: ${age} ms old (window ${window} ms)`);
+
+  const inc = view.incident;
+  if (inc && inc.metadata.name !== name)
+    return rejected(`view holds incident ${inc.metadata.name}, expected ${name}`);
+  const current = inc ? statusOf(inc) : undefined;
+  if (current && current.phase !== "Suspected" && current.phase !== "Blocked") {
+    return ignored(`incident ${name} already ${current.phase}`);
+  }
+  // A refresh of an observer's still-fresh evidence is not worth a write (bounded write rate).
+  const prior = current?.evidence.find((x) => x.observer === e.observer && x.kind === e.kind);
+  const refreshUseful = !prior || ms(e.at) - ms(prior.at) > window / 2;
+  const evidence = refreshUseful ? mergeEvidence(current?.evidence ?? [], e) : (current?.evidence ?? [e]);
+  const fresh = freshIndependentEvidence(evidence, d.node, now, policy);
+  const nowIso = iso(now);
+  const base: NodeFenceStatus = current ?? transition(emptyStatus(), "Suspected", nowIso);
+
+  if (!hasQuorum(fresh, policy)) {
+    const tally = `${fresh.length}/${policy.corroboration.quorum} independent observers`;
+    if (!refreshUseful) return ignored(`duplicate evidence from ${e.observer} (${tally})`);
+    return write(inc, d, { ...base, evidence }, `suspected ${d.node}: ${tally}`);
+  }
+
+  const verdict = guards(d, view, now);
+  if (!verdict.ok) {
+    if (current?.phase === "Blocked" && current.reason === verdict.reason) {
+      if (!refreshUseful) return ignored(`still blocked (${verdict.reason}): ${verdict.message}`);
+      return write(inc, d, { ...current, evidence }, `still blocked (${verdict.reason}), evidence refreshed`);
+    }
+    const status = transition({ ...base, evidence }, "Blocked", nowIso, {
+      reason: verdict.reason,
+      message: verdict.message,
+    });
+    const data: IncidentBlocked = {
+      incident: name,
+      node: d.node,
+      bootId: d.bootId,
+      reason: verdict.reason,
+      message: verdict.message,
+      count: verdict.count,
+      limit: verdict.limit,
+    };
+    return write(inc, d, status, `blocked ${d.node}: ${verdict.message}`, [
+      outgoing(EVENT_TYPES.incidentBlocked, d.node, name, data),
+    ]);
+  }
+
+  const observers = fresh.map((x) => `${x.observer}@${x.observerNode}`).sort();
+  const status = transition({ ...base, evidence }, "Confirmed", nowIso, {
+    confirmedBy: self.identity,
+    reason: "Corroborated",
+    message: `confirmed by ${fresh.length} independent observers: ${observers.join(", ")}`,
+  });
+  const data: FenceRequested = {
+    incident: name,
+    node: d.node,
+    bootId: d.bootId,
+    confirmedAt: status.timestamps.confirmed ?? nowIso,
+    observers,
+  };
+  return write(inc, d, status, `confirmed ${d.node} (${observers.length} observers)`, [
+    outgoing(EVENT_TYPES.fenceRequested, d.node, name, data),
+  ]);
+}
+
+function guards(
+  d: NodeSuspected,
+  view: DecideInput["view"],
+  now: number,
+): Extract<GuardVerdict, { ok: false }> | { ok: true } {
+  const { policy } = view;
+  const node = view.node!;
+  if (!levelsForNode(policy, node)) {
+    return {
+      ok: false,
+      reason: "NoFencingLevels",
+      message: `no fencing levels match node ${d.node} in the policy`,
+      count: 0,
+      limit: 0,
+    };
+  }
+  const storm = stormGuard(d.node, view.openIncidents, view.nodes, now, policy);
+  if (!storm.ok) return storm;
+  return controlPlaneRule(node, view.openIncidents, view.nodes, now, policy);
+}
+
+function write(
+  inc: NodeFence | undefined,
+  d: NodeSuspected,
+  status: NodeFenceStatus,
+  detail: string,
+  emit: ReturnType<typeof outgoing>[] = [],
+): Decision {
+  let action: Action;
+  if (!inc) {
+    action = { kind: "createIncident", incident: newIncident(d.node, d.bootId, status) };
+  } else {
+    const rv = inc.metadata.resourceVersion;
+    if (!rv) return rejected(`incident ${inc.metadata.name} was read without a resourceVersion`);
+    action = { kind: "updateIncidentStatus", name: inc.metadata.name, expectedResourceVersion: rv, status };
+  }
+  return processed(detail, [action], emit);
+}

@@ -1,0 +1,136 @@
+// detect, the pure decision: one observer's probe observation or one informer condition
+// change → a node.suspected event when it crosses the policy's suspicion threshold.
+// Stateless (the observer counts its own misses); it never writes state and never decides
+// to fence: that needs corroboration in confirm. No I/O, `now` comes in as an argument.
+import { incidentName, isTerminal, type Evidence } from "../../core/incident.ts";
+import {
+  ignored,
+  ms,
+  outgoing,
+  processed,
+  type DecideInput,
+  type Decision,
+  type ViewRequest,
+} from "../../core/decision.ts";
+import type { FfEvent } from "../../events/envelope.ts";
+import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
+import type { NodeSuspected } from "../../events/schemas.ts";
+
+export function locate(event: FfEvent): ViewRequest {
+  return { node: event.subject, openIncidentOfNode: true, cluster: false };
+}
+
+export function decide(input: DecideInput<FfEvent>): Decision {
+  const ev = input.event as AnyFfEvent;
+  switch (ev.type) {
+    case EVENT_TYPES.nodeObserved:
+      return onObserved(ev.data, input);
+    case EVENT_TYPES.nodeCondition:
+      return onCondition(ev.data, input);
+    default:
+      return ignored(`detect does not handle ${ev.type}`);
+  }
+}
+
+function onObserved(
+  d: DataOf<typeof EVENT_TYPES.nodeObserved>,
+  { view, now }: DecideInput<FfEvent>,
+): Decision {
+  const policy = view.policy.suspicion;
+  if (d.result === "restored") return ignored(`probe restored by ${d.observer.replica}: nothing to suspect`);
+  if (d.observer.node === d.target)
+    return ignored(`observer ${d.observer.replica} runs on ${d.target} itself`);
+  const node = view.node;
+  if (!node) return ignored(`node ${d.target} is not in the API`);
+  const at = ms(d.at);
+  if (now - at > policy.maxEventAgeMs)
+    return ignored(`stale observation: ${now - at} ms old (max ${policy.maxEventAgeMs})`);
+  const streakStart = ms(d.firstMissAt ?? d.at);
+  if (node.bootIdSince && streakStart < ms(node.bootIdSince)) {
+    return ignored(`stale incarnation: miss streak began before ${d.target} booted ${node.bootId}`);
+  }
+  const threshold = policy.missThreshold;
+  if (d.consecutiveMisses < threshold)
+    return ignored(`below threshold: ${d.consecutiveMisses}/${threshold} misses`);
+  const elapsed = at - streakStart;
+  if (elapsed < policy.minSuspectMs)
+    return ignored(`below threshold: streak ${elapsed} ms < ${policy.minSuspectMs} ms`);
+  // Emit on the crossing (the first miss meeting both criteria) and every repeatEvery misses after.
+  const prevElapsed = elapsed - view.policy.probe.intervalMs;
+  const crossing = d.consecutiveMisses === threshold || prevElapsed < policy.minSuspectMs;
+  const repeat = (d.consecutiveMisses - threshold) % policy.repeatEvery === 0;
+  if (!crossing && !repeat)
+    return ignored(`already suspected at this streak (${d.consecutiveMisses} misses)`);
+  const past = pastSuspicion(view.incident, node.bootId);
+  if (past) return ignored(past);
+  const evidence: Evidence = {
+    observer: d.observer.replica,
+    observerNode: d.observer.node,
+    node: d.target,
+    at: d.at,
+    kind: "probe",
+    consecutiveMisses: d.consecutiveMisses,
+    ...(d.firstMissAt ? { firstMissAt: d.firstMissAt } : {}),
+  };
+  return suspect(d.target, node.bootId, "ProbeMisses", evidence);
+}
+
+function onCondition(
+  d: DataOf<typeof EVENT_TYPES.nodeCondition>,
+  { view, now }: DecideInput<FfEvent>,
+): Decision {
+  const policy = view.policy.suspicion;
+  if (d.change === "bootId") return ignored("boot ID change: recover's business");
+  if (!policy.countNodeCondition) return ignored("policy: node conditions do not count as observers");
+  const node = view.node;
+  if (!node) return ignored(`node ${d.node} is not in the API`);
+  if (node.bootId !== d.bootId)
+    return ignored(`stale incarnation: event for boot ${d.bootId}, node now ${node.bootId}`);
+  const at = ms(d.at);
+  if (now - at > policy.maxEventAgeMs) return ignored(`stale condition event: ${now - at} ms old`);
+  const past = pastSuspicion(view.incident, node.bootId);
+  let reason: NodeSuspected["reason"];
+  let kind: Evidence["kind"];
+  if (d.change === "ready") {
+    if (d.ready === "True") return ignored(`${d.node} is Ready`);
+    reason = "NotReady";
+    kind = "condition";
+  } else {
+    const renew = ms(d.leaseRenewAt);
+    if (!Number.isFinite(renew)) return ignored("lease change without renewTime");
+    if (now - renew < policy.leaseStaleMs) return ignored(`kubelet lease renewed ${now - renew} ms ago`);
+    reason = "LeaseStale";
+    kind = "lease";
+  }
+  if (past) return ignored(past);
+  return suspect(d.node, node.bootId, reason, {
+    observer: d.observer.replica,
+    observerNode: d.observer.node,
+    node: d.node,
+    at: d.at,
+    kind,
+  });
+}
+
+/** A reason to stay quiet when the node's incident is already beyond suspicion. */
+function pastSuspicion(incident: DecideInput["view"]["incident"], bootId: string): string | undefined {
+  if (!incident?.status || incident.spec.bootId !== bootId) return undefined;
+  const phase = incident.status.phase;
+  if (phase === "Suspected" || phase === "Blocked") return undefined;
+  return `incident ${incident.metadata.name} already ${phase}${isTerminal(phase) ? " (closed)" : ""}`;
+}
+
+function suspect(
+  node: string,
+  bootId: string,
+  reason: NodeSuspected["reason"],
+  evidence: Evidence,
+): Decision {
+  const incident = incidentName(node, bootId);
+  const data: NodeSuspected = { node, bootId, incident, reason, evidence };
+  return processed(
+    `suspected ${node} (${reason}, observer ${evidence.observer})`,
+    [],
+    [outgoing(EVENT_TYPES.nodeSuspected, node, incident, data)],
+  );
+}

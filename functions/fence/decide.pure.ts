@@ -1,0 +1,301 @@
+// fence, the pure decision (S1, S3, S6). `decide` acts only on the incident state the
+// confirm stage wrote (phase Confirmed, confirmedBy a trusted confirm identity, a quorum of
+// independent evidence); the event only names the incident. It refuses a node whose boot
+// ID changed since the incident began (a late event never powers off a recovered node),
+// takes the per-node Lease (one driver per node), marks the incident Fencing and asks for
+// the power-off levels. `onPowerOffResult` turns the adapter's attempts into FencedOff only
+// when a read-back said exactly Off after the command; anything else is FenceFailed with
+// the reason (retried after a backoff, final after maxRounds). No I/O.
+import {
+  statusOf,
+  transition,
+  type Attempt,
+  type NodeFence,
+  type NodeFenceStatus,
+} from "../../core/incident.ts";
+import {
+  fenceLeaseName,
+  ignored,
+  iso,
+  ms,
+  outgoing,
+  processed,
+  rejected,
+  type Action,
+  type DecideInput,
+  type Decision,
+  type NodeInfo,
+  type Self,
+  type ViewRequest,
+} from "../../core/decision.ts";
+import type { ErrorCode } from "../../core/errors.ts";
+import { levelsForNode, type FencingPolicySpec } from "../../core/policy.ts";
+import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
+import type { FfEvent } from "../../events/envelope.ts";
+import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
+import type { FenceFailed, NodeFenced } from "../../events/schemas.ts";
+
+/** Only incidents whose confirmedBy is one of these identities are fenced (S6). */
+export interface FenceDecideInput extends DecideInput<FfEvent> {
+  trustedConfirmers: readonly string[];
+}
+
+export function locate(event: FfEvent): ViewRequest {
+  const d = event.data as { incident?: string };
+  return {
+    node: event.subject,
+    ...(d.incident ? { incident: d.incident } : {}),
+    lease: fenceLeaseName(event.subject),
+    cluster: false,
+  };
+}
+
+export function decide(input: FenceDecideInput): Decision {
+  const ev = input.event as AnyFfEvent;
+  if (ev.type !== EVENT_TYPES.fenceRequested && ev.type !== EVENT_TYPES.fenceFailed) {
+    return ignored(`fence does not handle ${ev.type}`);
+  }
+  const { view, now, self } = input;
+  const policy = view.policy;
+  const name = ev.data.incident;
+  const inc = view.incident;
+  if (!inc || inc.metadata.name !== name)
+    return ignored(`no incident ${name} in the API: an event alone fences nothing (S6)`);
+  const st = statusOf(inc);
+  const node = view.node;
+  if (!node) return ignored(`node ${inc.spec.nodeName} is not in the API: cannot verify its incarnation`);
+  if (node.bootId !== inc.spec.bootId) {
+    return ignored(
+      `stale incarnation: ${node.name} booted ${node.bootId} since incident boot ${inc.spec.bootId}; not powering off (S3)`,
+    );
+  }
+
+  let round: number;
+  let waitUntil: number | undefined;
+  if (st.phase === "Confirmed") {
+    if (ev.type !== EVENT_TYPES.fenceRequested)
+      return ignored(`fence.failed for an incident in phase Confirmed`);
+    round = 1;
+  } else if (st.phase === "FenceFailed") {
+    if (ev.type !== EVENT_TYPES.fenceFailed)
+      return ignored(`incident ${name} already FenceFailed (retries follow fence.failed)`);
+    if (ev.data.round !== st.round)
+      return ignored(`fence.failed of round ${ev.data.round}, incident is at round ${st.round}`);
+    if (ev.data.final || st.round >= policy.fencing.maxRounds)
+      return ignored(`fencing of ${name} gave up after ${st.round} rounds`);
+    round = st.round + 1;
+    const notBefore = ms(st.retryNotBefore);
+    if (Number.isFinite(notBefore) && notBefore > now) waitUntil = notBefore;
+  } else if (st.phase === "Fencing") {
+    const lease = view.lease;
+    const expires = lease?.renewTime ? ms(lease.renewTime) + lease.durationMs : Number.NEGATIVE_INFINITY;
+    if (lease?.holder && lease.holder !== self.replica && expires > now) {
+      return ignored(`fencing of ${name} in progress by ${lease.holder} (lease until ${iso(expires)})`);
+    }
+    if (lease?.holder === self.replica) return ignored(`fencing of ${name} already driven by this replica`);
+    round = Math.max(st.round, 1); // take over the round of a driver whose lease expired
+  } else {
+    return ignored(`incident ${name} already ${st.phase}`);
+  }
+
+  const trust = checkConfirmation(inc, st, node, policy, input.trustedConfirmers);
+  if (trust) return rejected(trust);
+
+  const levels = levelsForNode(policy, node);
+  const leaseName = fenceLeaseName(node.name);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  if (!levels) {
+    const status = transition(st, "FenceFailed", iso(now), {
+      reason: "NoFencingLevels",
+      message: `no fencing levels match node ${node.name}`,
+      round,
+    });
+    return processed(
+      `no fencing levels for ${node.name}`,
+      [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }],
+      [
+        outgoing(
+          EVENT_TYPES.fenceFailed,
+          node.name,
+          name,
+          failedData(inc, status, "NoFencingLevels", "FF_BMC_UNSUPPORTED", [], true),
+        ),
+      ],
+    );
+  }
+
+  const status = transition(st, "Fencing", iso(waitUntil ?? now), {
+    round,
+    fencingBy: self.replica,
+    reason: "Fencing",
+    message: `round ${round}: ${levels.map((l) => l.driver).join(" → ")} by ${self.replica}`,
+  });
+  const actions: Action[] = [
+    ...(waitUntil !== undefined ? [{ kind: "waitUntil", at: waitUntil } as const] : []),
+    {
+      kind: "takeLease",
+      leaseName,
+      node: node.name,
+      holder: self.replica,
+      durationMs: policy.timeouts.leaseDurationMs,
+    },
+    { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
+    {
+      kind: "powerOff",
+      node: node.name,
+      incident: name,
+      round,
+      holder: self.replica,
+      levels,
+      timeoutMs: policy.timeouts.powerOffTimeoutMs,
+    },
+  ];
+  return processed(`fencing ${node.name} round ${round}`, actions);
+}
+
+/** S6 + S2 re-checked on the stored incident: trusted writer, and the evidence it recorded is quorate. */
+function checkConfirmation(
+  inc: NodeFence,
+  st: NodeFenceStatus,
+  node: NodeInfo,
+  policy: FencingPolicySpec,
+  trusted: readonly string[],
+): string | undefined {
+  if (!st.confirmedBy || !trusted.includes(st.confirmedBy)) {
+    return `incident ${inc.metadata.name} confirmedBy "${st.confirmedBy ?? ""}" is not a trusted confirm identity (S6)`;
+  }
+  const confirmedAt = ms(st.timestamps.confirmed);
+  if (!Number.isFinite(confirmedAt)) return `incident ${inc.metadata.name} has no confirmed timestamp`;
+  const fresh = freshIndependentEvidence(st.evidence, node.name, confirmedAt, policy);
+  if (!hasQuorum(fresh, policy)) {
+    return `incident ${inc.metadata.name} records ${fresh.length} independent observers, quorum is ${policy.corroboration.quorum} (S2)`;
+  }
+  return undefined;
+}
+
+/** What the adapter's powerOff action produced: every attempt of the round, in order. */
+export interface PowerOffResult {
+  attempts: Attempt[];
+}
+
+export interface PowerOffResultInput {
+  /** The incident as written by the Fencing status write (its new resourceVersion). */
+  incident: NodeFence;
+  result: PowerOffResult;
+  policy: FencingPolicySpec;
+  now: number;
+  self: Self;
+}
+
+/** S1: the attempt that proves the node is off, if any (read back exactly Off, after the command). */
+export function confirmingAttempt(attempts: readonly Attempt[]): Attempt | undefined {
+  return attempts.find(
+    (a) =>
+      a.result === "off-confirmed" &&
+      a.readBackState === "Off" &&
+      a.commandAt !== undefined &&
+      a.readBackAt !== undefined &&
+      ms(a.readBackAt) >= ms(a.commandAt),
+  );
+}
+
+const RESULT_CODES: Record<Attempt["result"], ErrorCode> = {
+  "off-confirmed": "FF_BMC_STILL_ON", // only reached when the read-back did not say Off
+  "still-on": "FF_BMC_STILL_ON",
+  unreachable: "FF_BMC_UNREACHABLE",
+  "auth-failed": "FF_BMC_AUTH_FAILED",
+  timeout: "FF_BMC_TIMEOUT",
+  error: "FF_BMC_PROTOCOL",
+};
+
+export function onPowerOffResult(input: PowerOffResultInput): Decision {
+  const { incident: inc, result, policy, now, self } = input;
+  const name = inc.metadata.name;
+  const st = statusOf(inc);
+  if (st.phase !== "Fencing")
+    return ignored(`incident ${name} is ${st.phase}, not Fencing: result not recorded`);
+  if (st.fencingBy !== self.replica)
+    return ignored(`incident ${name} is driven by ${st.fencingBy ?? "nobody"} now`);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  const attempts = [...st.attempts, ...result.attempts].slice(-50);
+  const release: Action = {
+    kind: "releaseLease",
+    leaseName: fenceLeaseName(inc.spec.nodeName),
+    node: inc.spec.nodeName,
+    holder: self.replica,
+  };
+  const ok = confirmingAttempt(result.attempts);
+  if (ok) {
+    const at = ok.readBackAt!;
+    const status = transition(st, "FencedOff", iso(now), {
+      attempts,
+      powerOffConfirmedAt: at,
+      reason: "PowerOffConfirmed",
+      message: `${ok.driver} (level ${ok.level}) read back Off at ${at}`,
+    });
+    const data: NodeFenced = {
+      incident: name,
+      node: inc.spec.nodeName,
+      bootId: inc.spec.bootId,
+      powerOffConfirmedAt: at,
+      round: st.round,
+      level: ok.level,
+      driver: ok.driver,
+      attempts: result.attempts.length,
+    };
+    return processed(
+      `${inc.spec.nodeName} powered off (read back Off)`,
+      [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
+      [outgoing(EVENT_TYPES.nodeFenced, inc.spec.nodeName, name, data)],
+    );
+  }
+  const last = result.attempts.at(-1);
+  const code =
+    (last?.errorCode as ErrorCode | undefined) ?? (last ? RESULT_CODES[last.result] : "FF_INTERNAL");
+  const why = last
+    ? `${last.driver} level ${last.level}: ${last.result}${last.readBackState ? ` (read back ${last.readBackState})` : ""}${last.message ? `: ${last.message}` : ""}`
+    : "no attempt was made";
+  const final = st.round >= policy.fencing.maxRounds;
+  const retryNotBefore = final ? undefined : iso(now + policy.fencing.retryBackoffMs);
+  const status = transition(st, "FenceFailed", iso(now), {
+    attempts,
+    reason: "PowerOffNotConfirmed",
+    message: `round ${st.round}/${policy.fencing.maxRounds}: power-off not confirmed; ${why}; workloads stay (S1)${final ? "; giving up" : ""}`,
+    retryNotBefore,
+  });
+  return processed(
+    `fencing ${inc.spec.nodeName} round ${st.round} failed`,
+    [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
+    [
+      outgoing(
+        EVENT_TYPES.fenceFailed,
+        inc.spec.nodeName,
+        name,
+        failedData(inc, status, why, code, result.attempts, final),
+      ),
+    ],
+  );
+}
+
+function failedData(
+  inc: NodeFence,
+  status: NodeFenceStatus,
+  reason: string,
+  code: string,
+  attempts: Attempt[],
+  final: boolean,
+): FenceFailed {
+  return {
+    incident: inc.metadata.name,
+    node: inc.spec.nodeName,
+    bootId: inc.spec.bootId,
+    round: Math.max(status.round, 1),
+    reason,
+    code,
+    attempts,
+    final,
+    ...(status.retryNotBefore && !final ? { retryNotBefore: status.retryNotBefore } : {}),
+  };
+}

@@ -1,0 +1,106 @@
+// recover, the pure decision: when a node is Ready again with a boot ID different from its
+// incident's, removes the out-of-service taint and ends the incident (Recovered if it was
+// fenced, Closed if it never was). On workloads.released, and only if the policy says
+// powerOnAfterFence, claims the power-on in the incident and asks for it. A Ready
+// condition with the incident's own boot ID ends nothing: that is the lagging Ready of a
+// dead node. No I/O.
+import { isTerminal, statusOf, transition } from "../../core/incident.ts";
+import {
+  ignored,
+  iso,
+  outgoing,
+  processed,
+  rejected,
+  OUT_OF_SERVICE_TAINT,
+  type Action,
+  type DecideInput,
+  type Decision,
+  type ViewRequest,
+} from "../../core/decision.ts";
+import { levelsForNode } from "../../core/policy.ts";
+import type { FfEvent } from "../../events/envelope.ts";
+import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
+import type { NodeRecovered } from "../../events/schemas.ts";
+
+export function locate(event: FfEvent): ViewRequest {
+  const d = event.data as { incident?: string };
+  return d.incident
+    ? { node: event.subject, incident: d.incident, cluster: false }
+    : { node: event.subject, openIncidentOfNode: true, cluster: false };
+}
+
+export function decide(input: DecideInput<FfEvent>): Decision {
+  const ev = input.event as AnyFfEvent;
+  switch (ev.type) {
+    case EVENT_TYPES.nodeCondition:
+      return onCondition(ev.data, input);
+    case EVENT_TYPES.workloadsReleased:
+      return onReleased(ev.data, input);
+    default:
+      return ignored(`recover does not handle ${ev.type}`);
+  }
+}
+
+function onCondition(
+  d: DataOf<typeof EVENT_TYPES.nodeCondition>,
+  { view, now }: DecideInput<FfEvent>,
+): Decision {
+  if (d.ready !== "True") return ignored(`${d.node} is not Ready`);
+  const inc = view.incident;
+  if (!inc) return ignored(`no open incident for ${d.node}`);
+  const st = statusOf(inc);
+  const name = inc.metadata.name;
+  if (isTerminal(st.phase)) return ignored(`incident ${name} already ${st.phase}`);
+  const current = view.node?.bootId ?? d.bootId;
+  if (d.bootId !== current) return ignored(`stale condition event for boot ${d.bootId}; node now ${current}`);
+  if (current === inc.spec.bootId)
+    return ignored(`${d.node} Ready with the incident's own boot ${current}: not a recovery`);
+  if (st.phase === "Fencing") return ignored(`fencing of ${name} in progress; recovery waits for its result`);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  const fenced = st.phase === "FencedOff" || st.phase === "Released" || st.phase === "FenceFailed";
+  const to = fenced ? "Recovered" : "Closed";
+  const taintRemoved = st.phase === "FencedOff" || st.phase === "Released";
+  const status = transition(st, to, iso(now), {
+    recoveredBootId: current,
+    reason: fenced ? "NodeRecovered" : "NodeRebooted",
+    message: `${d.node} Ready with new boot ${current}${fenced ? "" : " before it was fenced"}`,
+  });
+  const actions: Action[] = [];
+  if (taintRemoved) actions.push({ kind: "removeTaint", node: d.node, taint: { ...OUT_OF_SERVICE_TAINT } });
+  actions.push({ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status });
+  const data: NodeRecovered = {
+    incident: name,
+    node: d.node,
+    previousBootId: inc.spec.bootId,
+    bootId: current,
+    phase: to,
+    taintRemoved,
+    at: iso(now),
+  };
+  return processed(`${name} ${to}`, actions, [outgoing(EVENT_TYPES.nodeRecovered, d.node, name, data)]);
+}
+
+function onReleased(
+  d: DataOf<typeof EVENT_TYPES.workloadsReleased>,
+  { view, now }: DecideInput<FfEvent>,
+): Decision {
+  const inc = view.incident;
+  if (!inc || inc.metadata.name !== d.incident) return ignored(`no incident ${d.incident} in the API`);
+  const st = statusOf(inc);
+  if (st.phase !== "Released") return ignored(`incident ${d.incident} is ${st.phase}, not Released`);
+  if (!view.policy.powerOnAfterFence) return ignored("policy powerOnAfterFence is off: the node stays off");
+  if (st.powerOnRequestedAt) return ignored(`power-on already requested at ${st.powerOnRequestedAt}`);
+  if (view.node && view.node.bootId !== inc.spec.bootId)
+    return ignored(`${d.node} is already back (boot ${view.node.bootId})`);
+  const levels = levelsForNode(view.policy, view.node ?? { name: d.node });
+  if (!levels) return ignored(`no fencing levels for ${d.node}: cannot power it on`);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected(`incident ${d.incident} was read without a resourceVersion`);
+  // Claim first (resourceVersion-guarded), so a duplicate delivery does not power on twice.
+  const status = { ...st, powerOnRequestedAt: iso(now) };
+  return processed(`powering ${d.node} back on`, [
+    { kind: "updateIncidentStatus", name: inc.metadata.name, expectedResourceVersion: rv, status },
+    { kind: "powerOn", node: d.node, incident: inc.metadata.name, levels },
+  ]);
+}

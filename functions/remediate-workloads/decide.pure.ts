@@ -1,0 +1,105 @@
+// remediate-workloads, the pure decision (S1): only for an incident in phase FencedOff
+// with a power-off read back as Off does it ask for the out-of-service taint and the
+// force-deletion of the node's pods (grace 0), VolumeAttachments and KubeVirt VMIs.
+// `onReleased` records the counts (phase Released) and emits workloads.released. It never
+// releases anything on an event's word alone or on an unconfirmed power-off. No I/O.
+import { statusOf, transition, type NodeFence } from "../../core/incident.ts";
+import {
+  ignored,
+  iso,
+  outgoing,
+  processed,
+  rejected,
+  OUT_OF_SERVICE_TAINT,
+  type Action,
+  type DecideInput,
+  type Decision,
+  type Self,
+  type ViewRequest,
+} from "../../core/decision.ts";
+import type { FencingPolicySpec } from "../../core/policy.ts";
+import type { FfEvent } from "../../events/envelope.ts";
+import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
+import type { WorkloadsReleased } from "../../events/schemas.ts";
+import { confirmingAttempt } from "../fence/decide.pure.ts";
+
+export const TAINT_STRING = `${OUT_OF_SERVICE_TAINT.key}=${OUT_OF_SERVICE_TAINT.value}:${OUT_OF_SERVICE_TAINT.effect}`;
+
+export function locate(event: FfEvent): ViewRequest {
+  const d = event.data as { incident?: string };
+  return { node: event.subject, ...(d.incident ? { incident: d.incident } : {}), cluster: false };
+}
+
+export function decide(input: DecideInput<FfEvent>): Decision {
+  const ev = input.event as AnyFfEvent;
+  if (ev.type !== EVENT_TYPES.nodeFenced) return ignored(`remediate-workloads does not handle ${ev.type}`);
+  const { view } = input;
+  const name = ev.data.incident;
+  const inc = view.incident;
+  if (!inc || inc.metadata.name !== name)
+    return ignored(`no incident ${name} in the API: an event alone releases nothing`);
+  const st = statusOf(inc);
+  if (st.phase === "Released" || st.phase === "Recovered" || st.phase === "Closed") {
+    return ignored(`incident ${name} already ${st.phase}`);
+  }
+  if (st.phase !== "FencedOff")
+    return ignored(`incident ${name} is ${st.phase}, not FencedOff: workloads stay (S1)`);
+  const proof = confirmingAttempt(st.attempts);
+  if (!st.powerOffConfirmedAt || !proof) {
+    return rejected(`incident ${name} is FencedOff without a recorded Off read-back: workloads stay (S1)`);
+  }
+  if (view.node && view.node.bootId !== inc.spec.bootId) {
+    return ignored(`${inc.spec.nodeName} already runs a new boot ${view.node.bootId}: nothing to release`);
+  }
+  const node = inc.spec.nodeName;
+  const r = view.policy.remediation;
+  const actions: Action[] = [{ kind: "setTaint", node, taint: { ...OUT_OF_SERVICE_TAINT } }];
+  if (r.deleteVirtualMachineInstances) actions.push({ kind: "deleteVMIs", node });
+  if (r.deletePods) actions.push({ kind: "deletePods", node, gracePeriodSeconds: 0 });
+  if (r.deleteVolumeAttachments) actions.push({ kind: "deleteVolumeAttachments", node });
+  return processed(`releasing workloads of ${node} (power-off confirmed ${st.powerOffConfirmedAt})`, actions);
+}
+
+/** Counts the adapter got back from the delete actions (0 for a kind not deleted). */
+export interface ReleaseCounts {
+  podsDeleted: number;
+  volumeAttachmentsDeleted: number;
+  vmisDeleted: number;
+}
+
+export interface ReleasedInput {
+  /** The incident as read for decide (unchanged: decide writes nothing). */
+  incident: NodeFence;
+  counts: ReleaseCounts;
+  policy: FencingPolicySpec;
+  now: number;
+  self: Self;
+}
+
+export function onReleased(input: ReleasedInput): Decision {
+  const { incident: inc, counts, now } = input;
+  const name = inc.metadata.name;
+  const st = statusOf(inc);
+  if (st.phase !== "FencedOff") return ignored(`incident ${name} is ${st.phase}, not FencedOff`);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  const status = transition(st, "Released", iso(now), {
+    released: { taint: TAINT_STRING, ...counts },
+    reason: "WorkloadsReleased",
+    message: `tainted; deleted ${counts.podsDeleted} pods, ${counts.volumeAttachmentsDeleted} VolumeAttachments, ${counts.vmisDeleted} VMIs`,
+  });
+  const data: WorkloadsReleased = {
+    incident: name,
+    node: inc.spec.nodeName,
+    bootId: inc.spec.bootId,
+    taint: TAINT_STRING,
+    ...counts,
+    powerOffConfirmedAt: st.powerOffConfirmedAt!,
+    releasedAt: status.timestamps.released ?? iso(now),
+  };
+  return processed(
+    `released workloads of ${inc.spec.nodeName}`,
+    [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }],
+    [outgoing(EVENT_TYPES.workloadsReleased, inc.spec.nodeName, name, data)],
+  );
+}

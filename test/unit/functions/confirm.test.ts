@@ -1,0 +1,259 @@
+// confirm: corroboration (S2), stale incarnation, storm guard (S4), control-plane quorum,
+// duplicates — a table of named cases. Each case: the suspicion, the incident state, the
+// expected phase written (or the ignore reason) and the emitted event type.
+import { describe, expect, test } from "vitest";
+import { decide } from "../../../functions/confirm/handler.ts";
+import { EVENT_TYPES } from "../../../events/catalog.ts";
+import type { Action } from "../../../core/decision.ts";
+import type { NodeFenceStatus } from "../../../core/incident.ts";
+import {
+  BOOT,
+  CONFIRM,
+  NEW_BOOT,
+  T0,
+  evidence,
+  incident,
+  node,
+  policy,
+  suspected,
+  view,
+} from "../../scenarios/fixtures.ts";
+
+const NOW = 10_000;
+const susp = (ev: typeof evidence extends never ? never : ReturnType<typeof evidence>[]) =>
+  incident("a", { phase: "Suspected", evidence: ev, timestamps: { suspected: new Date(0).toISOString() } });
+
+interface Case {
+  name: string;
+  event: ReturnType<typeof suspected>;
+  view: Parameters<typeof decide>[0]["view"];
+  now?: number;
+  expect: {
+    write?: "create" | "update";
+    phase?: NodeFenceStatus["phase"];
+    emit?: string;
+    ignored?: string;
+    rejected?: string;
+    evidence?: number;
+  };
+}
+
+const a = node("a");
+const cases: Case[] = [
+  {
+    name: "first observer → incident created Suspected, no fence request",
+    event: suspected("b", "a", NOW),
+    view: view({ node: a }),
+    expect: { write: "create", phase: "Suspected", evidence: 1 },
+  },
+  {
+    name: "second independent observer → Confirmed + fence.requested",
+    event: suspected("c", "a", NOW),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "single observer never confirms (same observer again, later)",
+    event: suspected("b", "a", NOW + 3000),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW)]) }),
+    now: NOW + 3000,
+    expect: { write: "update", phase: "Suspected", evidence: 1 },
+  },
+  {
+    name: "duplicate suspicion (same observer, fresh) → no write",
+    event: suspected("b", "a", NOW),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW)]) }),
+    expect: { ignored: "duplicate evidence" },
+  },
+  {
+    name: "two replicas on one observer node count once",
+    event: {
+      ...suspected("b", "a", NOW),
+      data: {
+        ...(suspected("b", "a", NOW).data as object),
+        evidence: { ...evidence("b", "a", NOW), observer: "event-source-b-2" },
+      },
+    } as ReturnType<typeof suspected>,
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 100)]) }),
+    expect: { write: "update", phase: "Suspected" },
+  },
+  {
+    name: "observer on the suspected node is not counted",
+    event: suspected("a", "a", NOW),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 100)]) }),
+    expect: { ignored: "not independent" },
+  },
+  {
+    name: "stored evidence from the suspected node itself does not make quorum",
+    event: suspected("b", "a", NOW),
+    view: view({ node: a, incident: susp([{ ...evidence("a", "a", NOW - 100), observer: "x" }]) }),
+    expect: { write: "update", phase: "Suspected" },
+  },
+  {
+    name: "evidence outside the window does not corroborate",
+    event: suspected("c", "a", NOW),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 6000)]) }),
+    expect: { write: "update", phase: "Suspected" },
+  },
+  {
+    name: "stale evidence in the event → ignored",
+    event: suspected("c", "a", NOW - 6000),
+    view: view({ node: a }),
+    expect: { ignored: "stale evidence" },
+  },
+  {
+    name: "stale incarnation: suspicion from before the node's reboot",
+    event: suspected("c", "a", NOW, BOOT.a),
+    view: view({ node: node("a", { bootId: NEW_BOOT }) }),
+    expect: { ignored: "stale incarnation" },
+  },
+  {
+    name: "probe + Ready=Unknown (API observer) make two independent observers",
+    event: suspected("b", "a", NOW, undefined, "condition"),
+    view: view({ node: a, incident: susp([evidence("c", "a", NOW - 100)]) }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "quorum 3 needs a third observer",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      policy: policy({ corroboration: { quorum: 3 } }),
+      incident: susp([evidence("b", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Suspected" },
+  },
+  {
+    name: "duplicate after Confirmed → ignored",
+    event: suspected("c", "a", NOW),
+    view: view({ node: a, incident: incident("a", { phase: "Confirmed" }) }),
+    expect: { ignored: "already Confirmed" },
+  },
+  {
+    name: "reordered: suspicion arrives after FencedOff → ignored",
+    event: suspected("b", "a", NOW),
+    view: view({ node: a, incident: incident("a", { phase: "FencedOff" }) }),
+    expect: { ignored: "already FencedOff" },
+  },
+  {
+    name: "storm guard: another node already fenced → Blocked + incident.blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: node("a", { controlPlane: false }),
+      nodes: [
+        node("a", { controlPlane: false }),
+        node("b", { controlPlane: false }),
+        node("c", { controlPlane: false }),
+        node("d", { controlPlane: false }),
+      ],
+      openIncidents: [incident("b", { phase: "Released" })],
+      incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "storm guard allows 2 when maxConcurrentFenced=2 and maxFraction allows",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: node("a", { controlPlane: false }),
+      policy: policy({ stormGuard: { maxConcurrentFenced: 2, maxFraction: 0.5 } }),
+      nodes: ["a", "b", "c", "d"].map((n) => node(n, { controlPlane: false })),
+      openIncidents: [incident("b", { phase: "Fencing" })],
+      incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "control-plane quorum: 3 CP nodes, one already NotReady → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
+      nodes: [a, node("b", { ready: "Unknown" }), node("c")],
+      incident: susp([evidence("b", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "control-plane quorum: 3 CP nodes, others healthy → Confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 100)]) }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "already Blocked for the same reason → no write, no new event",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      nodes: [a, node("b", { ready: "False" }), node("c")],
+      policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
+      incident: incident("a", {
+        phase: "Blocked",
+        reason: "ControlPlaneQuorum",
+        evidence: [evidence("b", "a", NOW - 100), evidence("c", "a", NOW - 50)],
+      }),
+    }),
+    expect: { ignored: "still blocked" },
+  },
+  {
+    name: "Blocked, guard cleared → Confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      incident: incident("a", {
+        phase: "Blocked",
+        reason: "StormGuard",
+        evidence: [evidence("b", "a", NOW - 100)],
+      }),
+    }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "no fencing levels match the node → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({ node: node("a", { labels: {} }), incident: susp([evidence("b", "a", NOW - 100)]) }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "unknown node → ignored",
+    event: suspected("c", "a", NOW),
+    view: view({}),
+    expect: { ignored: "not in the API" },
+  },
+];
+
+describe("confirm.decide", () => {
+  test.each(cases.map((c) => [c.name, c] as const))("%s", (_n, c) => {
+    const d = decide({ event: c.event, view: c.view, now: T0 + (c.now ?? NOW), self: CONFIRM });
+    if (c.expect.ignored) {
+      expect(d.outcome).toMatchObject({ kind: "ignored" });
+      expect(d.outcome.kind === "ignored" && d.outcome.reason).toContain(c.expect.ignored);
+      expect(d.actions).toEqual([]);
+      expect(d.emit).toEqual([]);
+      return;
+    }
+    expect(d.outcome.kind).toBe("processed");
+    expect(d.actions).toHaveLength(1);
+    const act = d.actions[0] as Action;
+    const status =
+      act.kind === "createIncident"
+        ? act.incident.status!
+        : act.kind === "updateIncidentStatus"
+          ? act.status
+          : undefined;
+    if (c.expect.write === "create") expect(act.kind).toBe("createIncident");
+    if (c.expect.write === "update" || c.view.incident) {
+      expect(act).toMatchObject({
+        kind: "updateIncidentStatus",
+        expectedResourceVersion: c.view.incident!.metadata.resourceVersion,
+      });
+    }
+    expect(status?.phase).toBe(c.expect.phase);
+    if (c.expect.evidence !== undefined) expect(status?.evidence).toHaveLength(c.expect.evidence);
+    if (c.expect.phase === "Confirmed") {
+      expect(status?.confirmedBy).toBe(CONFIRM.identity);
+      expect(status?.timestamps.confirmed).toBeDefined();
+    }
+    expect(d.emit.map((e) => e.type)).toEqual(c.expect.emit ? [c.expect.emit] : []);
+  });
+});

@@ -1,0 +1,200 @@
+// detect: observation / condition → suspicion, as a table of named cases.
+import { describe, expect, test } from "vitest";
+import { decide } from "../../../functions/detect/handler.ts";
+import { EVENT_TYPES } from "../../../events/catalog.ts";
+import type { NodeSuspected } from "../../../events/schemas.ts";
+import {
+  BOOT,
+  CONFIRM,
+  NEW_BOOT,
+  T0,
+  at,
+  condition,
+  confirmed,
+  incident,
+  node,
+  observed,
+  view,
+} from "../../scenarios/fixtures.ts";
+
+const NOW = 1_000;
+type Case = [name: string, input: Parameters<typeof decide>[0], expected: "suspect" | string];
+
+const cases: Case[] = [
+  [
+    "3 misses over 400 ms → suspected",
+    {
+      event: observed("b", "a", 3, NOW, { firstMissMs: NOW - 400 }),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "suspect",
+  ],
+  [
+    "2 misses → below threshold",
+    { event: observed("b", "a", 2, NOW), view: view({ node: node("a") }), now: T0 + NOW, self: CONFIRM },
+    "below threshold: 2/3",
+  ],
+  [
+    "3 misses in 100 ms → below time threshold",
+    {
+      event: observed("b", "a", 3, NOW, { firstMissMs: NOW - 100 }),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "below threshold: streak 100 ms",
+  ],
+  [
+    "4th miss after crossing at 3 → quiet",
+    {
+      event: observed("b", "a", 4, NOW, { firstMissMs: NOW - 800 }),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "already suspected",
+  ],
+  [
+    "8th miss (repeat every 5) → suspected again",
+    {
+      event: observed("b", "a", 8, NOW, { firstMissMs: NOW - 1600 }),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "suspect",
+  ],
+  [
+    "restored → nothing",
+    {
+      event: observed("b", "a", 0, NOW, { result: "restored" }),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "probe restored",
+  ],
+  [
+    "observer on the observed node → nothing",
+    { event: observed("a", "a", 5, NOW), view: view({ node: node("a") }), now: T0 + NOW, self: CONFIRM },
+    "runs on a itself",
+  ],
+  [
+    "unknown node → nothing",
+    { event: observed("b", "a", 3, NOW), view: view({}), now: T0 + NOW, self: CONFIRM },
+    "not in the API",
+  ],
+  [
+    "late replayed observation → nothing",
+    {
+      event: observed("b", "a", 3, NOW),
+      view: view({ node: node("a") }),
+      now: T0 + NOW + 60_000,
+      self: CONFIRM,
+    },
+    "stale observation",
+  ],
+  [
+    "streak began before the current boot → nothing",
+    {
+      event: observed("b", "a", 3, NOW),
+      view: view({ node: node("a", { bootIdSince: at(NOW - 100) }) }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "stale incarnation",
+  ],
+  [
+    "incident already Confirmed → quiet",
+    {
+      event: observed("b", "a", 3, NOW),
+      view: view({ node: node("a"), incident: confirmed("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "already Confirmed",
+  ],
+  [
+    "incident Blocked → still suspects (refreshes evidence)",
+    {
+      event: observed("b", "a", 3, NOW),
+      view: view({ node: node("a"), incident: incident("a", { phase: "Blocked" }) }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "suspect",
+  ],
+  [
+    "Ready=Unknown → suspected (condition evidence)",
+    {
+      event: condition("a", "Unknown", BOOT.a, NOW),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "suspect",
+  ],
+  [
+    "Ready=True → nothing",
+    {
+      event: condition("a", "True", BOOT.a, NOW),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "is Ready",
+  ],
+  [
+    "condition for an old boot ID → nothing",
+    {
+      event: condition("a", "False", BOOT.a, NOW),
+      view: view({ node: node("a", { bootId: NEW_BOOT }) }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "stale incarnation",
+  ],
+  [
+    "boot ID change → not detect's business",
+    {
+      event: condition("a", "True", NEW_BOOT, NOW, "bootId"),
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "recover's business",
+  ],
+  [
+    "other event types → ignored",
+    {
+      event: { ...observed("b", "a", 3, NOW), type: EVENT_TYPES.nodeRecovered },
+      view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "does not handle",
+  ],
+];
+
+describe("detect.decide", () => {
+  test.each(cases)("%s", (_name, input, expected) => {
+    const d = decide(input);
+    expect(d.actions).toEqual([]); // detect never writes
+    if (expected === "suspect") {
+      expect(d.outcome.kind).toBe("processed");
+      expect(d.emit).toHaveLength(1);
+      const out = d.emit[0]!;
+      expect(out.type).toBe(EVENT_TYPES.nodeSuspected);
+      const data = out.data as NodeSuspected;
+      expect(data.bootId).toBe(input.view.node!.bootId);
+      expect(data.incident).toBe(`a-${input.view.node!.bootId.slice(0, 8)}`);
+      expect(out.ffincident).toBe(data.incident);
+    } else {
+      expect(d.outcome.kind).toBe("ignored");
+      expect(d.outcome.kind === "ignored" && d.outcome.reason).toContain(expected);
+      expect(d.emit).toEqual([]);
+    }
+  });
+});

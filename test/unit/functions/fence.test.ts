@@ -1,0 +1,273 @@
+// fence: S6 (acts only on a Confirmed incident written by a trusted confirm identity),
+// S3 (stale incarnation, lease), S1 (FencedOff only with an Off read-back), retries.
+import { describe, expect, test } from "vitest";
+import { decide, onPowerOffResult, type FenceDecideInput } from "../../../functions/fence/handler.ts";
+import { EVENT_TYPES } from "../../../events/catalog.ts";
+import type { NodeFenceStatus } from "../../../core/incident.ts";
+import {
+  FENCE,
+  NEW_BOOT,
+  OTHER_FENCE,
+  T0,
+  TRUSTED,
+  at,
+  confirmed,
+  event,
+  incident,
+  node,
+  offAttempt,
+  policy,
+  view,
+} from "../../scenarios/fixtures.ts";
+
+const NOW = 1_000;
+const req = (name = confirmed("a").metadata.name) =>
+  event(
+    EVENT_TYPES.fenceRequested,
+    "a",
+    {
+      incident: name,
+      node: "a",
+      bootId: confirmed("a").spec.bootId,
+      confirmedAt: at(0),
+      observers: ["b", "c"],
+    },
+    { incident: name },
+  );
+const failedEvt = (round: number, final = false) => {
+  const name = confirmed("a").metadata.name;
+  return event(
+    EVENT_TYPES.fenceFailed,
+    "a",
+    {
+      incident: name,
+      node: "a",
+      bootId: confirmed("a").spec.bootId,
+      round,
+      reason: "still-on",
+      code: "FF_BMC_STILL_ON",
+      attempts: [],
+      final,
+    },
+    { incident: name },
+  );
+};
+const input = (v: Partial<FenceDecideInput["view"]>, ev = req(), nowMs = NOW): FenceDecideInput => ({
+  event: ev,
+  view: view({ node: node("a"), ...v }),
+  now: T0 + nowMs,
+  self: FENCE,
+  trustedConfirmers: TRUSTED,
+});
+
+type Expect = { fence: number } | { ignored: string } | { rejected: string } | { failedFinal: true };
+const cases: [string, FenceDecideInput, Expect][] = [
+  [
+    "Confirmed by trusted confirm → lease, Fencing write, powerOff",
+    input({ incident: confirmed("a") }),
+    { fence: 1 },
+  ],
+  [
+    "event alone, no incident in the API → nothing (S6)",
+    input({}),
+    { ignored: "an event alone fences nothing" },
+  ],
+  [
+    "incident confirmedBy an untrusted identity → rejected (S6)",
+    input({ incident: confirmed("a", 0, { confirmedBy: "system:serviceaccount:default:evil" }) }),
+    { rejected: "not a trusted confirm identity" },
+  ],
+  [
+    "incident Confirmed with one observer only → rejected (S2)",
+    input({ incident: confirmed("a", 0, { evidence: [confirmed("a").status!.evidence[0]!] }) }),
+    { rejected: "quorum is 2" },
+  ],
+  [
+    "incident still Suspected (event forged or early) → nothing",
+    input({ incident: incident("a", { phase: "Suspected" }) }),
+    { ignored: "already Suspected" },
+  ],
+  [
+    "stale incarnation: node rebooted since the incident → never powered off (S3)",
+    input({ incident: confirmed("a"), node: node("a", { bootId: NEW_BOOT }) }),
+    { ignored: "stale incarnation" },
+  ],
+  [
+    "node object gone → cannot verify incarnation",
+    input({ incident: confirmed("a"), node: undefined }),
+    { ignored: "cannot verify" },
+  ],
+  [
+    "duplicate request while another replica holds the lease → nothing",
+    input({
+      incident: confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: OTHER_FENCE.replica }),
+      lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 1000), durationMs: 15_000 },
+    }),
+    { ignored: "in progress by fence-1" },
+  ],
+  [
+    "holder died (lease expired) → take over the round",
+    input({
+      incident: confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: OTHER_FENCE.replica }),
+      lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 20_000), durationMs: 15_000 },
+    }),
+    { fence: 1 },
+  ],
+  [
+    "duplicate request after FencedOff → nothing",
+    input({ incident: confirmed("a", 0, { phase: "FencedOff" }) }),
+    { ignored: "already FencedOff" },
+  ],
+  [
+    "reordered: request after Released → nothing",
+    input({ incident: confirmed("a", 0, { phase: "Released" }) }),
+    { ignored: "already Released" },
+  ],
+  [
+    "fence.failed round 1 → round 2 (after the backoff)",
+    input(
+      { incident: confirmed("a", 0, { phase: "FenceFailed", round: 1, retryNotBefore: at(NOW + 500) }) },
+      failedEvt(1),
+    ),
+    { fence: 2 },
+  ],
+  [
+    "old fence.failed of round 1 while at round 2 → nothing",
+    input({ incident: confirmed("a", 0, { phase: "FenceFailed", round: 2 }) }, failedEvt(1)),
+    { ignored: "round 1, incident is at round 2" },
+  ],
+  [
+    "final fence.failed → nothing more",
+    input({ incident: confirmed("a", 0, { phase: "FenceFailed", round: 3 }) }, failedEvt(3, true)),
+    { ignored: "gave up" },
+  ],
+  [
+    "duplicate fence.requested on FenceFailed → nothing",
+    input({ incident: confirmed("a", 0, { phase: "FenceFailed", round: 1 }) }),
+    { ignored: "already FenceFailed" },
+  ],
+  [
+    "no fencing levels → FenceFailed final",
+    input({ incident: confirmed("a"), node: node("a", { labels: {} }) }),
+    { failedFinal: true },
+  ],
+];
+
+describe("fence.decide", () => {
+  test.each(cases)("%s", (_n, inp, exp) => {
+    const d = decide(inp);
+    if ("ignored" in exp || "rejected" in exp) {
+      const kind = "ignored" in exp ? "ignored" : "rejected";
+      expect(d.outcome.kind).toBe(kind);
+      expect((d.outcome as { reason: string }).reason).toContain(
+        "ignored" in exp ? exp.ignored : exp.rejected,
+      );
+      expect(d.actions).toEqual([]);
+      expect(d.emit).toEqual([]);
+      return;
+    }
+    if ("failedFinal" in exp) {
+      expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus"]);
+      expect(d.emit[0]).toMatchObject({ type: EVENT_TYPES.fenceFailed, data: { final: true } });
+      return;
+    }
+    const kinds = d.actions.map((a) => a.kind);
+    expect(kinds.filter((k) => k !== "waitUntil")).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
+    const upd = d.actions.find((a) => a.kind === "updateIncidentStatus")!;
+    expect(upd).toMatchObject({
+      expectedResourceVersion: inp.view.incident!.metadata.resourceVersion,
+      status: { phase: "Fencing", round: exp.fence, fencingBy: FENCE.replica },
+    });
+    const power = d.actions.find((a) => a.kind === "powerOff")!;
+    expect(power).toMatchObject({ node: "a", round: exp.fence, holder: FENCE.replica });
+    expect(d.emit).toEqual([]); // nothing announced before the power-off result
+    if (exp.fence === 2) expect(d.actions[0]).toEqual({ kind: "waitUntil", at: T0 + NOW + 500 });
+  });
+});
+
+describe("fence.onPowerOffResult (S1)", () => {
+  const fencing = (extra: Partial<NodeFenceStatus> = {}) =>
+    confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: FENCE.replica, ...extra });
+  const run = (attempts: ReturnType<typeof offAttempt>[], inc = fencing(), p = policy()) =>
+    onPowerOffResult({ incident: inc, result: { attempts }, policy: p, now: T0 + 2000, self: FENCE });
+
+  const table: [string, ReturnType<typeof offAttempt>[], "FencedOff" | "FenceFailed", string?][] = [
+    ["read back Off after the command → FencedOff", [offAttempt(1, 1000)], "FencedOff"],
+    [
+      "level 1 unreachable, level 2 (ipmi) Off → FencedOff",
+      [
+        offAttempt(1, 1000, {
+          result: "unreachable",
+          readBackState: undefined,
+          readBackAt: undefined,
+          commandAt: undefined,
+        }),
+        offAttempt(1, 1500, { level: 1, driver: "ipmi" }),
+      ],
+      "FencedOff",
+    ],
+    [
+      "read back PoweringOff → FenceFailed",
+      [offAttempt(1, 1000, { result: "still-on", readBackState: "PoweringOff" })],
+      "FenceFailed",
+      "FF_BMC_STILL_ON",
+    ],
+    [
+      "driver claims off-confirmed but read back On → FenceFailed",
+      [offAttempt(1, 1000, { readBackState: "On" })],
+      "FenceFailed",
+    ],
+    [
+      "off-confirmed without any read-back → FenceFailed",
+      [offAttempt(1, 1000, { readBackState: undefined, readBackAt: undefined })],
+      "FenceFailed",
+    ],
+    [
+      "read-back older than the command → FenceFailed",
+      [offAttempt(1, 1000, { readBackAt: at(900) })],
+      "FenceFailed",
+    ],
+    [
+      "BMC unreachable → FenceFailed",
+      [
+        offAttempt(1, 1000, {
+          result: "unreachable",
+          readBackState: undefined,
+          errorCode: "FF_BMC_UNREACHABLE",
+        }),
+      ],
+      "FenceFailed",
+      "FF_BMC_UNREACHABLE",
+    ],
+    ["no attempt at all → FenceFailed", [], "FenceFailed", "FF_INTERNAL"],
+  ];
+  test.each(table)("%s", (_n, attempts, phase, code) => {
+    const d = run(attempts);
+    expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus", "releaseLease"]);
+    const upd = d.actions[0] as Extract<(typeof d.actions)[number], { kind: "updateIncidentStatus" }>;
+    expect(upd.status.phase).toBe(phase);
+    expect(upd.status.attempts).toHaveLength(attempts.length);
+    if (phase === "FencedOff") {
+      expect(upd.status.powerOffConfirmedAt).toBeDefined();
+      expect(d.emit[0]?.type).toBe(EVENT_TYPES.nodeFenced);
+    } else {
+      expect(upd.status.powerOffConfirmedAt).toBeUndefined();
+      expect(upd.status.message).toContain("workloads stay");
+      expect(d.emit[0]).toMatchObject({ type: EVENT_TYPES.fenceFailed, data: { final: false, round: 1 } });
+      expect(upd.status.retryNotBefore).toBe(at(2000 + 2000));
+      if (code) expect(d.emit[0]).toMatchObject({ data: { code } });
+    }
+  });
+
+  test("last round failing is final (escalate to an operator)", () => {
+    const d = run([offAttempt(3, 1000, { result: "still-on", readBackState: "On" })], fencing({ round: 3 }));
+    expect(d.emit[0]).toMatchObject({ type: EVENT_TYPES.fenceFailed, data: { final: true } });
+  });
+  test("result for an incident another replica took over → not recorded", () => {
+    const d = run([offAttempt(1, 1000)], fencing({ fencingBy: "fence-9" }));
+    expect(d.outcome.kind).toBe("ignored");
+  });
+  test("result after the incident left Fencing → not recorded", () => {
+    expect(run([offAttempt(1, 1000)], fencing({ phase: "Closed" })).outcome.kind).toBe("ignored");
+  });
+});

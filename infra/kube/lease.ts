@@ -98,3 +98,23 @@ export class LeaseManager {
     }
   }
 }
+
+/** Reads a lease as plain facts (holder, renew time, duration), or undefined if absent. */
+export async function readLeaseInfo(
+  kube: Kube,
+  namespace: string,
+  name: string,
+): Promise<{ holder?: string; renewTime?: string; durationMs: number } | undefined> {
+  try {
+    const l = await kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
+    const renew = l.spec?.renewTime ?? l.spec?.acquireTime;
+    return {
+      ...(l.spec?.holderIdentity ? { holder: l.spec.holderIdentity } : {}),
+      ...(renew ? { renewTime: new Date(renew as unknown as string).toISOString() } : {}),
+      durationMs: (l.spec?.leaseDurationSeconds ?? 0) * 1000,
+    };
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 404) return undefined;
+    throw err;
+  }
+}

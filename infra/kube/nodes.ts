@@ -13,7 +13,8 @@ const CONTROL_PLANE_LABELS = ["node-role.kubernetes.io/control-plane", "node-rol
 export interface NodeInfo {
   name: string;
   bootId: string;
-  ready: boolean;
+  /** The Ready condition's status ("Unknown" when absent). */
+  ready: "True" | "False" | "Unknown";
   controlPlane: boolean;
   labels: Record<string, string>;
   taints: V1Taint[];
@@ -21,7 +22,8 @@ export interface NodeInfo {
 }
 
 export function nodeInfo(n: V1Node): NodeInfo {
-  const ready = n.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+  const status = n.status?.conditions?.find((c) => c.type === "Ready")?.status;
+  const ready = status === "True" || status === "False" ? status : "Unknown";
   const labels = n.metadata?.labels ?? {};
   return {
     name: n.metadata?.name ?? "",

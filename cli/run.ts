@@ -1,0 +1,54 @@
+// `fastfence run <function> --kafka | --http PORT`: hosts one pipeline function in this
+// process until SIGINT/SIGTERM, then stops cleanly (finishes the in-flight event, leaves
+// the consumer group). Configuration comes from FASTFENCE_* environment variables
+// (infra/config.ts) and the kubeconfig (in-cluster, $KUBECONFIG or ~/.kube/config).
+import { KubeConfig } from "@kubernetes/client-node";
+import { parseArgs } from "node:util";
+import { FastfenceError } from "../core/errors.ts";
+import { FUNCTIONS } from "../functions/registry.ts";
+import { loadRuntimeConfig } from "../infra/config.ts";
+import { hostFunction } from "../infra/runtime/host.ts";
+
+function usage(): string {
+  const fns = FUNCTIONS.map((f) => `  ${f.name.padEnd(22)}${f.critical ? "[critical] " : ""}${f.description}`).join("\n");
+  return `Usage: fastfence run <function> (--kafka | --http PORT) [--brokers host:port,...]
+
+Functions:
+${fns}
+
+Options:
+  --kafka          consume the function's topics as a Kafka consumer (local runner, lab)
+  --http PORT      serve the Knative Functions HTTP contract on PORT (POST CloudEvents to /)
+  --brokers LIST   Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
+
+Environment: FASTFENCE_NAMESPACE, FASTFENCE_REPLICA, FASTFENCE_IDENTITY, FASTFENCE_TRUSTED_CONFIRMERS,
+FASTFENCE_KUBE_ENDPOINTS, FASTFENCE_KUBE_TIMEOUT_MS, FASTFENCE_GROUP_MODE, ... (see docs/config-reference.md)`;
+}
+
+export async function runCommand(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { kafka: { type: "boolean" }, http: { type: "string" }, brokers: { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+  if (values.help) return console.log(usage()), 0;
+  const name = positionals[0];
+  if (!name || (!values.kafka && values.http === undefined) || (values.kafka && values.http !== undefined)) {
+    console.error(usage());
+    return 2;
+  }
+  const port = values.http === undefined ? undefined : Number(values.http);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536))
+    throw new FastfenceError("FF_INVALID_CONFIG", `--http needs a port number 0-65535, not "${values.http}"`);
+  const config = loadRuntimeConfig({ ...process.env, ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}) });
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  const hosted = await hostFunction({ name, mode: port === undefined ? { kafka: true } : { http: port }, config, kubeConfig: kc });
+  await hosted.ready;
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  await hosted.stop();
+  return 0;
+}

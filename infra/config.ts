@@ -1,0 +1,67 @@
+// Process configuration of a function or event-source replica, from environment
+// variables (what Knative and Deployments set), validated with zod. Every field: unit,
+// default, trade-off. A bad value is an error naming the variable, never a silent
+// default. Never holds secrets (BMC credentials live in Secrets, read per action).
+import { hostname } from "node:os";
+import { z } from "zod";
+import { InvalidInputError } from "../core/errors.ts";
+
+const ms = (def: number) => z.coerce.number().int().min(1).default(def);
+
+export const RuntimeConfigSchema = z.object({
+  // Namespace of NodeFence incidents, fencing Leases and BMC Secrets. Default "fastfence-system".
+  FASTFENCE_NAMESPACE: z.string().min(1).default("fastfence-system"),
+  // Kafka bootstrap servers, "host:port,...". Required for --kafka, trace and the event source.
+  FASTFENCE_KAFKA_BROKERS: z.string().optional(),
+  // This replica's id: the pod name. Default: the host name. Must be unique per replica
+  // (it is the Lease holder identity and the event `source`).
+  FASTFENCE_REPLICA: z.string().min(1).default(hostname()),
+  // The node this replica runs on (Downward API spec.nodeName). Required for the event source.
+  FASTFENCE_NODE_NAME: z.string().optional(),
+  // The Kubernetes identity this replica acts as, written as confirmedBy (S6). Default
+  // "system:serviceaccount:<namespace>:fastfence-<function>".
+  FASTFENCE_IDENTITY: z.string().optional(),
+  // Identities allowed to confirm incidents, comma-separated (fence acts only on those, S6).
+  // Default "system:serviceaccount:<namespace>:fastfence-confirm".
+  FASTFENCE_TRUSTED_CONFIRMERS: z.string().optional(),
+  // Extra API server URLs tried when the kubeconfig's does not answer (stall source 4).
+  FASTFENCE_KUBE_ENDPOINTS: z.string().optional(),
+  // Deadline of one Kubernetes API request, ms. Default 2000. Shorter fails over sooner.
+  FASTFENCE_KUBE_TIMEOUT_MS: ms(2000),
+  // Deadline of one handler run, ms. Default 15000 (a BMC power-off with read-back fits).
+  FASTFENCE_HANDLER_TIMEOUT_MS: ms(15_000),
+  // Kafka consumer session timeout, ms. Default 6000 (broker minimum by default). Only
+  // matters in "shared" group mode; see FASTFENCE_GROUP_MODE.
+  FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: ms(6000),
+  // "each-replica" (default): every replica reads everything, a dead replica stalls
+  // nothing; "shared": one group per function, less duplicate work, stalls up to the
+  // session timeout when a member dies.
+  FASTFENCE_GROUP_MODE: z.enum(["each-replica", "shared"]).default("each-replica"),
+  // Name of the FencingPolicy to use. Default "default".
+  FASTFENCE_POLICY: z.string().min(1).default("default"),
+  // Fencing Lease duration, seconds. Default 15: another replica takes over a dead
+  // driver's incident this long after its last renewal.
+  FASTFENCE_LEASE_SECONDS: z.coerce.number().int().min(1).default(15),
+});
+export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
+
+export function loadRuntimeConfig(env: Record<string, string | undefined> = process.env): RuntimeConfig {
+  const picked = Object.fromEntries(Object.keys(RuntimeConfigSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]));
+  const r = RuntimeConfigSchema.safeParse(picked);
+  if (!r.success)
+    throw new InvalidInputError(
+      "FF_INVALID_CONFIG",
+      "invalid environment",
+      r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
+    );
+  return r.data;
+}
+
+export function identityFor(cfg: RuntimeConfig, component: string): string {
+  return cfg.FASTFENCE_IDENTITY ?? `system:serviceaccount:${cfg.FASTFENCE_NAMESPACE}:fastfence-${component}`;
+}
+
+export function trustedConfirmers(cfg: RuntimeConfig): string[] {
+  const list = (cfg.FASTFENCE_TRUSTED_CONFIRMERS ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  return list.length ? list : [`system:serviceaccount:${cfg.FASTFENCE_NAMESPACE}:fastfence-confirm`];
+}

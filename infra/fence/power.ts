@@ -1,0 +1,119 @@
+// Executes fence's powerOff and recover's powerOn actions: resolves each fencing level of
+// the policy into a BMC driver (credentials from the level's Secret), runs the levels in
+// order (infra/bmc/levels.ts) and reports every attempt in the incident's Attempt shape.
+// An attempt is "off-confirmed" only when the driver read the power state back as Off
+// after the command (S1). Credentials are read per action and never logged or returned.
+import type { Action } from "../../core/decision.ts";
+import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
+import type { Attempt } from "../../core/incident.ts";
+import type { FencingLevel as PolicyLevel, FencingPolicySpec } from "../../core/policy.ts";
+import type { BmcDriver } from "../bmc/driver.ts";
+import { fenceWithLevels, type FencingLevel as DriverLevel, type LevelAttempt } from "../bmc/levels.ts";
+import { buildDriver, credentialsFromSecretData, type BmcOptions } from "../bmc/settings.ts";
+import type { Kube } from "../kube/client.ts";
+import type { PowerExecutor } from "../runtime/stage-executor.ts";
+import type { Clock } from "../../core/clock.ts";
+
+const RESULT_BY_CODE: Record<string, Attempt["result"]> = {
+  FF_BMC_STILL_ON: "still-on",
+  FF_BMC_UNREACHABLE: "unreachable",
+  FF_BMC_AUTH_FAILED: "auth-failed",
+  FF_BMC_TIMEOUT: "timeout",
+};
+
+/** Driver options from a policy level's string map (documented in docs/bmc.md). */
+export function levelOptions(opts: Record<string, string> | undefined, timeoutMs: number): BmcOptions {
+  const o = opts ?? {};
+  const suite = o.cipherSuite ?? o.ipmiCipherSuite;
+  return {
+    ...(o.insecure === "true" ? { insecure: true } : {}),
+    ...(o.ca ? { ca: o.ca } : {}),
+    ...(o.offType ? { redfishOffType: o.offType as BmcOptions["redfishOffType"] } : {}),
+    ...(suite === "3" || suite === "17" ? { ipmiCipherSuite: Number(suite) as 3 | 17 } : {}),
+    ...(o.pollMs ? { pollMs: Number(o.pollMs) } : {}),
+    timeoutMs,
+  };
+}
+
+export function toAttempt(a: LevelAttempt, round: number, by: string, driver: PolicyLevel["driver"]): Attempt {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const ok = a.result === "confirmed-off" && a.confirmedAt !== undefined;
+  return {
+    round,
+    level: a.level,
+    driver,
+    by,
+    startedAt: iso(a.startMs),
+    ...(a.offIssuedAt !== undefined ? { commandAt: iso(a.offIssuedAt) } : {}),
+    finishedAt: iso(a.endMs),
+    result: ok ? "off-confirmed" : (RESULT_BY_CODE[a.errorCode ?? ""] ?? (a.result === "cancelled" ? "timeout" : "error")),
+    ...(ok ? { readBackState: "Off" as const, readBackAt: iso(a.confirmedAt!) } : {}),
+    ...(a.errorCode ? { errorCode: a.errorCode } : {}),
+    ...(a.error ? { message: a.error } : {}),
+  };
+}
+
+export class BmcPowerExecutor implements PowerExecutor {
+  private readonly kube: Kube;
+  private readonly secretNamespace: string;
+  private readonly clock: Clock;
+  private readonly drivers = new Map<string, BmcDriver>();
+
+  constructor(kube: Kube, secretNamespace: string, clock: Clock) {
+    this.kube = kube;
+    this.secretNamespace = secretNamespace;
+    this.clock = clock;
+  }
+
+  /** Drivers are cached per address+secret so connections (Redfish sessions, keep-alive) are reused. */
+  private async driverFor(level: PolicyLevel): Promise<BmcDriver> {
+    const key = `${level.address}|${level.credentialsSecret}|${JSON.stringify(level.options ?? {})}`;
+    const cached = this.drivers.get(key);
+    if (cached) return cached;
+    const secret = await this.kube.call(`read secret ${level.credentialsSecret}`, (a) =>
+      a.core.readNamespacedSecret({ name: level.credentialsSecret, namespace: this.secretNamespace }),
+    );
+    const creds = credentialsFromSecretData(secret.data, level.credentialsSecret);
+    const d = buildDriver(level.address, creds, levelOptions(level.options, level.timeoutMs));
+    this.drivers.set(key, d);
+    return d;
+  }
+
+  private async resolve(levels: PolicyLevel[]): Promise<{ driver: DriverLevel[]; failed: Attempt[] }> {
+    const driver: DriverLevel[] = [];
+    for (const l of levels) {
+      driver.push({ name: l.driver, driver: await this.driverFor(l), timeoutMs: l.timeoutMs, pollMs: Number(l.options?.pollMs ?? 100) });
+    }
+    return { driver, failed: [] };
+  }
+
+  async powerOff(a: Extract<Action, { kind: "powerOff" }>, _policy: FencingPolicySpec, signal: AbortSignal): Promise<Attempt[]> {
+    const start = this.clock.now();
+    let levels: DriverLevel[];
+    try {
+      levels = (await this.resolve(a.levels)).driver;
+    } catch (err) {
+      const e = asFastfenceError(err, "FF_INVALID_CONFIG");
+      const iso = new Date(start).toISOString();
+      return [
+        { round: a.round, level: 0, driver: a.levels[0]?.driver ?? "redfish", by: a.holder, startedAt: iso, finishedAt: new Date(this.clock.now()).toISOString(), result: "error", errorCode: e.code, message: e.message },
+      ];
+    }
+    const outcome = await fenceWithLevels(levels, { now: () => this.clock.now(), signal, sleep: (ms, s) => this.clock.sleep(ms, s) });
+    return outcome.attempts.map((x) => toAttempt(x, a.round, a.holder, a.levels[x.level]?.driver ?? "redfish"));
+  }
+
+  async powerOn(a: Extract<Action, { kind: "powerOn" }>, _policy: FencingPolicySpec, signal: AbortSignal): Promise<void> {
+    let lastErr: unknown;
+    for (const l of a.levels) {
+      try {
+        const d = await this.driverFor(l);
+        await d.on({ timeoutMs: l.timeoutMs, signal });
+        return;
+      } catch (err) {
+        lastErr = err;
+      }
+    }
+    throw new FastfenceError("FF_BMC_UNREACHABLE", `no fencing level could power ${a.node} on`, { cause: lastErr, retriable: true });
+  }
+}

@@ -1,0 +1,71 @@
+// NodeFence incidents in the Kubernetes API: read by name, find a node's open incident,
+// list open incidents, create, and write status guarded by resourceVersion. A 409 is
+// returned as KubeApiError(FF_KUBE_CONFLICT) for the caller to re-read and re-decide;
+// this module never retries a conflicting write itself and never edits status fields
+// it was not given.
+import { isTerminal, NODE_LABEL, NODEFENCE_GROUP, NODEFENCE_PLURAL, NODEFENCE_VERSION, type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
+import { KubeApiError, type Kube } from "./client.ts";
+
+const G = { group: NODEFENCE_GROUP, version: NODEFENCE_VERSION, plural: NODEFENCE_PLURAL };
+
+export class IncidentStore {
+  private readonly kube: Kube;
+  readonly namespace: string;
+  constructor(kube: Kube, namespace: string) {
+    this.kube = kube;
+    this.namespace = namespace;
+  }
+
+  async get(name: string): Promise<NodeFence | undefined> {
+    try {
+      return (await this.kube.call(`read nodefence ${name}`, (a) =>
+        a.custom.getNamespacedCustomObject({ ...G, namespace: this.namespace, name }),
+      )) as NodeFence;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async list(labelSelector?: string): Promise<NodeFence[]> {
+    const l = (await this.kube.call("list nodefences", (a) =>
+      a.custom.listNamespacedCustomObject({ ...G, namespace: this.namespace, ...(labelSelector ? { labelSelector } : {}) }),
+    )) as { items?: NodeFence[] };
+    return l.items ?? [];
+  }
+
+  async listOpen(): Promise<NodeFence[]> {
+    return (await this.list()).filter((i) => !isTerminal(i.status?.phase ?? "Suspected"));
+  }
+
+  /** The node's newest incident that is not in a terminal phase. */
+  async openForNode(node: string): Promise<NodeFence | undefined> {
+    const open = (await this.list(`${NODE_LABEL}=${node}`)).filter((i) => !isTerminal(i.status?.phase ?? "Suspected"));
+    open.sort((a, b) => (b.metadata.creationTimestamp ?? "").localeCompare(a.metadata.creationTimestamp ?? ""));
+    return open[0];
+  }
+
+  /** Creates the incident, then writes its status (the status subresource ignores status on create). */
+  async create(incident: NodeFence): Promise<NodeFence> {
+    const { status, ...rest } = incident;
+    const created = (await this.kube.call(`create nodefence ${incident.metadata.name}`, (a) =>
+      a.custom.createNamespacedCustomObject({
+        ...G,
+        namespace: this.namespace,
+        body: { ...rest, metadata: { ...rest.metadata, namespace: this.namespace } },
+      }),
+    )) as NodeFence;
+    if (!status) return created;
+    return this.writeStatus(incident.metadata.name, created.metadata.resourceVersion ?? "", status);
+  }
+
+  /** Replaces the status if the object is still at `resourceVersion` (else 409). */
+  async writeStatus(name: string, resourceVersion: string, status: NodeFenceStatus): Promise<NodeFence> {
+    const current = await this.get(name);
+    if (!current) throw new KubeApiError(404, `write status of nodefence ${name}`, { message: "not found" }, undefined);
+    const body = { ...current, metadata: { ...current.metadata, resourceVersion }, status };
+    return (await this.kube.call(`write status of nodefence ${name}`, (a) =>
+      a.custom.replaceNamespacedCustomObjectStatus({ ...G, namespace: this.namespace, name, body }),
+    )) as NodeFence;
+  }
+}

@@ -1,0 +1,138 @@
+// Starts one function (Kafka consumer or Knative HTTP) or the event source inside the
+// current process, from a RuntimeConfig and a KubeConfig: builds the adapters, the bus,
+// logs and metrics, and returns a handle to stop it. Used by `fastfence run`, the lab and
+// the integration tests, so all three run exactly the same wiring. It never decides
+// anything itself.
+import type { KubeConfig } from "@kubernetes/client-node";
+import { systemClock, type Clock } from "../../core/clock.ts";
+import { FastfenceError } from "../../core/errors.ts";
+import { CATALOG, TOPICS, isEventType, parseEvent } from "../../events/catalog.ts";
+import { encodeKafka } from "../../events/codec.ts";
+import { findFunction, FUNCTIONS, type RuntimeDeps } from "../../functions/registry.ts";
+import { KafkaJsBus } from "../bus/kafkajs-bus.ts";
+import type { Bus, TopicSpec } from "../bus/bus.ts";
+import { identityFor, trustedConfirmers, type RuntimeConfig } from "../config.ts";
+import { BmcPowerExecutor } from "../fence/power.ts";
+import { Kube } from "../kube/client.ts";
+import { IncidentStore } from "../kube/incidents.ts";
+import { LeaseManager } from "../kube/lease.ts";
+import { NodeOps } from "../kube/nodes.ts";
+import { PolicyReader } from "../kube/policy.ts";
+import { createLogger, type Logger } from "../log.ts";
+import { createFunctionMetrics, type FunctionMetrics } from "../metrics.ts";
+import type { CatalogView } from "./dispatch.ts";
+import { startHttpRuntime } from "./http-runtime.ts";
+import { startKafkaRuntime } from "./kafka-runtime.ts";
+
+export const catalogView: CatalogView = {
+  parse: parseEvent,
+  topicOf: (type) => {
+    if (!isEventType(type)) throw new FastfenceError("FF_INVALID_EVENT", `no topic for unknown event type ${type}`);
+    return CATALOG[type].topic;
+  },
+  deadLetterTopic: TOPICS.deadLetter,
+};
+
+/** Topic layout: partitions and replication for a cluster of `brokers` brokers. */
+export function pipelineTopics(brokers: number, partitions = 3): TopicSpec[] {
+  const rf = Math.min(3, brokers);
+  return Object.values(TOPICS).map((topic) => ({
+    topic,
+    partitions,
+    replicationFactor: rf,
+    config: { "min.insync.replicas": String(Math.max(1, rf - 1)) },
+  }));
+}
+
+export function functionNames(): string[] {
+  return FUNCTIONS.map((f) => f.name);
+}
+
+export interface HostedFunction {
+  name: string;
+  ready: Promise<void>;
+  metrics: FunctionMetrics;
+  /** HTTP port when hosted over HTTP. */
+  port?: number;
+  stop(): Promise<void>;
+}
+
+export async function hostFunction(opts: {
+  name: string;
+  mode: { kafka: true } | { http: number; host?: string };
+  config: RuntimeConfig;
+  kubeConfig: KubeConfig;
+  bus?: Bus;
+  clock?: Clock;
+  log?: Logger;
+}): Promise<HostedFunction> {
+  const { config } = opts;
+  const def = findFunction(opts.name);
+  if (!def) throw new FastfenceError("FF_INVALID_CONFIG", `unknown function "${opts.name}"; functions: ${functionNames().join(", ")}`);
+  const clock = opts.clock ?? systemClock;
+  const log = (opts.log ?? createLogger(def.name)).child({ replica: config.FASTFENCE_REPLICA });
+  const metrics = createFunctionMetrics({ defaultMetrics: !opts.bus });
+  const kube = new Kube(opts.kubeConfig, {
+    requestTimeoutMs: config.FASTFENCE_KUBE_TIMEOUT_MS,
+    extraEndpoints: (config.FASTFENCE_KUBE_ENDPOINTS ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+  });
+  const ns = config.FASTFENCE_NAMESPACE;
+  const deps: RuntimeDeps = {
+    adapters: {
+      kube,
+      incidents: new IncidentStore(kube, ns),
+      nodes: new NodeOps(kube),
+      leases: new LeaseManager(kube, { namespace: ns, durationSeconds: config.FASTFENCE_LEASE_SECONDS }),
+      leaseNamespace: ns,
+      policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
+      power: new BmcPowerExecutor(kube, ns, clock),
+    },
+    self: { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA },
+    trustedConfirmers: trustedConfirmers(config),
+  };
+  const handler = def.create(deps);
+  const ownBus = !opts.bus;
+  const needBus = "kafka" in opts.mode;
+  let bus = opts.bus;
+  if (!bus && (needBus || config.FASTFENCE_KAFKA_BROKERS)) {
+    if (!config.FASTFENCE_KAFKA_BROKERS) throw new FastfenceError("FF_INVALID_CONFIG", "FASTFENCE_KAFKA_BROKERS is required for --kafka");
+    bus = new KafkaJsBus({ brokers: config.FASTFENCE_KAFKA_BROKERS, clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`, sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS, log });
+  }
+  const dispatch = { handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS };
+  if ("kafka" in opts.mode) {
+    const rt = await startKafkaRuntime({ def, handler, bus: bus!, catalog: catalogView, clock, log, metrics, config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch } });
+    return {
+      name: def.name,
+      ready: rt.ready,
+      metrics,
+      stop: async () => {
+        await rt.stop();
+        if (ownBus) await bus!.close();
+      },
+    };
+  }
+  const b = bus;
+  const rt = await startHttpRuntime({
+    def,
+    handler,
+    catalog: catalogView,
+    clock,
+    log,
+    metrics,
+    port: opts.mode.http,
+    ...(opts.mode.host ? { host: opts.mode.host } : {}),
+    replica: config.FASTFENCE_REPLICA,
+    dispatch,
+    ...(b ? { publishExtra: async (evs) => { for (const ev of evs) await b.publish(catalogView.topicOf(ev.type), [encodeKafka(ev)]); } } : {}),
+  });
+  return {
+    name: def.name,
+    ready: Promise.resolve(),
+    metrics,
+    port: rt.port,
+    stop: async () => {
+      await rt.stop();
+      if (ownBus && b) await b.close();
+    },
+  };
+}

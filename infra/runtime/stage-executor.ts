@@ -1,0 +1,190 @@
+// Turns a pure stage (functions/<name>/decide.pure.ts) into an event handler: read the
+// view the stage asks for (locate), call decide, execute the returned actions in order
+// through the adapters, feed action results (power-off attempts, release counts) to the
+// stage's follow-up decision, and hand the events to emit back to the runtime — only
+// after every write succeeded (core/decision.ts states the contract). A guarded write
+// that fails (409, AlreadyExists, a lease held elsewhere) means the view was stale: it
+// re-reads and decides again, a bounded number of times. It never executes an action
+// the pure stage did not return.
+import { FastfenceError } from "../../core/errors.ts";
+import type { Action, Decision, DecideInput, NodeInfo, Self, View, ViewRequest } from "../../core/decision.ts";
+import type { Attempt, NodeFence } from "../../core/incident.ts";
+import type { FencingPolicySpec } from "../../core/policy.ts";
+import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
+import type { EventHandler, HandlerContext, HandlerResult, PureStage } from "../../functions/contract.ts";
+import { KubeApiError, type Kube } from "../kube/client.ts";
+import type { IncidentStore } from "../kube/incidents.ts";
+import { readLeaseInfo, type LeaseManager } from "../kube/lease.ts";
+import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
+import type { PolicyReader } from "../kube/policy.ts";
+
+/** Runs power actions for fence and recover (infra/fence/power.ts). */
+export interface PowerExecutor {
+  powerOff(a: Extract<Action, { kind: "powerOff" }>, policy: FencingPolicySpec, signal: AbortSignal): Promise<Attempt[]>;
+  powerOn(a: Extract<Action, { kind: "powerOn" }>, policy: FencingPolicySpec, signal: AbortSignal): Promise<void>;
+}
+
+export interface StageAdapters {
+  kube: Kube;
+  incidents: IncidentStore;
+  nodes: NodeOps;
+  leases: LeaseManager;
+  leaseNamespace: string;
+  policy: PolicyReader;
+  power?: PowerExecutor;
+}
+
+/** Stage-specific follow-ups after result-producing actions (fence, remediate-workloads). */
+export interface StageHooks {
+  /** Extra decide input (fence: trustedConfirmers). */
+  extraInput?: () => Record<string, unknown>;
+  onPowerOffResult?: (i: { incident: NodeFence; result: { attempts: Attempt[] }; policy: FencingPolicySpec; now: number; self: Self }) => Decision;
+  onReleased?: (i: {
+    incident: NodeFence;
+    counts: { podsDeleted: number; volumeAttachmentsDeleted: number; vmisDeleted: number };
+    policy: FencingPolicySpec;
+    now: number;
+    self: Self;
+  }) => Decision;
+}
+
+/** A guarded write lost: the view was stale. */
+class StaleView extends FastfenceError {
+  constructor(what: string, cause?: unknown) {
+    super("FF_KUBE_CONFLICT", `${what}: state changed underneath (conflict)`, { cause, retriable: true });
+  }
+}
+
+function toCoreNode(n: KubeNodeInfo): NodeInfo {
+  return { name: n.name, bootId: n.bootId, ready: n.ready, controlPlane: n.controlPlane, labels: n.labels };
+}
+
+/** How many times a stale view is re-read and re-decided before giving up (retriable). */
+const MAX_REDECIDE = 4;
+
+export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAdapters, self: Self, hooks: StageHooks = {}): EventHandler {
+  async function readView(req: ViewRequest, now: number): Promise<View> {
+    const policy = await ad.policy.get(now);
+    const [node, incident, lease, nodes, openIncidents] = await Promise.all([
+      ad.nodes.get(req.node),
+      req.incident ? ad.incidents.get(req.incident) : req.openIncidentOfNode ? ad.incidents.openForNode(req.node) : Promise.resolve(undefined),
+      req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
+      req.cluster ? ad.nodes.list() : Promise.resolve([]),
+      req.cluster ? ad.incidents.listOpen() : Promise.resolve([]),
+    ]);
+    return {
+      ...(incident ? { incident } : {}),
+      ...(node ? { node: toCoreNode(node) } : {}),
+      ...(lease ? { lease } : {}),
+      openIncidents,
+      nodes: nodes.map(toCoreNode),
+      policy,
+    };
+  }
+
+  async function execute(decision: Decision, view: View, ctx: HandlerContext): Promise<{ emit: OutgoingEvent[]; details: string[] }> {
+    const emit: OutgoingEvent[] = [];
+    const details: string[] = [];
+    let last: NodeFence | undefined = view.incident;
+    const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    let released = false;
+    for (const a of decision.actions) {
+      ctx.signal.throwIfAborted();
+      switch (a.kind) {
+        case "createIncident":
+          try {
+            last = await ad.incidents.create(a.incident);
+          } catch (err) {
+            if (err instanceof KubeApiError && err.status === 409) throw new StaleView(`create incident ${a.incident.metadata.name}`, err);
+            throw err;
+          }
+          break;
+        case "updateIncidentStatus":
+          try {
+            last = await ad.incidents.writeStatus(a.name, a.expectedResourceVersion, a.status);
+          } catch (err) {
+            if (err instanceof KubeApiError && err.status === 409) throw new StaleView(`update incident ${a.name}`, err);
+            throw err;
+          }
+          break;
+        case "takeLease": {
+          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now());
+          if (!r.acquired) throw new StaleView(`lease ${a.leaseName} is held by ${r.holder}`);
+          break;
+        }
+        case "releaseLease":
+          await ad.leases.release(a.leaseName, a.holder).catch((err: unknown) => ctx.log.warn({ err }, "releasing the lease failed; it expires by itself"));
+          break;
+        case "waitUntil": {
+          const wait = a.at - ctx.clock.now();
+          if (wait > 0) await ctx.clock.sleep(wait, ctx.signal);
+          break;
+        }
+        case "powerOff": {
+          if (!ad.power || !hooks.onPowerOffResult) throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
+          if (!last) throw new FastfenceError("FF_INTERNAL", "powerOff without an incident");
+          const attempts = await ad.power.powerOff(a, view.policy, ctx.signal);
+          const follow = hooks.onPowerOffResult({ incident: last, result: { attempts }, policy: view.policy, now: ctx.clock.now(), self });
+          details.push(follow.outcome.kind === "processed" ? (follow.outcome.detail ?? "") : `power-off result ${follow.outcome.kind}`);
+          const r = await execute(follow, { ...view, incident: last }, ctx);
+          emit.push(...r.emit);
+          details.push(...r.details);
+          break;
+        }
+        case "powerOn":
+          if (!ad.power) throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
+          await ad.power.powerOn(a, view.policy, ctx.signal);
+          break;
+        case "setTaint":
+          await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, true);
+          break;
+        case "removeTaint":
+          await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, false);
+          break;
+        case "deletePods":
+          counts.podsDeleted += (await ad.nodes.forceDeletePods(a.node)).length;
+          released = true;
+          break;
+        case "deleteVolumeAttachments":
+          counts.volumeAttachmentsDeleted += (await ad.nodes.deleteVolumeAttachments(a.node)).length;
+          released = true;
+          break;
+        case "deleteVMIs":
+          counts.vmisDeleted += (await ad.nodes.deleteVmis(a.node)).length;
+          released = true;
+          break;
+      }
+    }
+    if (released && hooks.onReleased && last) {
+      const follow = hooks.onReleased({ incident: last, counts, policy: view.policy, now: ctx.clock.now(), self });
+      const r = await execute(follow, { ...view, incident: last }, ctx);
+      emit.push(...r.emit);
+      details.push(...r.details);
+    }
+    emit.unshift(...decision.emit);
+    return { emit, details };
+  }
+
+  return async (event: FfEvent, ctx: HandlerContext): Promise<HandlerResult> => {
+    const req = stage.locate(event);
+    for (let round = 1; ; round++) {
+      const now = ctx.clock.now();
+      const view = await readView(req, now);
+      const decision = stage.decide({ event, view, now, self, ...(hooks.extraInput?.() ?? {}) });
+      try {
+        const { emit } = await execute(decision, view, ctx);
+        return { outcome: decision.outcome, emit };
+      } catch (err) {
+        if (err instanceof StaleView && round < MAX_REDECIDE) {
+          ctx.log.debug({ round, reason: err.message }, "stale view; re-reading and deciding again");
+          continue;
+        }
+        if (err instanceof StaleView) {
+          // Another replica won every race: its outcome is recorded; ours is a duplicate.
+          return { outcome: { kind: "ignored", reason: `lost ${round} races to other replicas: ${err.message}` }, emit: [] };
+        }
+        throw err;
+      }
+    }
+  };
+}

@@ -1,0 +1,159 @@
+// The event source (observer) replica: watches Nodes and kubelet Leases with informers
+// and publishes node.condition events; probes its k ring successors over TCP every
+// probe interval and publishes node.observed events. Several replicas run at once, on
+// different nodes. It publishes facts only and decides nothing; a publish failure is
+// logged and the next probe re-reports, so it never blocks probing on Kafka.
+import { makeInformer, type KubeConfig, type V1Lease, type V1Node, CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
+import type { Clock } from "../core/clock.ts";
+import type { FencingPolicySpec } from "../core/policy.ts";
+import { catalogEntry, type EventType } from "../events/catalog.ts";
+import { encodeKafka } from "../events/codec.ts";
+import { envelope, type OutgoingEvent } from "../events/envelope.ts";
+import type { Bus } from "../infra/bus/bus.ts";
+import type { Logger } from "../infra/log.ts";
+import { ConditionTracker, type NodeSnapshot } from "./condition-tracker.ts";
+import { ProbeTracker } from "./probe-tracker.ts";
+import { probeTargets } from "./ring.ts";
+import { tcpProbe } from "./tcp-probe.ts";
+
+export interface EventSourceConfig {
+  /** This replica's id (pod name). */
+  replica: string;
+  /** The node this replica runs on (never probes itself). */
+  node: string;
+  probe: FencingPolicySpec["probe"];
+  leaseStaleMs: number;
+  /** Informer restart delay after an error, ms. Default 500. */
+  informerRestartMs?: number;
+}
+
+export interface EventSource {
+  /** Resolves when both informers have listed once. */
+  ready: Promise<void>;
+  stop(): Promise<void>;
+  /** Current probe targets (for status output and tests). */
+  targets(): string[];
+}
+
+function snapshot(n: V1Node): NodeSnapshot {
+  const c = n.status?.conditions?.find((x) => x.type === "Ready");
+  return {
+    name: n.metadata?.name ?? "",
+    bootId: n.status?.nodeInfo?.bootID ?? "",
+    ready: (c?.status as NodeSnapshot["ready"]) ?? "Unknown",
+    ...(c?.reason ? { readyReason: c.reason } : {}),
+    ...(c?.lastTransitionTime ? { readyTransitionAt: new Date(c.lastTransitionTime).getTime() } : {}),
+  };
+}
+
+function probeAddress(n: V1Node, defaultPort: number): { host: string; port: number } | undefined {
+  const host = n.status?.addresses?.find((a) => a.type === "InternalIP")?.address ?? n.status?.addresses?.[0]?.address;
+  if (!host) return undefined;
+  return { host, port: defaultPort };
+}
+
+export async function startEventSource(opts: {
+  kubeConfig: KubeConfig;
+  bus: Bus;
+  clock: Clock;
+  log: Logger;
+  config: EventSourceConfig;
+}): Promise<EventSource> {
+  const { kubeConfig, bus, clock, log, config } = opts;
+  const source = `/fastfence/event-source/${config.replica}`;
+  const observer = { replica: config.replica, node: config.node };
+  const probes = new ProbeTracker(observer);
+  const conditions = new ConditionTracker(observer, config.leaseStaleMs);
+  const nodes = new Map<string, V1Node>();
+  const inFlight = new Set<string>();
+  let stopped = false;
+  let targets: string[] = [];
+
+  function publish(events: OutgoingEvent[]): void {
+    if (events.length === 0) return;
+    const now = clock.now();
+    for (const out of events) {
+      const ev = envelope(out, source, now);
+      const topic = catalogEntry(out.type as EventType).topic;
+      bus.publish(topic, [encodeKafka(ev)]).catch((err: unknown) => {
+        log.warn({ incident: "none", node: out.subject, err }, "publishing an observation failed; the next probe re-reports");
+      });
+    }
+  }
+
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const coord = kubeConfig.makeApiClient(CoordinationV1Api);
+  const nodeInformer = makeInformer<V1Node>(kubeConfig, "/api/v1/nodes", () => core.listNode());
+  const leaseInformer = makeInformer<V1Lease>(kubeConfig, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", () =>
+    coord.listNamespacedLease({ namespace: "kube-node-lease" }),
+  );
+  const onNode = (n: V1Node) => {
+    const name = n.metadata?.name;
+    if (!name) return;
+    nodes.set(name, n);
+    targets = probeTargets(config.node, [...nodes.keys()], config.probe.observersPerNode);
+    probes.retain(targets);
+    publish(conditions.onNode(snapshot(n), clock.now()));
+  };
+  nodeInformer.on("add", onNode);
+  nodeInformer.on("update", onNode);
+  nodeInformer.on("delete", (n) => {
+    const name = n.metadata?.name;
+    if (!name) return;
+    nodes.delete(name);
+    conditions.onNodeDeleted(name);
+    targets = probeTargets(config.node, [...nodes.keys()], config.probe.observersPerNode);
+  });
+  const onLease = (l: V1Lease) => {
+    const renew = l.spec?.renewTime;
+    if (l.metadata?.name && renew) conditions.onLease(l.metadata.name, new Date(renew as unknown as string).getTime());
+  };
+  leaseInformer.on("add", onLease);
+  leaseInformer.on("update", onLease);
+
+  // Informers stop on errors other than 410: supervise and restart them.
+  for (const [name, inf] of [
+    ["nodes", nodeInformer],
+    ["leases", leaseInformer],
+  ] as const) {
+    inf.on("error", (err: unknown) => {
+      if (stopped) return;
+      log.warn({ incident: "none", node: config.node, informer: name, err }, "informer stopped; restarting");
+      setTimeout(() => {
+        if (!stopped) inf.start().catch(() => undefined);
+      }, config.informerRestartMs ?? 500);
+    });
+  }
+  const ready = Promise.all([nodeInformer.start(), leaseInformer.start()]).then(() => undefined);
+
+  async function probeOne(target: string): Promise<void> {
+    const n = nodes.get(target);
+    const addr = n && probeAddress(n, config.probe.port);
+    if (!addr) return;
+    inFlight.add(target);
+    try {
+      const r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
+      if (stopped) return;
+      const ev = probes.onResult({ target, ok: r.ok, at: clock.now(), rttMs: r.rttMs, address: addr.host, port: addr.port });
+      if (ev) publish([ev]);
+    } finally {
+      inFlight.delete(target);
+    }
+  }
+
+  const probeTimer = setInterval(() => {
+    for (const t of targets) if (!inFlight.has(t)) void probeOne(t);
+    publish(conditions.tick(clock.now()));
+  }, config.probe.intervalMs);
+
+  log.info({ incident: "none", node: config.node, replica: config.replica }, "event source started");
+  return {
+    ready,
+    targets: () => [...targets],
+    stop: async () => {
+      stopped = true;
+      clearInterval(probeTimer);
+      await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop()]);
+    },
+  };
+}

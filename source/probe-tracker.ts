@@ -1,0 +1,83 @@
+// Per-target probe bookkeeping of one observer replica: turns raw probe results into
+// observation events — one on every miss (with the streak's count and timings) and one
+// "restored" when a node answers again after misses. Pure: takes results and times,
+// returns the observations to publish; never probes, never reads the clock.
+import { EVENT_TYPES } from "../events/catalog.ts";
+import type { OutgoingEvent } from "../events/envelope.ts";
+import type { NodeObserved } from "../events/schemas.ts";
+
+export interface ProbeResult {
+  target: string;
+  ok: boolean;
+  /** When the probe finished, epoch ms. */
+  at: number;
+  rttMs?: number;
+  address?: string;
+  port: number;
+}
+
+interface TargetState {
+  misses: number;
+  firstMissAt?: number;
+  lastOkAt?: number;
+  lastRttMs?: number;
+}
+
+export class ProbeTracker {
+  private readonly state = new Map<string, TargetState>();
+  private readonly observer: { replica: string; node: string };
+  constructor(observer: { replica: string; node: string }) {
+    this.observer = observer;
+  }
+
+  /** Forget targets no longer probed (ring changed). */
+  retain(targets: readonly string[]): void {
+    for (const t of [...this.state.keys()]) if (!targets.includes(t)) this.state.delete(t);
+  }
+
+  onResult(r: ProbeResult): OutgoingEvent<NodeObserved> | undefined {
+    const s = this.state.get(r.target) ?? { misses: 0 };
+    this.state.set(r.target, s);
+    const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+    const base = {
+      observer: this.observer,
+      target: r.target,
+      at: new Date(r.at).toISOString(),
+      probe: { kind: "tcp" as const, port: r.port, ...(r.address ? { address: r.address } : {}) },
+    };
+    if (r.ok) {
+      const hadMisses = s.misses > 0;
+      const firstMissAt = s.firstMissAt;
+      s.misses = 0;
+      s.firstMissAt = undefined;
+      s.lastOkAt = r.at;
+      s.lastRttMs = r.rttMs;
+      if (!hadMisses) return undefined;
+      return {
+        type: EVENT_TYPES.nodeObserved,
+        subject: r.target,
+        data: {
+          ...base,
+          result: "restored",
+          consecutiveMisses: 0,
+          ...(firstMissAt !== undefined ? { firstMissAt: iso(firstMissAt) } : {}),
+          lastOkAt: iso(r.at),
+          ...(r.rttMs !== undefined ? { rttMs: r.rttMs } : {}),
+        } as NodeObserved,
+      };
+    }
+    s.misses += 1;
+    s.firstMissAt ??= r.at;
+    return {
+      type: EVENT_TYPES.nodeObserved,
+      subject: r.target,
+      data: {
+        ...base,
+        result: "missed",
+        consecutiveMisses: s.misses,
+        firstMissAt: iso(s.firstMissAt),
+        ...(s.lastOkAt !== undefined ? { lastOkAt: iso(s.lastOkAt) } : {}),
+      } as NodeObserved,
+    };
+  }
+}

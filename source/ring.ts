@@ -1,0 +1,26 @@
+// Which nodes one observer replica probes: its k successors on a ring of node names
+// (sorted), skipping its own node. Every node is then probed by k replicas on other
+// nodes, and probe traffic grows linearly with the cluster (k probes per replica per
+// interval). Pure: no I/O.
+
+/** Targets of the observer on `self`: the k nodes after it on the sorted ring. */
+export function probeTargets(self: string, nodes: readonly string[], k: number): string[] {
+  const ring = [...new Set(nodes)].sort();
+  const others = ring.filter((n) => n !== self);
+  if (others.length <= k) return others;
+  // Position of self on the ring (or where it would be, for an observer on a non-member).
+  let start = ring.findIndex((n) => n > self);
+  if (ring.includes(self)) start = (ring.indexOf(self) + 1) % ring.length;
+  if (start < 0) start = 0;
+  const out: string[] = [];
+  for (let i = 0; out.length < k && i < ring.length; i++) {
+    const n = ring[(start + i) % ring.length]!;
+    if (n !== self) out.push(n);
+  }
+  return out;
+}
+
+/** The observers (by node) that probe `target` when every node runs one replica. */
+export function observersOf(target: string, nodes: readonly string[], k: number): string[] {
+  return [...new Set(nodes)].filter((n) => n !== target && probeTargets(n, nodes, k).includes(target));
+}

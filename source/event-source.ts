@@ -46,7 +46,16 @@ function snapshot(n: V1Node): NodeSnapshot {
   };
 }
 
+/** Annotation overriding where a node is probed ("host:port"), e.g. a management network. */
+export const PROBE_ADDRESS_ANNOTATION = "fastfence.io/probe-address";
+
 function probeAddress(n: V1Node, defaultPort: number): { host: string; port: number } | undefined {
+  const override = n.metadata?.annotations?.[PROBE_ADDRESS_ANNOTATION];
+  if (override) {
+    const i = override.lastIndexOf(":");
+    const port = Number(override.slice(i + 1));
+    if (i > 0 && Number.isInteger(port) && port > 0 && port < 65536) return { host: override.slice(0, i), port };
+  }
   const host = n.status?.addresses?.find((a) => a.type === "InternalIP")?.address ?? n.status?.addresses?.[0]?.address;
   if (!host) return undefined;
   return { host, port: defaultPort };

@@ -75,7 +75,10 @@ export class BmcUnsupportedError extends BmcError {
 /** A call did not finish within its budget. Retriable. */
 export class BmcTimeoutError extends BmcError {
   constructor(target: string, what: string, timeoutMs: number, cause?: unknown) {
-    super("FF_BMC_TIMEOUT", `BMC ${target}: ${what} timed out after ${timeoutMs} ms`, { cause, retriable: true });
+    super("FF_BMC_TIMEOUT", `BMC ${target}: ${what} timed out after ${timeoutMs} ms`, {
+      cause,
+      retriable: true,
+    });
   }
 }
 
@@ -95,7 +98,10 @@ export class BmcStillOnError extends BmcError {
 /** The BMC answered something we cannot interpret (bad JSON, malformed packet, HTTP 5xx). */
 export class BmcProtocolError extends BmcError {
   constructor(target: string, detail: string, options: { cause?: unknown; retriable?: boolean } = {}) {
-    super("FF_BMC_PROTOCOL", `BMC ${target}: ${detail}`, { retriable: options.retriable ?? true, cause: options.cause });
+    super("FF_BMC_PROTOCOL", `BMC ${target}: ${detail}`, {
+      retriable: options.retriable ?? true,
+      cause: options.cause,
+    });
   }
 }
 
@@ -115,13 +121,20 @@ export function redactUrl(url: string): string {
  * An AbortSignal that fires on the caller's signal or after timeoutMs, whichever comes
  * first; `timedOut()` tells the two apart. Call `done()` to clear the timer.
  */
-export function deadline(opts: BmcCallOptions): { signal: AbortSignal; timedOut: () => boolean; done: () => void } {
+export function deadline(opts: BmcCallOptions): {
+  signal: AbortSignal;
+  timedOut: () => boolean;
+  done: () => void;
+} {
   const ac = new AbortController();
   let fired = false;
-  const t = setTimeout(() => {
-    fired = true;
-    ac.abort(new Error("timeout"));
-  }, Math.max(0, opts.timeoutMs));
+  const t = setTimeout(
+    () => {
+      fired = true;
+      ac.abort(new Error("timeout"));
+    },
+    Math.max(0, opts.timeoutMs),
+  );
   const onAbort = () => ac.abort(opts.signal?.reason);
   if (opts.signal?.aborted) ac.abort(opts.signal.reason);
   else opts.signal?.addEventListener("abort", onAbort, { once: true });

@@ -12,6 +12,7 @@ import type { Logger } from "../log.ts";
 import {
   BmcAuthError,
   BmcProtocolError,
+  BmcStillOnError,
   BmcTimeoutError,
   BmcUnreachableError,
   BmcUnsupportedError,
@@ -41,15 +42,27 @@ export interface AgentRun {
   stderr: string;
 }
 
+/** fencing.py's fail() messages (fence-agents 4.x), in precedence order. */
+const AGENT_PHRASES: [string, "auth" | "unreachable" | "still-on" | "protocol"][] = [
+  ["Unable to connect/login to fencing device", "auth"],
+  ["does not have the correct privileges", "auth"],
+  ["You have to set login password", "auth"],
+  ["Timed out waiting to power OFF", "still-on"],
+  ["Connection lost", "unreachable"],
+  ["Connection timed out", "unreachable"],
+];
+
 const SECRET_KEYS = new Set(["password", "passwd", "username", "login", "password_script", "passwd_script"]);
 
 /** Builds the stdin document; exported for unit tests. Rejects newlines that would inject keys. */
 export function agentStdin(action: FenceAgentAction, opts: FenceAgentOptions): string {
   const lines = [`action=${action}`];
   for (const [k, v] of Object.entries(opts.params)) {
-    if (SECRET_KEYS.has(k)) throw new BmcUnsupportedError(opts.agent, `credential key "${k}" belongs in username/password`);
+    if (SECRET_KEYS.has(k))
+      throw new BmcUnsupportedError(opts.agent, `credential key "${k}" belongs in username/password`);
     const s = typeof v === "boolean" ? (v ? "1" : "0") : String(v);
-    if (/[\r\n]/.test(k + s) || !/^[a-z0-9_-]+$/i.test(k)) throw new BmcUnsupportedError(opts.agent, `bad parameter "${k}"`);
+    if (/[\r\n]/.test(k + s) || !/^[a-z0-9_-]+$/i.test(k))
+      throw new BmcUnsupportedError(opts.agent, `bad parameter "${k}"`);
     lines.push(`${k}=${s}`);
   }
   for (const [k, v] of [
@@ -137,15 +150,13 @@ export class FenceAgentDriver implements BmcDriver {
       .join(" | ")
       .slice(0, 300);
     const detail = `${this.kind} ${action} exited ${r.code ?? r.signal}${last ? `: ${last}` : ""}`;
-    // Agents report failures as text on stderr; these are their stable library phrases (fencing.py).
-    if (/Unable to connect\/login|Unable to establish IPMI|[Aa]uthenticat|RAKP|401|Unauthorized|password/i.test(text)) {
-      if (/Unable to connect|Connection refused|timed out|No route|Name or service/i.test(text) && !/login|RAKP|401|Unauth/i.test(text)) {
-        return new BmcUnreachableError(this.target, detail);
-      }
-      return new BmcAuthError(this.target);
-    }
-    if (/Connection refused|No route|Name or service|timed out|Max retries|Unable to connect/i.test(text)) {
-      return new BmcUnreachableError(this.target, detail);
+    // Agents exit 1 for every failure; the kind is in fencing.py's fixed phrases (its fail()).
+    for (const [phrase, kind] of AGENT_PHRASES) {
+      if (!text.includes(phrase)) continue;
+      if (kind === "auth") return new BmcAuthError(this.target);
+      if (kind === "unreachable") return new BmcUnreachableError(this.target, detail);
+      if (kind === "still-on") return new BmcStillOnError(this.target, 0, undefined);
+      break;
     }
     return new BmcProtocolError(this.target, detail);
   }
@@ -158,7 +169,8 @@ export class FenceAgentDriver implements BmcDriver {
       LANG: "C.UTF-8",
       HOME: process.env.HOME,
     };
-    if (opts.signal?.aborted) return Promise.reject(new CancelledError(`${this.kind} ${action}`, opts.signal.reason));
+    if (opts.signal?.aborted)
+      return Promise.reject(new CancelledError(`${this.kind} ${action}`, opts.signal.reason));
     return new Promise<AgentRun>((resolve, reject) => {
       const child = spawn(this.opts.agent, [], { env, detached: true, stdio: ["pipe", "pipe", "pipe"] });
       const out: Buffer[] = [];

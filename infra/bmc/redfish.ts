@@ -103,7 +103,8 @@ export class RedfishDriver implements BmcDriver {
     this.isHttps = u.protocol === "https:";
     let explicit = opts.systemId;
     if (!explicit && /\/Systems\/[^/]+/.test(u.pathname)) explicit = u.pathname.replace(/\/$/, "");
-    if (explicit && !explicit.startsWith("/")) explicit = `/redfish/v1/Systems/${encodeURIComponent(explicit)}`;
+    if (explicit && !explicit.startsWith("/"))
+      explicit = `/redfish/v1/Systems/${encodeURIComponent(explicit)}`;
     this.explicitSystem = explicit;
     this.base = new URL(`${u.protocol}//${u.host}`);
     this.target = `${this.base.origin}${explicit ?? "/redfish/v1"}`;
@@ -214,7 +215,8 @@ export class RedfishDriver implements BmcDriver {
 
   private async doDiscover(d: ReturnType<typeof deadline>, opts: BmcCallOptions): Promise<Discovery> {
     const root = (await this.raw("GET", "/redfish/v1/", undefined, d, opts)).body as Record<string, unknown>;
-    if (!root || typeof root !== "object") throw new BmcProtocolError(this.target, "service root is not JSON");
+    if (!root || typeof root !== "object")
+      throw new BmcProtocolError(this.target, "service root is not JSON");
     const link = (o: unknown): string | undefined => {
       const id = (o as { "@odata.id"?: unknown } | undefined)?.["@odata.id"];
       return typeof id === "string" ? id : undefined;
@@ -241,19 +243,27 @@ export class RedfishDriver implements BmcDriver {
     }
     const sys = (await this.call("GET", systemPath, undefined, d, opts)).body as Record<string, unknown>;
     const action = (sys?.Actions as Record<string, unknown> | undefined)?.["#ComputerSystem.Reset"] as
-      | Record<string, unknown>
-      | undefined;
+      Record<string, unknown> | undefined;
     const target = action?.target;
     if (typeof target !== "string") {
       throw new BmcUnsupportedError(this.target, `${systemPath} has no #ComputerSystem.Reset action`);
     }
     const allowedRaw = action?.["ResetType@Redfish.AllowableValues"];
-    const allowed = Array.isArray(allowedRaw) ? allowedRaw.filter((x): x is string => typeof x === "string") : undefined;
-    this.opts.log?.debug({ target: this.target, systemPath, resetTarget: target, allowed }, "redfish discovery");
+    const allowed = Array.isArray(allowedRaw)
+      ? allowedRaw.filter((x): x is string => typeof x === "string")
+      : undefined;
+    this.opts.log?.debug(
+      { target: this.target, systemPath, resetTarget: target, allowed },
+      "redfish discovery",
+    );
     return { systemPath, resetTarget: target, allowed, sessionsPath };
   }
 
-  private async login(d: ReturnType<typeof deadline>, opts: BmcCallOptions, sessionsPath: string | undefined) {
+  private async login(
+    d: ReturnType<typeof deadline>,
+    opts: BmcCallOptions,
+    sessionsPath: string | undefined,
+  ) {
     if (!sessionsPath) throw new BmcUnsupportedError(this.target, "no SessionService for session auth");
     const r = await this.raw(
       "POST",
@@ -289,7 +299,9 @@ export class RedfishDriver implements BmcDriver {
     }
     if (r.status === 401 || r.status === 403) throw new BmcAuthError(this.target);
     if (r.status >= 500) {
-      throw new BmcProtocolError(this.target, `${method} ${path} answered HTTP ${r.status}`, { retriable: true });
+      throw new BmcProtocolError(this.target, `${method} ${path} answered HTTP ${r.status}`, {
+        retriable: true,
+      });
     }
     if (r.status === 404) throw new BmcUnsupportedError(this.target, `${method} ${path} answered HTTP 404`);
     return r;

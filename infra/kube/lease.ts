@@ -17,6 +17,17 @@ export interface LeaseConfig {
   durationSeconds: number;
 }
 
+/**
+ * A Date that serialises in Kubernetes' MicroTime format (RFC 3339 with exactly six
+ * fractional digits). @kubernetes/client-node writes Dates with toISOString() (three
+ * digits), which the API server rejects for Lease acquireTime/renewTime.
+ */
+export class MicroTime extends Date {
+  override toISOString(): string {
+    return super.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+  }
+}
+
 export type LeaseResult = { acquired: true; lease: V1Lease } | { acquired: false; holder: string; expiresAt: number };
 
 export function fenceLeaseName(node: string): string {
@@ -43,8 +54,8 @@ export class LeaseManager {
     const spec = {
       holderIdentity: holder,
       leaseDurationSeconds: this.cfg.durationSeconds,
-      acquireTime: new Date(now),
-      renewTime: new Date(now),
+      acquireTime: new MicroTime(now),
+      renewTime: new MicroTime(now),
     };
     let current: V1Lease | undefined;
     try {
@@ -66,7 +77,7 @@ export class LeaseManager {
         spec: {
           ...current.spec,
           ...spec,
-          acquireTime: heldBy === holder && current.spec?.acquireTime ? current.spec.acquireTime : spec.acquireTime,
+          acquireTime: heldBy === holder && current.spec?.acquireTime ? new MicroTime(current.spec.acquireTime) : spec.acquireTime,
           leaseTransitions: (current.spec?.leaseTransitions ?? 0) + (heldBy === holder ? 0 : 1),
         },
       };
@@ -90,7 +101,17 @@ export class LeaseManager {
       const current = await this.kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
       if (current.spec?.holderIdentity !== holder) return;
       await this.kube.call(`release lease ${name}`, (a) =>
-        a.coordination.replaceNamespacedLease({ name, namespace, body: { ...current, spec: { ...current.spec, holderIdentity: "", leaseDurationSeconds: 1 } } }),
+        a.coordination.replaceNamespacedLease({ name, namespace, body: {
+            ...current,
+            spec: {
+              ...current.spec,
+              ...(current.spec?.acquireTime ? { acquireTime: new MicroTime(current.spec.acquireTime) } : {}),
+              ...(current.spec?.renewTime ? { renewTime: new MicroTime(current.spec.renewTime) } : {}),
+              holderIdentity: "",
+              leaseDurationSeconds: 1,
+            },
+          },
+        }),
       );
     } catch (err) {
       if (err instanceof KubeApiError && (err.status === 404 || err.status === 409)) return;

@@ -56,6 +56,11 @@ export async function startKafkaRuntime(opts: {
 
   async function onRecord(rec: BusRecord): Promise<void> {
     const result = await dispatcher.dispatch(() => decodeKafka(rec), stopping.signal);
+    if (result.kind === "dead-letter" && stopping.signal.aborted) {
+      // Shutting down mid-delivery: leave the offset uncommitted so the record is
+      // redelivered (to this group's next member or this replica's restart), not dead-lettered.
+      throw result.error;
+    }
     if (result.kind === "dead-letter") {
       await bus.publish(catalog.deadLetterTopic, [
         deadLetterRecord(

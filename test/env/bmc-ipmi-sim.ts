@@ -78,7 +78,24 @@ mc_enable 0x20
   const ipmitool = async (args: string[]) => {
     const { stdout } = await pexec(
       "ipmitool",
-      ["-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", String(port), "-U", username, "-E", "-N", "1", "-R", "3", ...args],
+      [
+        "-I",
+        "lanplus",
+        "-C",
+        "3",
+        "-H",
+        "127.0.0.1",
+        "-p",
+        String(port),
+        "-U",
+        username,
+        "-E",
+        "-N",
+        "1",
+        "-R",
+        "3",
+        ...args,
+      ],
       { env: { ...process.env, IPMI_PASSWORD: password }, timeout: 15_000 },
     );
     return stdout;
@@ -90,7 +107,11 @@ mc_enable 0x20
     throw new Error(`unexpected ipmitool output: ${out}`);
   };
   try {
-    await waitFor("ipmi_sim", async () => !!(await ipmitoolStatus()), { timeoutMs: 15_000, intervalMs: 200, proc });
+    await waitFor("ipmi_sim", async () => !!(await ipmitoolStatus()), {
+      timeoutMs: 15_000,
+      intervalMs: 200,
+      proc,
+    });
   } catch (err) {
     await proc.stop();
     rmSync(dir, { recursive: true, force: true });

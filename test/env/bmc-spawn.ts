@@ -1,26 +1,24 @@
 // Process helper for the BMC test starters (ipmi_sim, sushy-emulator, simulated nodes):
 // each server runs in its own process group under `setpriv --pdeathsig KILL` (so it dies
 // with the test runner), its output goes to a log file whose tail is shown on failure,
-// and stop() kills exactly that process group. Switch to test/env/process.ts once it
-// exists. Never kills anything it did not start.
-import { spawn, type ChildProcess } from "node:child_process";
+// and stop() kills exactly that process group. Built on test/env/process.ts (its registry
+// lets scripts/reap.sh clean up after a killed run). Never kills anything it did not start.
 import dgram from "node:dgram";
-import { mkdirSync, openSync, readFileSync, closeSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
+import { ManagedProcess, ROOT, RUN_DIR, tailFile } from "./process.ts";
 
-export const ROOT = path.resolve(import.meta.dirname, "../..");
-export const RUN_DIR = path.join(ROOT, ".cache/run");
+export { ROOT, RUN_DIR };
 
 export interface Spawned {
   readonly pid: number;
   readonly logFile: string;
-  readonly child: ChildProcess;
-  /** Resolves with the exit code (or signal name) when the process ends. */
-  readonly exited: Promise<number | string>;
+  /** Resolves when the process group leader exited. */
+  readonly exited: Promise<void>;
   alive(): boolean;
   logTail(lines?: number): string;
-  /** SIGTERM the group, SIGKILL after graceMs; resolves when the leader exited. */
+  /** SIGTERM the group, SIGKILL after graceMs (0: SIGKILL at once); resolves when the leader exited. */
   stop(graceMs?: number): Promise<void>;
 }
 
@@ -32,62 +30,22 @@ export function spawnGroup(
 ): Spawned {
   const logDir = opts.logDir ?? path.join(RUN_DIR, "logs");
   mkdirSync(logDir, { recursive: true });
-  const logFile = path.join(logDir, `${name}-${process.pid}-${Date.now()}.log`);
-  const fd = openSync(logFile, "a");
-  const child = spawn("setpriv", ["--pdeathsig", "KILL", "--", cmd, ...args], {
-    cwd: opts.cwd,
-    env: opts.env ?? process.env,
-    detached: true,
-    stdio: ["ignore", fd, fd],
+  const mp = ManagedProcess.spawn({
+    name,
+    command: cmd,
+    args,
+    dir: logDir,
+    env: opts.env,
+    cwd: opts.cwd ?? logDir,
+    logFile: `${name}-${process.pid}-${Date.now()}.log`,
   });
-  closeSync(fd);
-  let done = false;
-  const exited = new Promise<number | string>((resolve) => {
-    child.on("exit", (code, sig) => {
-      done = true;
-      resolve(code ?? sig ?? -1);
-    });
-    child.on("error", () => {
-      done = true;
-      resolve(-1);
-    });
-  });
-  const pid = child.pid ?? -1;
   return {
-    pid,
-    logFile,
-    child,
-    exited,
-    alive: () => !done,
-    logTail: (lines = 40) => {
-      try {
-        return readFileSync(logFile, "utf8").split("\n").slice(-lines).join("\n");
-      } catch {
-        return "";
-      }
-    },
-    stop: async (graceMs = 2000) => {
-      if (done || pid < 0) return;
-      try {
-        process.kill(-pid, graceMs === 0 ? "SIGKILL" : "SIGTERM");
-      } catch {
-        return;
-      }
-      const t = setTimeout(() => {
-        try {
-          process.kill(-pid, "SIGKILL");
-        } catch {
-          // already gone
-        }
-      }, graceMs);
-      await exited;
-      clearTimeout(t);
-      try {
-        process.kill(-pid, "SIGKILL"); // leftovers of the group
-      } catch {
-        // none
-      }
-    },
+    pid: mp.pid,
+    logFile: mp.logPath,
+    exited: mp.waitExit(),
+    alive: () => mp.running,
+    logTail: (lines = 40) => tailFile(mp.logPath, lines),
+    stop: (graceMs = 2000) => (graceMs === 0 ? mp.kill() : mp.stop(graceMs)),
   };
 }
 
@@ -130,7 +88,9 @@ export async function waitFor(
       // not yet
     }
     if (Date.now() > end) {
-      throw new Error(`${what}: not ready after ${opts.timeoutMs} ms\n--- log tail ---\n${opts.proc?.logTail() ?? ""}`);
+      throw new Error(
+        `${what}: not ready after ${opts.timeoutMs} ms\n--- log tail ---\n${opts.proc?.logTail() ?? ""}`,
+      );
     }
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 100));
   }

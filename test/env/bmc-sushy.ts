@@ -21,14 +21,20 @@ export interface Sushy {
   logTail(): string;
 }
 
-export async function startSushy(opts: { username?: string; password?: string; power?: "On" | "Off" } = {}): Promise<Sushy> {
+export async function startSushy(
+  opts: { username?: string; password?: string; power?: "On" | "Off" } = {},
+): Promise<Sushy> {
   mkdirSync(RUN_DIR, { recursive: true });
   const dir = mkdtempSync(path.join(RUN_DIR, "sushy-"));
   const username = opts.username ?? "admin";
   const password = opts.password ?? `pw-${Math.random().toString(36).slice(2)}-Sushy`;
-  const hash = execFileSync(PYTHON, ["-c", "import bcrypt,sys; print(bcrypt.hashpw(sys.stdin.buffer.read(), bcrypt.gensalt(4)).decode())"], {
-    input: password,
-  })
+  const hash = execFileSync(
+    PYTHON,
+    ["-c", "import bcrypt,sys; print(bcrypt.hashpw(sys.stdin.buffer.read(), bcrypt.gensalt(4)).decode())"],
+    {
+      input: password,
+    },
+  )
     .toString()
     .trim();
   writeFileSync(path.join(dir, "htpasswd"), `${username}:${hash}\n`, { mode: 0o600 });

@@ -62,8 +62,20 @@ function eq(a: string, b: string): boolean {
 }
 
 export class LabRedfishServer {
-  readonly faults: LabRedfishFaults = { latencyMs: 0, http5xx: 0, authFail: false, stuckPoweringOff: false, lie: false };
-  readonly stats: LabRedfishStats = { requests: 0, resets: [], offHookCalls: 0, onHookCalls: 0, authFailures: 0 };
+  readonly faults: LabRedfishFaults = {
+    latencyMs: 0,
+    http5xx: 0,
+    authFail: false,
+    stuckPoweringOff: false,
+    lie: false,
+  };
+  readonly stats: LabRedfishStats = {
+    requests: 0,
+    resets: [],
+    offHookCalls: 0,
+    onHookCalls: 0,
+    authFailures: 0,
+  };
   power: LabPowerState;
   private readonly opts: LabRedfishOptions;
   private readonly server: http.Server;
@@ -79,7 +91,9 @@ export class LabRedfishServer {
     this.systemId = opts.systemId ?? "node-1";
     this.power = opts.initialPower ?? "On";
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) => void this.handle(req, res);
-    this.server = opts.tls ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler) : http.createServer(handler);
+    this.server = opts.tls
+      ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler)
+      : http.createServer(handler);
     this.server.keepAliveTimeout = 30_000;
     this.server.on(opts.tls ? "secureConnection" : "connection", (s: Socket) => {
       this.sockets.add(s);
@@ -128,7 +142,13 @@ export class LabRedfishServer {
   }
 
   resetFaults(): void {
-    Object.assign(this.faults, { latencyMs: 0, http5xx: 0, authFail: false, stuckPoweringOff: false, lie: false });
+    Object.assign(this.faults, {
+      latencyMs: 0,
+      http5xx: 0,
+      authFail: false,
+      stuckPoweringOff: false,
+      lie: false,
+    });
   }
 
   private authorized(req: http.IncomingMessage): boolean {
@@ -207,14 +227,22 @@ export class LabRedfishServer {
       const token = randomBytes(16).toString("hex");
       this.sessions.set(token, id);
       const loc = `/redfish/v1/SessionService/Sessions/${id}`;
-      return send(201, { "@odata.id": loc, Id: id, UserName: body.UserName }, { "X-Auth-Token": token, Location: loc });
+      return send(
+        201,
+        { "@odata.id": loc, Id: id, UserName: body.UserName },
+        { "X-Auth-Token": token, Location: loc },
+      );
     }
 
     if (!this.authorized(req)) {
       this.stats.authFailures++;
-      return send(401, { error: { code: "Base.1.0.NoValidSession", message: "authentication required" } }, {
-        "WWW-Authenticate": 'Basic realm="redfish"',
-      });
+      return send(
+        401,
+        { error: { code: "Base.1.0.NoValidSession", message: "authentication required" } },
+        {
+          "WWW-Authenticate": 'Basic realm="redfish"',
+        },
+      );
     }
 
     if (method === "DELETE" && path.startsWith("/redfish/v1/SessionService/Sessions/")) {

@@ -1,0 +1,54 @@
+// Applies YAML manifests (multi-document files or folders) to a test API server with
+// @kubernetes/client-node's generic object API (typed YAML loading, so
+// x-kubernetes-* schema fields survive serialisation), and waits for CRDs to be Established.
+// Test infrastructure; it never talks to any server but the test one.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import {
+  ApiextensionsV1Api,
+  KubernetesObjectApi,
+  loadAllYaml,
+  type KubeConfig,
+  type KubernetesObject,
+} from "@kubernetes/client-node";
+import { sleep } from "./process.ts";
+
+export function readManifests(
+  path: string,
+  filter: (o: KubernetesObject) => boolean = () => true,
+): KubernetesObject[] {
+  const files = statSync(path).isDirectory()
+    ? readdirSync(path)
+        .filter((f) => /\.ya?ml$/.test(f))
+        .sort()
+        .map((f) => join(path, f))
+    : [path];
+  return files.flatMap((f) =>
+    (loadAllYaml(readFileSync(f, "utf8")) as KubernetesObject[]).filter((o) => o && o.kind && filter(o)),
+  );
+}
+
+export async function applyObjects(kc: KubeConfig, objects: KubernetesObject[]): Promise<void> {
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  for (const o of objects) await api.create(o);
+  const crds = objects.filter((o) => o.kind === "CustomResourceDefinition").map((o) => o.metadata!.name!);
+  if (crds.length) await waitCrdsEstablished(kc, crds);
+}
+
+export async function waitCrdsEstablished(
+  kc: KubeConfig,
+  names: string[],
+  timeoutMs = 30_000,
+): Promise<void> {
+  const ext = kc.makeApiClient(ApiextensionsV1Api);
+  const deadline = Date.now() + timeoutMs;
+  for (const name of names) {
+    for (;;) {
+      const crd = await ext.readCustomResourceDefinition({ name });
+      if (crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) break;
+      if (Date.now() > deadline) throw new Error(`CRD ${name} not Established after ${timeoutMs} ms`);
+      await sleep(100);
+    }
+  }
+  await sleep(500); // discovery caches in the apiserver catch up
+}

@@ -1,0 +1,46 @@
+// The real-server test environment: managed processes, a Kubernetes control plane, kwok
+// nodes, Kafka brokers, and a vitest helper that stops everything a test file started.
+// Must never start servers that outlive the test process or listen off loopback.
+import { afterAll, beforeAll } from "vitest";
+import { EnvScope } from "./process.ts";
+
+export * from "./process.ts";
+export * from "./controlplane.ts";
+export * from "./kwok.ts";
+export * from "./kafka.ts";
+
+/**
+ * Start an environment once per test file and stop it afterwards, even when a later
+ * start step or a test fails:
+ *
+ *   const env = withEnv(async (scope) => {
+ *     const cp = scope.add(await startControlPlane({ scheduler: true }));
+ *     const kafka = scope.add(await startKafka());
+ *     return { cp, kafka };
+ *   });
+ *   it("...", () => { env().cp.kubeConfig ... });
+ *
+ * Each part is added to the scope as soon as it is up, so a failure in a later step
+ * stops the earlier ones (in reverse order) before the error reaches vitest.
+ */
+export function withEnv<T>(start: (scope: EnvScope) => Promise<T>): () => T {
+  const scope = new EnvScope();
+  let value: T | undefined;
+  let started = false;
+  beforeAll(async () => {
+    try {
+      value = await start(scope);
+      started = true;
+    } catch (err) {
+      await scope.stopAll().catch(() => undefined);
+      throw err;
+    }
+  });
+  afterAll(async () => {
+    await scope.stopAll();
+  });
+  return () => {
+    if (!started) throw new Error("environment not started (did beforeAll fail?)");
+    return value as T;
+  };
+}

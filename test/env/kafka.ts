@@ -1,0 +1,376 @@
+// Real Apache Kafka brokers (KRaft combined mode, broker+controller in one JVM) for
+// integration tests: 1 broker, or 3 brokers forming a 3-voter controller quorum, on free
+// loopback ports, tuned to notice a dead broker within ~2 s. Brokers are restartable and
+// keep their data dir and ports. Must never listen off loopback or outlive the test process.
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import {
+  CACHE,
+  EnvError,
+  ManagedProcess,
+  freePort,
+  makeTempDir,
+  removeTempDir,
+  runCommand,
+  startAll,
+} from "./process.ts";
+
+export interface KafkaOptions {
+  brokers?: 1 | 3;
+  /** Extra server.properties lines (`key=value`), applied to every broker. */
+  properties?: Record<string, string | number | boolean>;
+  /** JVM heap (default 512m). */
+  heap?: string;
+  readyTimeoutMs?: number;
+  /** Internal: write a CDS archive when the brokers exit (see buildKafkaCds). */
+  cdsDumpTo?: string;
+}
+
+export interface KafkaBroker {
+  id: number;
+  port: number;
+  controllerPort: number;
+  dataDir: string;
+  logPath: string;
+  readonly running: boolean;
+  /** Graceful shutdown (SIGTERM, SIGKILL after graceMs, default 15 s). */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL: a crashed broker. */
+  kill(): Promise<void>;
+  /** Start again on the same ports and data; waits until it accepts connections. */
+  start(): Promise<void>;
+  /** SIGSTOP / SIGCONT the JVM (a hung broker). */
+  freeze(): void;
+  thaw(): void;
+}
+
+export interface KafkaCluster {
+  /** "127.0.0.1:p1,127.0.0.1:p2,..." */
+  bootstrap: string;
+  brokers: KafkaBroker[];
+  clusterId: string;
+  timings: Record<string, number>;
+  stop(): Promise<void>;
+}
+
+const KAFKA_LIBS = join(CACHE, "kafka", "libs");
+
+/**
+ * The broker classpath. Kafka 4.1's Maven dependencies resolve slf4j-api 1.7 next to
+ * log4j-slf4j2-impl, which leaves the broker with a no-op logger; when a 2.x slf4j-api
+ * is available (in libs, or in the local Maven repository) use it instead.
+ */
+export function kafkaClasspath(): string {
+  if (!existsSync(KAFKA_LIBS)) throw new EnvError(`${KAFKA_LIBS} is missing; run scripts/setup.sh kafka`);
+  const jars = readdirSync(KAFKA_LIBS)
+    .filter((f) => f.endsWith(".jar"))
+    .sort();
+  let slf4j2 = jars.find((j) => /^slf4j-api-2\./.test(j));
+  let slf4j2Path = slf4j2 ? join(KAFKA_LIBS, slf4j2) : undefined;
+  if (!slf4j2Path) {
+    const m2 = join(homedir(), ".m2/repository/org/slf4j/slf4j-api");
+    const versions = existsSync(m2) ? readdirSync(m2).filter((v) => v.startsWith("2.")) : [];
+    for (const v of versions.sort().reverse()) {
+      const p = join(m2, v, `slf4j-api-${v}.jar`);
+      if (existsSync(p)) {
+        slf4j2 = `slf4j-api-${v}.jar`;
+        slf4j2Path = p;
+        break;
+      }
+    }
+  }
+  const paths = jars
+    .filter((j) => !(slf4j2Path && /^slf4j-api-1\./.test(j)))
+    .filter((j) => j !== slf4j2)
+    .map((j) => join(KAFKA_LIBS, j));
+  return [...(slf4j2Path ? [slf4j2Path] : []), ...paths].join(":");
+}
+
+function log4jConfig(logFile: string): string {
+  return [
+    "Configuration:",
+    "  status: warn",
+    "  Appenders:",
+    "    File:",
+    "      name: file",
+    `      fileName: "${logFile}"`,
+    "      PatternLayout:",
+    '        pattern: "[%d] %p %m (%c)%n"',
+    "  Loggers:",
+    "    Root:",
+    "      level: INFO",
+    "      AppenderRef:",
+    "        - ref: file",
+    "    Logger:",
+    "      - name: org.apache.kafka.clients",
+    "        level: WARN",
+    "      - name: kafka.request.logger",
+    "        level: WARN",
+    "",
+  ].join("\n");
+}
+
+/**
+ * A dynamic class-data-sharing archive of a broker's classes, keyed by the classpath
+ * (jar names, sizes, mtimes): with it a broker JVM starts ~1 s faster. Built once by
+ * buildKafkaCds() (`node test/env/kafka-cds.ts`); without it brokers start normally.
+ */
+export function kafkaCdsPath(): string {
+  const h = createHash("sha256");
+  for (const jar of kafkaClasspath().split(":")) {
+    const st = statSync(jar);
+    h.update(`${jar}:${st.size}:${st.mtimeMs}\n`);
+  }
+  return join(CACHE, "kafka", "cds", `broker-${h.digest("hex").slice(0, 16)}.jsa`);
+}
+
+function jvmArgs(
+  heap: string,
+  log4jPath: string,
+  cds: "use" | "none" | { dumpTo: string } = "use",
+): string[] {
+  const cdsArgs: string[] = [];
+  if (cds === "use") {
+    const archive = kafkaCdsPath();
+    if (existsSync(archive))
+      cdsArgs.push(
+        `-XX:SharedArchiveFile=${archive}`,
+        "-Xshare:auto",
+        "-Xlog:cds=off",
+        "-Xlog:class+path=off",
+      );
+  } else if (cds !== "none") {
+    cdsArgs.push(`-XX:ArchiveClassesAtExit=${cds.dumpTo}`);
+  }
+  return [
+    `-Xmx${heap}`,
+    "-Xms64m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:-UsePerfData",
+    "-Djava.awt.headless=true",
+    ...cdsArgs,
+    `-Dlog4j2.configurationFile=${log4jPath}`,
+    "-cp",
+    kafkaClasspath(),
+  ];
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const s = connect({ host: "127.0.0.1", port, timeout: 500 });
+    s.once("connect", () => {
+      s.destroy();
+      res(true);
+    });
+    s.once("error", () => res(false));
+    s.once("timeout", () => {
+      s.destroy();
+      res(false);
+    });
+  });
+}
+
+/** True once the broker answers a metadata request that lists all `expected` brokers. */
+async function metadataOk(bootstrap: string, expected: number): Promise<boolean> {
+  try {
+    const out = await runCommand("kcat", ["-b", bootstrap, "-L", "-J", "-m", "2"], { timeoutMs: 4000 });
+    const md = JSON.parse(out) as { brokers?: unknown[] };
+    return (md.brokers?.length ?? 0) >= expected;
+  } catch {
+    return false;
+  }
+}
+
+/** Start a KRaft Kafka cluster of 1 or 3 combined broker/controller nodes. */
+export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster> {
+  const n = opts.brokers ?? 1;
+  const heap = opts.heap ?? "512m";
+  const timeout = opts.readyTimeoutMs ?? 90_000;
+  const dir = makeTempDir("kafka");
+  const t0 = Date.now();
+  const timings: Record<string, number> = {};
+  // A Kafka cluster id: 16 random bytes, base64url without padding (22 chars).
+  const clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
+  const ports: { id: number; port: number; controllerPort: number }[] = [];
+  for (let i = 1; i <= n; i++)
+    ports.push({ id: i, port: await freePort(), controllerPort: await freePort() });
+  const voters = ports.map((p) => `${p.id}@127.0.0.1:${p.controllerPort}`).join(",");
+  const bootstrap = ports.map((p) => `127.0.0.1:${p.port}`).join(",");
+
+  try {
+    return await startAll(async (scope) => {
+      scope.add({ stop: async () => removeTempDir(dir) });
+      const brokers: KafkaBroker[] = [];
+      const formats: Promise<void>[] = [];
+      for (const p of ports) {
+        const bdir = join(dir, `broker-${p.id}`);
+        const dataDir = join(bdir, "data");
+        mkdirSync(bdir, { recursive: true });
+        const props: Record<string, string | number | boolean> = {
+          "process.roles": "broker,controller",
+          "node.id": p.id,
+          "controller.quorum.voters": voters,
+          listeners: `PLAINTEXT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
+          "advertised.listeners": `PLAINTEXT://127.0.0.1:${p.port}`,
+          "controller.listener.names": "CONTROLLER",
+          "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+          "inter.broker.listener.name": "PLAINTEXT",
+          "log.dirs": dataDir,
+          "num.partitions": n,
+          "default.replication.factor": n,
+          "min.insync.replicas": n === 3 ? 2 : 1,
+          "offsets.topic.replication.factor": n,
+          "offsets.topic.num.partitions": 6,
+          "transaction.state.log.replication.factor": n,
+          "transaction.state.log.min.isr": n === 3 ? 2 : 1,
+          "share.coordinator.state.topic.replication.factor": n,
+          "share.coordinator.state.topic.min.isr": n === 3 ? 2 : 1,
+          "group.initial.rebalance.delay.ms": 0,
+          "auto.create.topics.enable": false,
+          "delete.topic.enable": true,
+          // Notice a dead broker fast (stall source 1 in the brief).
+          "broker.session.timeout.ms": 2000,
+          "broker.heartbeat.interval.ms": 500,
+          "controller.quorum.fetch.timeout.ms": 2000,
+          "controller.quorum.election.timeout.ms": 1000,
+          "controller.quorum.election.backoff.max.ms": 1000,
+          "controlled.shutdown.enable": true,
+          "group.min.session.timeout.ms": 500,
+          "group.consumer.min.session.timeout.ms": 500,
+          "group.consumer.session.timeout.ms": 6000,
+          "group.consumer.min.heartbeat.interval.ms": 100,
+          "group.consumer.heartbeat.interval.ms": 1000,
+          "replica.lag.time.max.ms": 5000,
+          "replica.socket.timeout.ms": 3000,
+          "num.network.threads": 2,
+          "num.io.threads": 2,
+          "num.recovery.threads.per.data.dir": 1,
+          "background.threads": 2,
+          "log.segment.bytes": 16 * 1024 * 1024,
+          "log.cleaner.enable": true,
+          "log.cleaner.threads": 1,
+          "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
+          ...opts.properties,
+        };
+        const propsPath = join(bdir, "server.properties");
+        writeFileSync(
+          propsPath,
+          Object.entries(props)
+            .map(([k, v]) => `${k}=${v}`)
+            .join("\n") + "\n",
+        );
+        const logPath = join(bdir, "kafka.log");
+        const log4jPath = join(bdir, "log4j2.yaml");
+        writeFileSync(log4jPath, log4jConfig(logPath));
+        formats.push(
+          runCommand(
+            "java",
+            [
+              ...jvmArgs("128m", log4jPath, opts.cdsDumpTo ? "none" : "use"),
+              "kafka.tools.StorageTool",
+              "format",
+              "-t",
+              clusterId,
+              "-c",
+              propsPath,
+            ],
+            { timeoutMs: 60_000 },
+          ).then(() => undefined),
+        );
+
+        let proc: ManagedProcess | undefined;
+        const spawnBroker = (): ManagedProcess =>
+          ManagedProcess.spawn({
+            name: `kafka-${p.id}`,
+            command: "java",
+            dir: bdir,
+            logFile: "kafka.stdout.log",
+            args: [
+              ...jvmArgs(heap, log4jPath, opts.cdsDumpTo ? { dumpTo: opts.cdsDumpTo } : "use"),
+              "kafka.Kafka",
+              propsPath,
+            ],
+          });
+        const waitUp = async (m: ManagedProcess): Promise<void> => {
+          await m.waitReady(() => canConnect(p.port), timeout, 100);
+          // Then until it answers metadata requests itself.
+          await m.waitReady(() => metadataOk(`127.0.0.1:${p.port}`, 1), timeout, 200);
+        };
+        const broker: KafkaBroker = {
+          id: p.id,
+          port: p.port,
+          controllerPort: p.controllerPort,
+          dataDir,
+          logPath,
+          get running() {
+            return proc?.running ?? false;
+          },
+          stop: async (graceMs = 15_000) => {
+            await proc?.stop(graceMs);
+          },
+          kill: async () => {
+            await proc?.kill();
+          },
+          start: async () => {
+            if (proc?.running) return;
+            proc = spawnBroker();
+            await waitUp(proc);
+          },
+          freeze: () => proc?.signalGroup("SIGSTOP"),
+          thaw: () => proc?.signalGroup("SIGCONT"),
+        };
+        brokers.push(broker);
+        scope.add({ stop: () => broker.stop() });
+      }
+      await Promise.all(formats);
+      timings.format = Date.now() - t0;
+      await Promise.all(brokers.map((b) => b.start()));
+      timings.listening = Date.now() - t0;
+      const first = brokers[0];
+      if (!first) throw new EnvError("no brokers");
+      // Ready = metadata lists every broker (the quorum has a leader and all registered).
+      const deadline = Date.now() + timeout;
+      while (!(await metadataOk(bootstrap, n))) {
+        if (Date.now() > deadline) throw new EnvError(`kafka cluster not ready after ${timeout} ms`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      timings.ready = Date.now() - t0;
+      return {
+        bootstrap,
+        brokers,
+        clusterId,
+        timings,
+        stop: async () => {
+          // Stop all brokers at once: stopping one by one makes the last ones wait on the
+          // lost quorum during controlled shutdown.
+          await Promise.all(brokers.map((b) => b.stop(n === 1 ? 15_000 : 2000)));
+          await scope.stopAll();
+        },
+      };
+    });
+  } catch (err) {
+    throw err instanceof EnvError ? err : new EnvError("kafka failed to start", { cause: err });
+  }
+}
+
+/**
+ * Build the broker CDS archive (kafkaCdsPath()) if it is missing: run one broker with
+ * -XX:ArchiveClassesAtExit, stop it gracefully, move the archive into place. ~15 s, once
+ * per Kafka classpath. Returns the archive path.
+ */
+export async function buildKafkaCds(): Promise<string> {
+  const target = kafkaCdsPath();
+  if (existsSync(target)) return target;
+  mkdirSync(dirname(target), { recursive: true });
+  const tmp = `${target}.${process.pid}.tmp`;
+  const cluster = await startKafka({ brokers: 1, cdsDumpTo: tmp });
+  await cluster.brokers[0]?.stop(60_000); // the JVM writes the archive while exiting
+  await cluster.stop();
+  if (!existsSync(tmp)) throw new EnvError(`JVM did not write the CDS archive ${tmp}`);
+  renameSync(tmp, target);
+  return target;
+}

@@ -1,0 +1,283 @@
+// A simulated compact cluster running the whole fastfence pipeline inside the test
+// process, on the real servers: etcd, kube-apiserver, controller-manager and scheduler;
+// one kwok process per node; a TCP "kubelet port" listener per node (what the observers
+// probe); a lab Redfish BMC per node whose ForceOff kills everything "on" that node
+// (kwok, the listener, and that node's event-source and function replicas); one Kafka
+// broker; and on every node one event-source replica and one replica of each function
+// (Kafka runtime). Test infrastructure: it never talks to anything off loopback.
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  StorageV1Api,
+  type KubeConfig,
+} from "@kubernetes/client-node";
+import { join } from "node:path";
+import { systemClock } from "../../core/clock.ts";
+import type { FencingPolicySpecInput } from "../../core/policy.ts";
+import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { loadRuntimeConfig } from "../../infra/config.ts";
+import { createLogger } from "../../infra/log.ts";
+import {
+  functionNames,
+  hostFunction,
+  pipelineTopics,
+  type HostedFunction,
+} from "../../infra/runtime/host.ts";
+import { PROBE_ADDRESS_ANNOTATION, startEventSource, type EventSource } from "../../source/event-source.ts";
+import { LabRedfishServer } from "../emulators/redfish/server.ts";
+import { applyObjects, readManifests } from "./apply.ts";
+import { startControlPlane, type ControlPlane } from "./controlplane.ts";
+import { startKafka, type KafkaCluster } from "./kafka.ts";
+import { startKwokNodes, type KwokNodes } from "./kwok.ts";
+import { EnvScope, ManagedProcess, ROOT, freePort, makeTempDir, removeTempDir, sleep } from "./process.ts";
+
+export const NAMESPACE = "fastfence-system";
+
+export interface SimNodeParts {
+  name: string;
+  probePort: number;
+  listener: ManagedProcess;
+  bmc: LabRedfishServer;
+  source?: EventSource;
+  functions: HostedFunction[];
+  buses: KafkaJsBus[];
+  /** Set when the node was crashed or powered off. */
+  downAt?: number;
+}
+
+export interface PipelineCluster {
+  cp: ControlPlane;
+  kwok: KwokNodes;
+  kafka: KafkaCluster;
+  nodes: Map<string, SimNodeParts>;
+  kc: KubeConfig;
+  core: CoreV1Api;
+  apps: AppsV1Api;
+  storage: StorageV1Api;
+  custom: CustomObjectsApi;
+  /** SIGKILL everything on the node (a crash); the BMC stays up and reports On. */
+  crash(node: string): Promise<number>;
+  /** Stop the event-source and/or function replicas on a healthy node (a crashed pod). */
+  crashReplicas(node: string, which: { source?: boolean; functions?: string[] }): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const log = createLogger("test-cluster", { level: process.env.FASTFENCE_TEST_LOG ?? "warn" });
+
+function listenerScript(port: number): string[] {
+  return ["-e", `require("net").createServer((s) => s.destroy()).listen(${port}, "127.0.0.1")`];
+}
+
+export async function startPipelineCluster(
+  opts: { nodes?: string[]; policy?: FencingPolicySpecInput } = {},
+): Promise<PipelineCluster> {
+  const names = opts.nodes ?? ["node-a", "node-b", "node-c"];
+  const scope = new EnvScope();
+  const dir = makeTempDir("pipeline");
+  scope.add({ stop: async () => removeTempDir(dir) });
+  try {
+    const [cp, kafka] = await Promise.all([
+      startControlPlane({ controllerManager: true, scheduler: true }).then((c) => scope.add(c)),
+      startKafka({ brokers: 1, properties: { "group.min.session.timeout.ms": 1000 } }).then((k) =>
+        scope.add(k),
+      ),
+    ]);
+    const kc = cp.kubeConfig;
+    const core = kc.makeApiClient(CoreV1Api);
+    await applyObjects(kc, [
+      ...readManifests(join(ROOT, "knative/base/crds")),
+      ...readManifests(join(ROOT, "../shared/crds/kubevirt.io")),
+    ]);
+    await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+    const kwok = scope.add(
+      await startKwokNodes(cp, names, { labels: { "node-role.kubernetes.io/control-plane": "" } }),
+    );
+
+    const nodes = new Map<string, SimNodeParts>();
+    for (const name of names) {
+      const probePort = await freePort();
+      const listener = ManagedProcess.spawn({
+        name: `kubelet-port-${name}`,
+        command: process.execPath,
+        args: listenerScript(probePort),
+        dir,
+      });
+      scope.add({ stop: () => listener.stop(500) });
+      const parts: SimNodeParts = {
+        name,
+        probePort,
+        listener,
+        bmc: undefined as unknown as LabRedfishServer,
+        functions: [],
+        buses: [],
+      };
+      const password = `pw-${name}-${Math.random().toString(36).slice(2)}`;
+      parts.bmc = new LabRedfishServer({
+        username: "fence",
+        password,
+        systemId: name,
+        sessions: true,
+        hooks: { powerOff: () => powerCut(parts), powerOn: () => undefined },
+      });
+      await parts.bmc.start();
+      scope.add({ stop: () => parts.bmc.stop() });
+      await core.createNamespacedSecret({
+        namespace: NAMESPACE,
+        body: { metadata: { name: `bmc-${name}` }, stringData: { username: "fence", password } },
+      });
+      const node = await core.readNode({ name });
+      node.metadata!.annotations = {
+        ...node.metadata!.annotations,
+        [PROBE_ADDRESS_ANNOTATION]: `127.0.0.1:${probePort}`,
+      };
+      await core.replaceNode({ name, body: node });
+      nodes.set(name, parts);
+    }
+
+    const policy: FencingPolicySpecInput = {
+      probe: { intervalMs: 100, timeoutMs: 150, observersPerNode: 2 },
+      suspicion: { missThreshold: 3, minSuspectMs: 250 },
+      corroboration: { quorum: 2, evidenceWindowMs: 5000 },
+      fencing: {
+        retryBackoffMs: 500,
+        nodes: names.map((name) => ({
+          nodeSelector: { names: [name] },
+          levels: [
+            {
+              driver: "redfish" as const,
+              address: `redfish+http://127.0.0.1:${nodes.get(name)!.bmc.port}/redfish/v1/Systems/${name}`,
+              credentialsSecret: `bmc-${name}`,
+              timeoutMs: 5000,
+            },
+          ],
+        })),
+      },
+      ...opts.policy,
+    };
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    await custom.createClusterCustomObject({
+      group: "fastfence.io",
+      version: "v1alpha1",
+      plural: "fencingpolicies",
+      body: {
+        apiVersion: "fastfence.io/v1alpha1",
+        kind: "FencingPolicy",
+        metadata: { name: "default" },
+        spec: policy,
+      },
+    });
+
+    const admin = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "test-admin" });
+    await admin.ensureTopics(pipelineTopics(1));
+    await admin.close();
+
+    // One event-source replica and one replica of every function "on" each node.
+    const resolved = (await import("../../core/policy.ts")).resolvePolicy(policy);
+    for (const parts of nodes.values()) {
+      const replica = (fn: string) => `${fn}-${parts.name}`;
+      const srcBus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: replica("source") });
+      parts.buses.push(srcBus);
+      parts.source = await startEventSource({
+        kubeConfig: kc,
+        bus: srcBus,
+        clock: systemClock,
+        log: log.child({ component: "event-source", replica: replica("source") }),
+        config: {
+          replica: replica("source"),
+          node: parts.name,
+          probe: resolved.probe,
+          leaseStaleMs: resolved.suspicion.leaseStaleMs,
+        },
+      });
+      for (const fn of functionNames()) {
+        const bus = new KafkaJsBus({
+          brokers: kafka.bootstrap,
+          clientId: replica(fn),
+          sessionTimeoutMs: 3000,
+        });
+        parts.buses.push(bus);
+        const config = loadRuntimeConfig({
+          FASTFENCE_NAMESPACE: NAMESPACE,
+          FASTFENCE_REPLICA: replica(fn),
+          FASTFENCE_LEASE_SECONDS: "5",
+        });
+        parts.functions.push(
+          await hostFunction({
+            name: fn,
+            mode: { kafka: true },
+            config,
+            kubeConfig: kc,
+            bus,
+            log: log.child({ component: fn }),
+          }),
+        );
+      }
+    }
+    await Promise.all(
+      [...nodes.values()].flatMap((p) => [p.source!.ready, ...p.functions.map((f) => f.ready)]),
+    );
+    const everything = { source: true, functions: functionNames() };
+    scope.add({
+      stop: async () => void (await Promise.all([...nodes.values()].map((p) => stopReplicas(p, everything)))),
+    });
+
+    async function stopReplicas(
+      p: SimNodeParts,
+      which: { source?: boolean; functions?: string[] },
+    ): Promise<void> {
+      const fnSet = which.functions ?? [];
+      if (which.source) {
+        await p.source?.stop().catch(() => undefined);
+        p.source = undefined;
+      }
+      const keep: HostedFunction[] = [];
+      for (const f of p.functions) {
+        if (fnSet.includes(f.name)) await f.stop().catch(() => undefined);
+        else keep.push(f);
+      }
+      p.functions = keep;
+      if (which.source && p.functions.length === 0)
+        await Promise.all(p.buses.map((b) => b.close().catch(() => undefined)));
+    }
+
+    async function powerCut(p: SimNodeParts): Promise<void> {
+      p.downAt ??= Date.now();
+      await Promise.all([
+        kwok
+          .byName(p.name)
+          .kill()
+          .catch(() => undefined),
+        p.listener.kill().catch(() => undefined),
+      ]);
+      void stopReplicas(p, everything);
+    }
+
+    return {
+      cp,
+      kwok,
+      kafka,
+      nodes,
+      kc,
+      core,
+      apps: kc.makeApiClient(AppsV1Api),
+      storage: kc.makeApiClient(StorageV1Api),
+      custom,
+      crash: async (name) => {
+        const p = nodes.get(name)!;
+        const t0 = Date.now();
+        p.downAt = t0;
+        await Promise.all([kwok.byName(name).kill(), p.listener.kill()]);
+        await stopReplicas(p, everything);
+        return t0;
+      },
+      crashReplicas: async (name, which) => stopReplicas(nodes.get(name)!, which),
+      stop: () => scope.stopAll(),
+    };
+  } catch (err) {
+    await scope.stopAll().catch(() => undefined);
+    throw err;
+  }
+}
+
+export { sleep };

@@ -1,0 +1,217 @@
+// Static checks of the rendered overlays (no servers; part of make test-deploy): every
+// critical-path function keeps >= 2 replicas spread across nodes and can never scale to
+// zero; the Triggers deliver exactly the event types each function consumes per the
+// catalog; every catalog topic has a durable KafkaTopic; the event source is never
+// evicted. Reads manifests only; never talks to a cluster.
+import { describe, expect, it } from "vitest";
+import { join } from "node:path";
+import { TOPICS, consumedBy, type Component } from "../../events/catalog.ts";
+import { stage as confirm } from "../../functions/confirm/handler.ts";
+import { stage as detect } from "../../functions/detect/handler.ts";
+import { stage as fence } from "../../functions/fence/handler.ts";
+import { stage as recover } from "../../functions/recover/handler.ts";
+import { stage as remediate } from "../../functions/remediate-workloads/handler.ts";
+import { applyJsonPatch, mergePatch, render, type KubeObject } from "../../knative/render.ts";
+
+const ROOT = join(import.meta.dirname, "../..");
+const STAGES = [detect, confirm, fence, remediate, recover];
+const OVERLAYS = ["openshift", "vanilla"] as const;
+
+type Container = {
+  name: string;
+  image: string;
+  args?: string[];
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  readinessProbe?: { httpGet?: { path: string } };
+  livenessProbe?: { httpGet?: { path: string } };
+  securityContext?: Record<string, unknown>;
+};
+type PodSpec = {
+  serviceAccountName?: string;
+  containers: Container[];
+  topologySpreadConstraints?: {
+    maxSkew: number;
+    topologyKey: string;
+    whenUnsatisfiable: string;
+    labelSelector?: { matchLabels?: Record<string, string> };
+  }[];
+  tolerations?: { key?: string; operator?: string; effect?: string; tolerationSeconds?: number }[];
+  priorityClassName?: string;
+};
+type Ksvc = KubeObject & {
+  spec: { template: { metadata?: { annotations?: Record<string, string> }; spec: PodSpec } };
+};
+
+for (const overlay of OVERLAYS) {
+  describe(`deploy manifests: ${overlay}`, () => {
+    const objs = render(join(ROOT, "knative/overlays", overlay));
+    const ksvcs = objs.filter(
+      (o): o is Ksvc => o.apiVersion === "serving.knative.dev/v1" && o.kind === "Service",
+    );
+
+    it("has one Knative Service per function, running `run <fn> --http 8080`", () => {
+      expect(ksvcs.map((s) => s.metadata.name).sort()).toEqual(STAGES.map((s) => s.name).sort());
+      for (const s of ksvcs) {
+        const c = s.spec.template.spec.containers;
+        expect(c).toHaveLength(1);
+        expect(c[0]!.args).toEqual(["run", s.metadata.name, "--http", "8080"]);
+        expect(c[0]!.readinessProbe?.httpGet?.path).toBe("/health/readiness");
+        expect(c[0]!.livenessProbe?.httpGet?.path).toBe("/health/liveness");
+        expect(c[0]!.resources?.requests?.cpu && c[0]!.resources?.requests?.memory).toBeTruthy();
+        expect(c[0]!.resources?.limits?.cpu && c[0]!.resources?.limits?.memory).toBeTruthy();
+        expect(c[0]!.securityContext).toMatchObject({
+          runAsNonRoot: true,
+          readOnlyRootFilesystem: true,
+          allowPrivilegeEscalation: false,
+        });
+        expect(s.spec.template.spec.serviceAccountName).toBe(`fastfence-${s.metadata.name}`);
+      }
+    });
+
+    it("critical-path functions: min-scale >= 2, a hostname spread constraint, never scaled to zero", () => {
+      for (const st of STAGES) {
+        const s = ksvcs.find((k) => k.metadata.name === st.name)!;
+        const ann = s.spec.template.metadata?.annotations ?? {};
+        const min = Number(ann["autoscaling.knative.dev/min-scale"]);
+        // Nothing may scale to zero, critical or not (a cold start is a stall).
+        expect(min, `${st.name} min-scale`).toBeGreaterThanOrEqual(1);
+        expect(
+          ann["autoscaling.knative.dev/max-scale"] === undefined ||
+            Number(ann["autoscaling.knative.dev/max-scale"]) >= min,
+        ).toBe(true);
+        if (ann["autoscaling.knative.dev/initial-scale"] !== undefined)
+          expect(Number(ann["autoscaling.knative.dev/initial-scale"])).toBeGreaterThanOrEqual(min);
+        expect(ann["autoscaling.knative.dev/scale-to-zero-pod-retention-period"]).toBeUndefined();
+        if (!st.critical) continue;
+        expect(min, `${st.name} min-scale`).toBeGreaterThanOrEqual(2);
+        expect(s.metadata.labels?.["fastfence.io/critical-path"]).toBe("true");
+        const spread = s.spec.template.spec.topologySpreadConstraints ?? [];
+        expect(
+          spread.some(
+            (t) =>
+              t.topologyKey === "kubernetes.io/hostname" &&
+              t.maxSkew === 1 &&
+              t.whenUnsatisfiable === "DoNotSchedule" &&
+              t.labelSelector?.matchLabels?.["serving.knative.dev/service"] === st.name,
+          ),
+          `${st.name} spread constraint`,
+        ).toBe(true);
+      }
+    });
+
+    it("Triggers deliver exactly the event types each function consumes (events/catalog.ts)", () => {
+      const triggers = objs.filter((o) => o.kind === "Trigger") as (KubeObject & {
+        spec: {
+          broker: string;
+          filter: { attributes: Record<string, string> };
+          subscriber: { ref: { kind: string; name: string } };
+          delivery: {
+            retry: number;
+            backoffPolicy: string;
+            backoffDelay: string;
+            timeout: string;
+            deadLetterSink: unknown;
+          };
+        };
+      })[];
+      for (const st of STAGES) {
+        const got = triggers
+          .filter((t) => t.spec.subscriber.ref.name === st.name)
+          .map((t) => t.spec.filter.attributes.type)
+          .sort();
+        expect(got, st.name).toEqual([...consumedBy(st.name as Component)].sort());
+      }
+      for (const t of triggers) {
+        expect(t.spec.broker).toBe("fastfence");
+        expect(Object.keys(t.spec.filter.attributes)).toEqual(["type"]);
+        expect(t.spec.delivery.retry).toBeGreaterThanOrEqual(3);
+        expect(t.spec.delivery.backoffPolicy).toBe("exponential");
+        expect(t.spec.delivery.backoffDelay).toMatch(/^PT/);
+        expect(t.spec.delivery.timeout).toMatch(/^PT/);
+        expect(t.spec.delivery.deadLetterSink).toBeTruthy();
+      }
+      const broker = objs.find((o) => o.kind === "Broker")!;
+      expect(broker.metadata.annotations?.["eventing.knative.dev/broker.class"]).toBe("Kafka");
+      const sink = objs.find((o) => o.kind === "KafkaSink")! as KubeObject & { spec: { topic: string } };
+      expect(sink.spec.topic).toBe(TOPICS.deadLetter);
+    });
+
+    it("every catalog topic (and the broker's) is a KafkaTopic with replicas 3, min.insync.replicas 2", () => {
+      const topics = objs.filter((o) => o.kind === "KafkaTopic") as (KubeObject & {
+        spec: { topicName: string; replicas: number; config: Record<string, unknown> };
+      })[];
+      const broker = objs.find((o) => o.kind === "Broker")!;
+      const wanted = [
+        ...Object.values(TOPICS),
+        broker.metadata.annotations!["kafka.eventing.knative.dev/external.topic"]!,
+      ];
+      expect(topics.map((t) => t.spec.topicName).sort()).toEqual(wanted.sort());
+      for (const t of topics) {
+        expect(t.apiVersion).toBe("kafka.strimzi.io/v1");
+        expect(t.spec.replicas).toBe(3);
+        expect(t.spec.config["min.insync.replicas"]).toBe(2);
+        expect(t.metadata.labels?.["strimzi.io/cluster"]).toBeTruthy();
+      }
+    });
+
+    it("the event source runs on every node and is never evicted", () => {
+      const ds = objs.find((o) => o.kind === "DaemonSet") as KubeObject & {
+        spec: { template: { spec: PodSpec & { hostNetwork?: boolean } } };
+      };
+      const spec = ds.spec.template.spec;
+      expect(spec.containers[0]!.args?.[0]).toBe("source");
+      expect(spec.priorityClassName).toBeTruthy();
+      expect(objs.some((o) => o.kind === "PriorityClass" && o.metadata.name === spec.priorityClassName)).toBe(
+        true,
+      );
+      const tolerates = (key: string) =>
+        (spec.tolerations ?? []).some(
+          (t) =>
+            t.tolerationSeconds === undefined &&
+            ((t.operator === "Exists" && !t.key) || t.key === key) &&
+            (!t.effect || t.effect === "NoExecute"),
+        );
+      expect(tolerates("node.kubernetes.io/not-ready")).toBe(true);
+      expect(tolerates("node.kubernetes.io/unreachable")).toBe(true);
+    });
+
+    it("every ServiceAccount a workload runs as exists", () => {
+      const sas = new Set(objs.filter((o) => o.kind === "ServiceAccount").map((o) => o.metadata.name));
+      for (const o of objs) {
+        const sa = (
+          (o.spec as { template?: { spec?: PodSpec } } | undefined)?.template?.spec as PodSpec | undefined
+        )?.serviceAccountName;
+        if (sa) expect(sas.has(sa), `${o.kind}/${o.metadata.name} runs as ${sa}`).toBe(true);
+      }
+    });
+  });
+}
+
+describe("knative/render.ts", () => {
+  it("applies JSON merge patches and RFC 6902 operations", () => {
+    expect(mergePatch({ a: 1, b: { c: 2, d: 3 } }, { b: { c: null, e: [1] } })).toEqual({
+      a: 1,
+      b: { d: 3, e: [1] },
+    });
+    expect(
+      applyJsonPatch({ a: [1, 2] }, [
+        { op: "replace", path: "/a/0", value: 9 },
+        { op: "add", path: "/a/-", value: 3 },
+      ]),
+    ).toEqual({
+      a: [9, 2, 3],
+    });
+    expect(() => applyJsonPatch({ a: 1 }, [{ op: "replace", path: "/b", value: 2 }])).toThrow();
+  });
+
+  it("the openshift overlay runs fence with the fence-agents image, the others with the plain one", () => {
+    const objs = render(join(ROOT, "knative/overlays/openshift"));
+    const images = Object.fromEntries(
+      objs
+        .filter((o): o is Ksvc => o.kind === "Service" && o.apiVersion.startsWith("serving"))
+        .map((s) => [s.metadata.name, s.spec.template.spec.containers[0]!.image]),
+    );
+    expect(images.fence).toMatch(/fastfence-fence-agents:/);
+    expect(images.detect).toMatch(/\/fastfence:/);
+  });
+});

@@ -1,0 +1,81 @@
+// The whole pipeline on the real stack: a node that runs a Deployment pod, a StatefulSet
+// pod with an RWO volume and VolumeAttachment, and a VM (VMI + launcher pod) — and also
+// one event-source replica and one replica of every function — crashes. The chain must
+// run to the end: suspected → confirmed → power-off read back → out-of-service taint,
+// pods / VolumeAttachments / VMIs gone → replacement pod Running on a survivor. Prints
+// the timeline from the event log (`fastfence trace`).
+import { describe, expect, it } from "vitest";
+import { parseEvent, TOPICS } from "../../events/catalog.ts";
+import { decodeKafka } from "../../events/codec.ts";
+import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
+import { withEnv } from "../env/index.ts";
+import { startPipelineCluster } from "../env/pipeline-cluster.ts";
+import { createDeployment, createStatefulSet, createVm, incidents, podsOn, waitFor } from "./pipeline-helpers.ts";
+
+const env = withEnv(async (scope) => scope.add(await startPipelineCluster()));
+
+describe("pipeline: crash of a node", () => {
+  it("fences the crashed node, releases its workloads and the replacement runs elsewhere", async () => {
+    const c = env();
+    const victim = await createDeployment(c, "web");
+    await createStatefulSet(c, victim);
+    await createVm(c, victim);
+    const before = await podsOn(c, victim);
+    expect(before.map((p) => p.metadata!.name)).toEqual(expect.arrayContaining(["db-0", "virt-launcher-vm1"]));
+
+    const t0 = await c.crash(victim);
+    const bmc = c.nodes.get(victim)!.bmc;
+
+    const released = await waitFor(
+      "incident Released",
+      async () => (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "Released"),
+      60_000,
+    );
+    const releasedSeen = Date.now() - t0;
+    const st = released.status!;
+    // S1: the release happened only after a read-back of Off, and the BMC really was told.
+    expect(st.powerOffConfirmedAt).toBeDefined();
+    expect(Date.parse(st.timestamps.released!)).toBeGreaterThanOrEqual(Date.parse(st.powerOffConfirmedAt!));
+    expect(bmc.stats.resets.map((r) => r.type)).toContain("ForceOff");
+    expect(bmc.power).toBe("Off");
+    // S2: two independent observers, neither on the victim.
+    const observers = new Set(st.evidence.map((e) => e.observerNode));
+    expect(observers.has(victim)).toBe(false);
+    expect(observers.size).toBeGreaterThanOrEqual(2);
+
+    const node = await c.core.readNode({ name: victim });
+    expect(node.spec?.taints).toEqual(expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute" })]));
+    await waitFor("no pods bound to the victim", async () => ((await podsOn(c, victim)).length === 0 ? true : undefined), 20_000);
+    expect((await c.storage.listVolumeAttachment()).items.filter((v) => v.spec?.nodeName === victim)).toEqual([]);
+    const vmis = (await c.custom.listNamespacedCustomObject({ group: "kubevirt.io", version: "v1", plural: "virtualmachineinstances", namespace: "default" })) as { items: unknown[] };
+    expect(vmis.items).toEqual([]);
+
+    const replacement = await waitFor("replacement web pod Running on a survivor", async () =>
+      (await c.core.listNamespacedPod({ namespace: "default", labelSelector: "app=web" })).items.find(
+        (p) => p.status?.phase === "Running" && p.spec?.nodeName !== victim && !p.metadata?.deletionTimestamp,
+      ),
+    );
+    const replacementMs = Date.now() - t0;
+    expect(replacement.spec!.nodeName).not.toBe(victim);
+
+    // Healthy nodes were never touched.
+    for (const [name, parts] of c.nodes) if (name !== victim) expect(parts.bmc.stats.resets).toEqual([]);
+
+    // The timeline, from the event log.
+    const bus = new KafkaJsBus({ brokers: c.kafka.bootstrap, clientId: "trace" });
+    const records = await bus.readAll(Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter));
+    await bus.close();
+    const events = records.map((r) => parseEvent(decodeKafka(r)));
+    const chain = selectChain(events, released.metadata.name);
+    const types = chain.map((e) => e.type);
+    for (const t of ["io.fastfence.node.suspected.v1", "io.fastfence.fence.requested.v1", "io.fastfence.node.fenced.v1", "io.fastfence.workloads.released.v1"])
+      expect(types).toContain(t);
+    const at = (phase: string) => Date.parse((st.timestamps as Record<string, string>)[phase]!) - t0;
+    console.log(`\nfastfence trace ${released.metadata.name}\n${formatTrace(traceRows(chain))}`);
+    console.log(
+      `\ntimes from the crash: confirmed ${at("confirmed")} ms, power-off confirmed ${Date.parse(st.powerOffConfirmedAt!) - t0} ms, ` +
+        `released ${at("released")} ms (seen ${releasedSeen} ms), replacement Running seen ${replacementMs} ms`,
+    );
+  });
+});

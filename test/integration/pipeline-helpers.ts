@@ -1,0 +1,140 @@
+// Shared helpers of the pipeline integration tests: polling for an outcome, reading
+// incidents, creating the workloads a node runs (Deployment, StatefulSet with a volume
+// and VolumeAttachment, a KubeVirt VM with its VMI and launcher pod). Test code only.
+import type { V1Pod } from "@kubernetes/client-node";
+import type { NodeFence } from "../../core/incident.ts";
+import { NAMESPACE, type PipelineCluster } from "../env/pipeline-cluster.ts";
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 50): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (err) {
+      lastErr = err;
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ""}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export async function incidents(c: PipelineCluster): Promise<NodeFence[]> {
+  const l = (await c.custom.listNamespacedCustomObject({ group: "fastfence.io", version: "v1alpha1", plural: "nodefences", namespace: NAMESPACE })) as {
+    items: NodeFence[];
+  };
+  return l.items;
+}
+
+export async function podsOn(c: PipelineCluster, node: string): Promise<V1Pod[]> {
+  return (await c.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
+}
+
+const image = "registry.invalid/fake:1";
+
+/** A Deployment of one pod; returns the node it runs on once it is Running. */
+export async function createDeployment(c: PipelineCluster, name: string): Promise<string> {
+  await c.apps.createNamespacedDeployment({
+    namespace: "default",
+    body: {
+      metadata: { name },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: "c", image }] } },
+      },
+    },
+  });
+  const pod = await waitFor(`${name} pod Running`, async () =>
+    (await c.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${name}` })).items.find((p) => p.status?.phase === "Running"),
+  );
+  return pod.spec!.nodeName!;
+}
+
+/** A StatefulSet "db" whose pod prefers `node`, with a pre-bound RWO volume and its VolumeAttachment on `node`. */
+export async function createStatefulSet(c: PipelineCluster, node: string): Promise<void> {
+  await c.core.createPersistentVolume({
+    body: {
+      metadata: { name: "pv-db" },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes: ["ReadWriteOnce"],
+        persistentVolumeReclaimPolicy: "Retain",
+        csi: { driver: "csi.fastfence.test", volumeHandle: "vol-db" },
+        claimRef: { namespace: "default", name: "data-db-0" },
+      },
+    },
+  });
+  await c.core.createNamespacedPersistentVolumeClaim({
+    namespace: "default",
+    body: { metadata: { name: "data-db-0" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: "pv-db" } },
+  });
+  await c.apps.createNamespacedStatefulSet({
+    namespace: "default",
+    body: {
+      metadata: { name: "db" },
+      spec: {
+        serviceName: "db",
+        replicas: 1,
+        selector: { matchLabels: { app: "db" } },
+        template: {
+          metadata: { labels: { app: "db" } },
+          spec: {
+            affinity: {
+              nodeAffinity: {
+                preferredDuringSchedulingIgnoredDuringExecution: [
+                  { weight: 100, preference: { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [node] }] } },
+                ],
+              },
+            },
+            containers: [{ name: "c", image, volumeMounts: [{ name: "data", mountPath: "/data" }] }],
+          },
+        },
+        volumeClaimTemplates: [
+          { metadata: { name: "data" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } },
+        ],
+      },
+    },
+  });
+  await waitFor("db-0 Running", async () => {
+    const p = await c.core.readNamespacedPod({ name: "db-0", namespace: "default" });
+    return p.status?.phase === "Running" ? p : undefined;
+  });
+  const dbNode = (await c.core.readNamespacedPod({ name: "db-0", namespace: "default" })).spec!.nodeName!;
+  await c.storage.createVolumeAttachment({
+    body: {
+      metadata: { name: "va-db" },
+      spec: { attacher: "csi.fastfence.test", nodeName: dbNode, source: { persistentVolumeName: "pv-db" } },
+    },
+  });
+}
+
+/** A KubeVirt VirtualMachine "vm1" with its VirtualMachineInstance and launcher pod on `node`. */
+export async function createVm(c: PipelineCluster, node: string): Promise<void> {
+  const g = { group: "kubevirt.io", version: "v1", namespace: "default" };
+  const domain = { devices: {}, resources: { requests: { memory: "64Mi" } } };
+  await c.custom.createNamespacedCustomObject({
+    ...g,
+    plural: "virtualmachines",
+    body: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", metadata: { name: "vm1" }, spec: { runStrategy: "Always", template: { spec: { domain } } } },
+  });
+  await c.custom.createNamespacedCustomObject({
+    ...g,
+    plural: "virtualmachineinstances",
+    body: {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachineInstance",
+      metadata: { name: "vm1", labels: { "kubevirt.io/nodeName": node } },
+      spec: { domain },
+      status: { nodeName: node, phase: "Running" },
+    },
+  });
+  await c.core.createNamespacedPod({
+    namespace: "default",
+    body: {
+      metadata: { name: "virt-launcher-vm1", labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1" } },
+      spec: { nodeName: node, containers: [{ name: "compute", image }] },
+    },
+  });
+}

@@ -111,6 +111,11 @@ export function createDispatcher(opts: {
       } catch (err) {
         const e = asFastfenceError(err);
         metrics.outcomes.inc({ function: fn, outcome: "failed" });
+        if (signal.aborted) {
+          // Shutdown: the runtime redelivers instead of dead-lettering.
+          elog.info({ err: e.toJSON() }, "handler interrupted by shutdown; left for redelivery");
+          return { kind: "dead-letter", event, error: e };
+        }
         metrics.deadLettered.inc({ function: fn, code: e.code });
         elog.error({ err: e.toJSON() }, "handler failed; dead-lettered");
         return { kind: "dead-letter", event, error: e };

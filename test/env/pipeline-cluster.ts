@@ -135,7 +135,7 @@ export async function startPipelineCluster(
       nodes.set(name, parts);
     }
 
-    const policy: FencingPolicySpecInput = {
+    const base: FencingPolicySpecInput = {
       probe: { intervalMs: 100, timeoutMs: 150, observersPerNode: 2 },
       suspicion: { missThreshold: 3, minSuspectMs: 250 },
       corroboration: { quorum: 2, evidenceWindowMs: 5000 },
@@ -153,8 +153,12 @@ export async function startPipelineCluster(
           ],
         })),
       },
-      ...opts.policy,
     };
+    // Section-wise merge: a test's `policy` overrides fields inside each section.
+    const policy: FencingPolicySpecInput = { ...base };
+    for (const [k, v] of Object.entries(opts.policy ?? {}))
+      (policy as Record<string, unknown>)[k] =
+        v && typeof v === "object" && !Array.isArray(v) ? { ...((base as Record<string, object>)[k] ?? {}), ...v } : v;
     const custom = kc.makeApiClient(CustomObjectsApi);
     await custom.createClusterCustomObject({
       group: "fastfence.io",

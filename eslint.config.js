@@ -13,7 +13,8 @@ export default tseslint.config(
       "no-restricted-syntax": [
         "error",
         {
-          selector: "MemberExpression[object.name=/^(e|err|error)$/][property.name='message'] ~ CallExpression[callee.property.name=/^(includes|match|startsWith)$/]",
+          selector:
+            "MemberExpression[object.name=/^(e|err|error)$/][property.name='message'] ~ CallExpression[callee.property.name=/^(includes|match|startsWith)$/]",
           message: "Do not match on error messages; use typed errors (core/errors.ts).",
         },
       ],

@@ -19,8 +19,17 @@ export async function eventsCommand(argv: string[]): Promise<number> {
     console.log(JSON.stringify(asyncApiDocument(), null, 2));
     return 0;
   }
-  if (values.format !== "table") throw new FastfenceError("FF_INVALID_CONFIG", `--format must be table or asyncapi, not "${values.format}"`);
-  const rows = Object.values(CATALOG).map((e) => [e.type, e.topic, e.emittedBy.join(","), e.consumedBy.join(",") || "-"]);
+  if (values.format !== "table")
+    throw new FastfenceError(
+      "FF_INVALID_CONFIG",
+      `--format must be table or asyncapi, not "${values.format}"`,
+    );
+  const rows = Object.values(CATALOG).map((e) => [
+    e.type,
+    e.topic,
+    e.emittedBy.join(","),
+    e.consumedBy.join(",") || "-",
+  ]);
   const head = ["TYPE", "TOPIC", "EMITTED BY", "CONSUMED BY"];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   for (const r of [head, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join("  "));

@@ -31,7 +31,9 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
   version: async () => async () => {
     const { readFile } = await import("node:fs/promises");
-    const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+    const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {
+      version: string;
+    };
     console.log(`fastfence ${pkg.version} (node ${process.versions.node})`);
     return 0;
   },
@@ -49,7 +51,9 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   try {
-    return await (await load())(rest);
+    return await (
+      await load()
+    )(rest);
   } catch (err) {
     if (err instanceof FastfenceError) console.error(`fastfence ${cmd}: ${err.code}: ${err.message}`);
     else console.error(`fastfence ${cmd}: ${err instanceof Error ? err.message : String(err)}`);

@@ -10,7 +10,9 @@ import { loadRuntimeConfig } from "../infra/config.ts";
 import { hostFunction } from "../infra/runtime/host.ts";
 
 function usage(): string {
-  const fns = FUNCTIONS.map((f) => `  ${f.name.padEnd(22)}${f.critical ? "[critical] " : ""}${f.description}`).join("\n");
+  const fns = FUNCTIONS.map(
+    (f) => `  ${f.name.padEnd(22)}${f.critical ? "[critical] " : ""}${f.description}`,
+  ).join("\n");
   return `Usage: fastfence run <function> (--kafka | --http PORT) [--brokers host:port,...]
 
 Functions:
@@ -29,9 +31,14 @@ export async function runCommand(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { kafka: { type: "boolean" }, http: { type: "string" }, brokers: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      kafka: { type: "boolean" },
+      http: { type: "string" },
+      brokers: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
   });
-  if (values.help) return console.log(usage()), 0;
+  if (values.help) return (console.log(usage()), 0);
   const name = positionals[0];
   if (!name || (!values.kafka && values.http === undefined) || (values.kafka && values.http !== undefined)) {
     console.error(usage());
@@ -40,10 +47,18 @@ export async function runCommand(argv: string[]): Promise<number> {
   const port = values.http === undefined ? undefined : Number(values.http);
   if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536))
     throw new FastfenceError("FF_INVALID_CONFIG", `--http needs a port number 0-65535, not "${values.http}"`);
-  const config = loadRuntimeConfig({ ...process.env, ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}) });
+  const config = loadRuntimeConfig({
+    ...process.env,
+    ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),
+  });
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  const hosted = await hostFunction({ name, mode: port === undefined ? { kafka: true } : { http: port }, config, kubeConfig: kc });
+  const hosted = await hostFunction({
+    name,
+    mode: port === undefined ? { kafka: true } : { http: port },
+    config,
+    kubeConfig: kc,
+  });
   await hosted.ready;
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);

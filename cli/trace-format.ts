@@ -24,7 +24,24 @@ function summary(ev: FfEvent): string {
       .map((k) => `${k}=${String(d[k])}`)
       .join(" ");
   const obs = d.observer as { node?: string } | undefined;
-  return [obs?.node ? `observer=${obs.node}` : "", pick("result", "consecutiveMisses", "reason", "change", "ready", "driver", "level", "podsDeleted", "volumeAttachmentsDeleted", "vmisDeleted", "code", "phase", "final")]
+  return [
+    obs?.node ? `observer=${obs.node}` : "",
+    pick(
+      "result",
+      "consecutiveMisses",
+      "reason",
+      "change",
+      "ready",
+      "driver",
+      "level",
+      "podsDeleted",
+      "volumeAttachmentsDeleted",
+      "vmisDeleted",
+      "code",
+      "phase",
+      "final",
+    ),
+  ]
     .filter(Boolean)
     .join(" ");
 }
@@ -44,7 +61,10 @@ export function selectChain(events: readonly FfEvent[], key: string, leadInMs = 
     chain = events.filter(
       (e) =>
         e.ffincident === key ||
-        (!e.ffincident && e.subject === node && Date.parse(e.time) >= first - leadInMs && Date.parse(e.time) <= last),
+        (!e.ffincident &&
+          e.subject === node &&
+          Date.parse(e.time) >= first - leadInMs &&
+          Date.parse(e.time) <= last),
     );
   } else chain = events.filter((e) => e.subject === key);
   return [...chain].sort((a, b) => Date.parse(a.time) - Date.parse(b.time));
@@ -73,7 +93,11 @@ export function traceRows(chain: readonly FfEvent[]): TraceRow[] {
 export function formatTrace(rows: readonly TraceRow[]): string {
   if (rows.length === 0) return "no events found";
   const lines = rows.map(
-    (r) => `${r.time}  +${String(r.sinceStartMs).padStart(6)} ms  (Δ ${String(r.stageMs).padStart(5)} ms)  ${r.type.padEnd(24)} ${r.source.padEnd(36)} ${r.summary}`,
+    (r) =>
+      `${r.time}  +${String(r.sinceStartMs).padStart(6)} ms  (Δ ${String(r.stageMs).padStart(5)} ms)  ${r.type.padEnd(24)} ${r.source.padEnd(36)} ${r.summary}`,
   );
-  return ["TIME                      SINCE START    STAGE Δ       EVENT                    SOURCE                               DETAIL", ...lines].join("\n");
+  return [
+    "TIME                      SINCE START    STAGE Δ       EVENT                    SOURCE                               DETAIL",
+    ...lines,
+  ].join("\n");
 }

@@ -17,13 +17,21 @@ export async function traceCommand(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { brokers: { type: "string" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    options: {
+      brokers: { type: "string" },
+      json: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
   });
-  if (values.help) return console.log(USAGE), 0;
+  if (values.help) return (console.log(USAGE), 0);
   const key = positionals[0];
-  if (!key) return console.error(USAGE), 2;
+  if (!key) return (console.error(USAGE), 2);
   const brokers = values.brokers ?? process.env.FASTFENCE_KAFKA_BROKERS;
-  if (!brokers) throw new FastfenceError("FF_INVALID_CONFIG", "no Kafka brokers: pass --brokers or set FASTFENCE_KAFKA_BROKERS");
+  if (!brokers)
+    throw new FastfenceError(
+      "FF_INVALID_CONFIG",
+      "no Kafka brokers: pass --brokers or set FASTFENCE_KAFKA_BROKERS",
+    );
   const bus = new KafkaJsBus({ brokers, clientId: "fastfence-trace" });
   try {
     const topics = Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);

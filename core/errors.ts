@@ -40,7 +40,11 @@ export class FastfenceError extends Error {
 /** Input that fails validation: a CloudEvent, a config file, a CLI argument. */
 export class InvalidInputError extends FastfenceError {
   readonly issues: readonly string[];
-  constructor(code: "FF_INVALID_EVENT" | "FF_INVALID_CONFIG", message: string, issues: readonly string[] = []) {
+  constructor(
+    code: "FF_INVALID_EVENT" | "FF_INVALID_CONFIG",
+    message: string,
+    issues: readonly string[] = [],
+  ) {
     super(code, issues.length ? `${message}: ${issues.join("; ")}` : message);
     this.issues = issues;
   }

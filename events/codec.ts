@@ -32,7 +32,8 @@ export function encodeKafka(ev: FfEvent): KafkaRecord {
 /** Plain attributes of a decoded CloudEvent, with `data` parsed from JSON. */
 function fromSdkEvent(ce: CloudEvent<unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(ce)) if (v !== undefined && k !== "data" && k !== "data_base64") out[k] = v;
+  for (const [k, v] of Object.entries(ce))
+    if (v !== undefined && k !== "data" && k !== "data_base64") out[k] = v;
   let data: unknown = ce.data;
   if (typeof data === "string") {
     try {
@@ -90,9 +91,13 @@ export function decodeKafka(rec: KafkaRecord): Record<string, unknown> {
 }
 
 /** Decodes an HTTP request (binary or structured mode) into an unvalidated envelope. */
-export function decodeHttp(headers: Record<string, string | string[] | undefined>, body: string): Record<string, unknown> {
+export function decodeHttp(
+  headers: Record<string, string | string[] | undefined>,
+  body: string,
+): Record<string, unknown> {
   const flat: Headers = {};
-  for (const [k, v] of Object.entries(headers)) if (v !== undefined) flat[k.toLowerCase()] = Array.isArray(v) ? v.join(",") : v;
+  for (const [k, v] of Object.entries(headers))
+    if (v !== undefined) flat[k.toLowerCase()] = Array.isArray(v) ? v.join(",") : v;
   const ctype = flat["content-type"] ?? "";
   if (!ctype.startsWith("application/cloudevents") && flat["ce-specversion"] === undefined)
     throw new InvalidInputError("FF_INVALID_EVENT", "not a CloudEvent", [

@@ -36,7 +36,10 @@ export interface OutgoingEvent<T = unknown> {
 }
 
 function hex(bytes: number): string {
-  return randomUUID().replace(/-/g, "").padEnd(32, "0").slice(0, bytes * 2);
+  return randomUUID()
+    .replace(/-/g, "")
+    .padEnd(32, "0")
+    .slice(0, bytes * 2);
 }
 
 /** A child traceparent: same trace id as `parent` (or a new trace), new span id. */

@@ -17,7 +17,13 @@ export interface RuntimeDeps {
   trustedConfirmers: readonly string[];
 }
 
-export const FUNCTIONS: readonly FunctionDefinition<RuntimeDeps>[] = [detect, confirm, fence, remediateWorkloads, recover];
+export const FUNCTIONS: readonly FunctionDefinition<RuntimeDeps>[] = [
+  detect,
+  confirm,
+  fence,
+  remediateWorkloads,
+  recover,
+];
 
 export function findFunction(name: string): FunctionDefinition<RuntimeDeps> | undefined {
   return FUNCTIONS.find((f) => f.name === name);

@@ -46,7 +46,9 @@ export const RuntimeConfigSchema = z.object({
 export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
 
 export function loadRuntimeConfig(env: Record<string, string | undefined> = process.env): RuntimeConfig {
-  const picked = Object.fromEntries(Object.keys(RuntimeConfigSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]));
+  const picked = Object.fromEntries(
+    Object.keys(RuntimeConfigSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]),
+  );
   const r = RuntimeConfigSchema.safeParse(picked);
   if (!r.success)
     throw new InvalidInputError(
@@ -62,6 +64,9 @@ export function identityFor(cfg: RuntimeConfig, component: string): string {
 }
 
 export function trustedConfirmers(cfg: RuntimeConfig): string[] {
-  const list = (cfg.FASTFENCE_TRUSTED_CONFIRMERS ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const list = (cfg.FASTFENCE_TRUSTED_CONFIRMERS ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   return list.length ? list : [`system:serviceaccount:${cfg.FASTFENCE_NAMESPACE}:fastfence-confirm`];
 }

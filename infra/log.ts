@@ -23,7 +23,10 @@ const REDACT = [
   "*.credentials",
 ];
 
-export function createLogger(component: string, options: { level?: string; destination?: pino.DestinationStream } = {}): Logger {
+export function createLogger(
+  component: string,
+  options: { level?: string; destination?: pino.DestinationStream } = {},
+): Logger {
   const level = options.level ?? process.env.FASTFENCE_LOG_LEVEL ?? "info";
   return pino(
     {

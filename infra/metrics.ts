@@ -20,12 +20,23 @@ const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
 
 export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}): FunctionMetrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: "fastfence_process_" });
+  if (options.defaultMetrics ?? true)
+    collectDefaultMetrics({ register: registry, prefix: "fastfence_process_" });
   const labels = ["function", "type"] as const;
   return {
     registry,
-    eventsIn: new Counter({ name: "fastfence_events_in_total", help: "Events received (valid or not).", labelNames: labels, registers: [registry] }),
-    eventsOut: new Counter({ name: "fastfence_events_out_total", help: "Events emitted.", labelNames: labels, registers: [registry] }),
+    eventsIn: new Counter({
+      name: "fastfence_events_in_total",
+      help: "Events received (valid or not).",
+      labelNames: labels,
+      registers: [registry],
+    }),
+    eventsOut: new Counter({
+      name: "fastfence_events_out_total",
+      help: "Events emitted.",
+      labelNames: labels,
+      registers: [registry],
+    }),
     outcomes: new Counter({
       name: "fastfence_event_outcomes_total",
       help: "Outcome of each received event: processed, ignored, rejected, invalid, failed.",
@@ -38,7 +49,12 @@ export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}
       labelNames: ["function", "code"],
       registers: [registry],
     }),
-    errors: new Counter({ name: "fastfence_errors_total", help: "Handler errors, by error code.", labelNames: ["function", "code"], registers: [registry] }),
+    errors: new Counter({
+      name: "fastfence_errors_total",
+      help: "Handler errors, by error code.",
+      labelNames: ["function", "code"],
+      registers: [registry],
+    }),
     handlerSeconds: new Histogram({
       name: "fastfence_handler_duration_seconds",
       help: "Handler run time.",

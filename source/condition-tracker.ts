@@ -29,7 +29,12 @@ export class ConditionTracker {
     this.leaseStaleMs = leaseStaleMs;
   }
 
-  private event(n: NodeSnapshot, change: NodeCondition["change"], now: number, leaseRenewAt?: number): OutgoingEvent<NodeCondition> {
+  private event(
+    n: NodeSnapshot,
+    change: NodeCondition["change"],
+    now: number,
+    leaseRenewAt?: number,
+  ): OutgoingEvent<NodeCondition> {
     return {
       type: EVENT_TYPES.nodeCondition,
       subject: n.name,

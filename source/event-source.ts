@@ -3,7 +3,14 @@
 // probe interval and publishes node.observed events. Several replicas run at once, on
 // different nodes. It publishes facts only and decides nothing; a publish failure is
 // logged and the next probe re-reports, so it never blocks probing on Kafka.
-import { makeInformer, type KubeConfig, type V1Lease, type V1Node, CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
+import {
+  makeInformer,
+  type KubeConfig,
+  type V1Lease,
+  type V1Node,
+  CoordinationV1Api,
+  CoreV1Api,
+} from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
 import { catalogEntry, type EventType } from "../events/catalog.ts";
@@ -54,9 +61,11 @@ function probeAddress(n: V1Node, defaultPort: number): { host: string; port: num
   if (override) {
     const i = override.lastIndexOf(":");
     const port = Number(override.slice(i + 1));
-    if (i > 0 && Number.isInteger(port) && port > 0 && port < 65536) return { host: override.slice(0, i), port };
+    if (i > 0 && Number.isInteger(port) && port > 0 && port < 65536)
+      return { host: override.slice(0, i), port };
   }
-  const host = n.status?.addresses?.find((a) => a.type === "InternalIP")?.address ?? n.status?.addresses?.[0]?.address;
+  const host =
+    n.status?.addresses?.find((a) => a.type === "InternalIP")?.address ?? n.status?.addresses?.[0]?.address;
   if (!host) return undefined;
   return { host, port: defaultPort };
 }
@@ -85,7 +94,10 @@ export async function startEventSource(opts: {
       const ev = envelope(out, source, now);
       const topic = catalogEntry(out.type as EventType).topic;
       bus.publish(topic, [encodeKafka(ev)]).catch((err: unknown) => {
-        log.warn({ incident: "none", node: out.subject, err }, "publishing an observation failed; the next probe re-reports");
+        log.warn(
+          { incident: "none", node: out.subject, err },
+          "publishing an observation failed; the next probe re-reports",
+        );
       });
     }
   }
@@ -93,8 +105,10 @@ export async function startEventSource(opts: {
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const coord = kubeConfig.makeApiClient(CoordinationV1Api);
   const nodeInformer = makeInformer<V1Node>(kubeConfig, "/api/v1/nodes", () => core.listNode());
-  const leaseInformer = makeInformer<V1Lease>(kubeConfig, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", () =>
-    coord.listNamespacedLease({ namespace: "kube-node-lease" }),
+  const leaseInformer = makeInformer<V1Lease>(
+    kubeConfig,
+    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+    () => coord.listNamespacedLease({ namespace: "kube-node-lease" }),
   );
   const onNode = (n: V1Node) => {
     const name = n.metadata?.name;
@@ -115,7 +129,8 @@ export async function startEventSource(opts: {
   });
   const onLease = (l: V1Lease) => {
     const renew = l.spec?.renewTime;
-    if (l.metadata?.name && renew) conditions.onLease(l.metadata.name, new Date(renew as unknown as string).getTime());
+    if (l.metadata?.name && renew)
+      conditions.onLease(l.metadata.name, new Date(renew as unknown as string).getTime());
   };
   leaseInformer.on("add", onLease);
   leaseInformer.on("update", onLease);
@@ -143,7 +158,14 @@ export async function startEventSource(opts: {
     try {
       const r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
       if (stopped) return;
-      const ev = probes.onResult({ target, ok: r.ok, at: clock.now(), rttMs: r.rttMs, address: addr.host, port: addr.port });
+      const ev = probes.onResult({
+        target,
+        ok: r.ok,
+        at: clock.now(),
+        rttMs: r.rttMs,
+        address: addr.host,
+        port: addr.port,
+      });
       if (ev) publish([ev]);
     } finally {
       inFlight.delete(target);

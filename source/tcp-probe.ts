@@ -2,7 +2,11 @@
 // or timed-out connect is a miss. Thin adapter; it never sends data on the connection.
 import { connect } from "node:net";
 
-export function tcpProbe(host: string, port: number, timeoutMs: number): Promise<{ ok: boolean; rttMs: number }> {
+export function tcpProbe(
+  host: string,
+  port: number,
+  timeoutMs: number,
+): Promise<{ ok: boolean; rttMs: number }> {
   const start = performance.now();
   return new Promise((resolve) => {
     const sock = connect({ host, port });

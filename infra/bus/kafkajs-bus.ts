@@ -60,7 +60,10 @@ export class KafkaJsBus implements Bus {
     const log = cfg.log;
     this.kafka = new Kafka({
       clientId: cfg.clientId,
-      brokers: cfg.brokers.split(",").map((b) => b.trim()).filter(Boolean),
+      brokers: cfg.brokers
+        .split(",")
+        .map((b) => b.trim())
+        .filter(Boolean),
       connectionTimeout: this.cfg.connectionTimeoutMs,
       requestTimeout: this.cfg.requestTimeoutMs,
       retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 8 },
@@ -68,7 +71,8 @@ export class KafkaJsBus implements Bus {
       logCreator: () => (entry) => {
         if (!log) return;
         const { message, ...rest } = entry.log;
-        const level = entry.level <= logLevel.ERROR ? "error" : entry.level === logLevel.WARN ? "warn" : "debug";
+        const level =
+          entry.level <= logLevel.ERROR ? "error" : entry.level === logLevel.WARN ? "warn" : "debug";
         log[level]({ kafka: { namespace: entry.namespace, ...rest } }, message);
       },
     });
@@ -81,7 +85,10 @@ export class KafkaJsBus implements Bus {
       return p;
     })().catch((err: unknown) => {
       this.producerP = undefined;
-      throw new FastfenceError("FF_BUS_UNAVAILABLE", "cannot connect the Kafka producer", { cause: err, retriable: true });
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", "cannot connect the Kafka producer", {
+        cause: err,
+        retriable: true,
+      });
     });
     return this.producerP;
   }
@@ -96,7 +103,10 @@ export class KafkaJsBus implements Bus {
         messages: records.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
       });
     } catch (err) {
-      throw new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, { cause: err, retriable: true });
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, {
+        cause: err,
+        retriable: true,
+      });
     }
   }
 
@@ -155,7 +165,10 @@ export class KafkaJsBus implements Bus {
     }
     const out: BusRecord[] = [];
     if (ends.size === 0) return out;
-    const consumer = this.kafka.consumer({ groupId: `fastfence-reader-${process.pid}-${Date.now()}`, maxWaitTimeInMs: 100 });
+    const consumer = this.kafka.consumer({
+      groupId: `fastfence-reader-${process.pid}-${Date.now()}`,
+      maxWaitTimeInMs: 100,
+    });
     await consumer.connect();
     try {
       await consumer.subscribe({ topics: [...topics], fromBeginning: true });
@@ -183,7 +196,13 @@ export class KafkaJsBus implements Bus {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<void>((_, reject) => {
         timer = setTimeout(
-          () => reject(new FastfenceError("FF_BUS_UNAVAILABLE", `reading ${topics.join(", ")} timed out after ${timeoutMs} ms`)),
+          () =>
+            reject(
+              new FastfenceError(
+                "FF_BUS_UNAVAILABLE",
+                `reading ${topics.join(", ")} timed out after ${timeoutMs} ms`,
+              ),
+            ),
           timeoutMs,
         );
       });
@@ -211,7 +230,10 @@ export class KafkaJsBus implements Bus {
         })),
       });
     } catch (err) {
-      throw new FastfenceError("FF_BUS_UNAVAILABLE", "creating topics failed", { cause: err, retriable: true });
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", "creating topics failed", {
+        cause: err,
+        retriable: true,
+      });
     } finally {
       await admin.disconnect();
     }

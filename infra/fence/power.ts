@@ -35,7 +35,12 @@ export function levelOptions(opts: Record<string, string> | undefined, timeoutMs
   };
 }
 
-export function toAttempt(a: LevelAttempt, round: number, by: string, driver: PolicyLevel["driver"]): Attempt {
+export function toAttempt(
+  a: LevelAttempt,
+  round: number,
+  by: string,
+  driver: PolicyLevel["driver"],
+): Attempt {
   const iso = (ms: number) => new Date(ms).toISOString();
   const ok = a.result === "confirmed-off" && a.confirmedAt !== undefined;
   return {
@@ -46,7 +51,9 @@ export function toAttempt(a: LevelAttempt, round: number, by: string, driver: Po
     startedAt: iso(a.startMs),
     ...(a.offIssuedAt !== undefined ? { commandAt: iso(a.offIssuedAt) } : {}),
     finishedAt: iso(a.endMs),
-    result: ok ? "off-confirmed" : (RESULT_BY_CODE[a.errorCode ?? ""] ?? (a.result === "cancelled" ? "timeout" : "error")),
+    result: ok
+      ? "off-confirmed"
+      : (RESULT_BY_CODE[a.errorCode ?? ""] ?? (a.result === "cancelled" ? "timeout" : "error")),
     ...(ok ? { readBackState: "Off" as const, readBackAt: iso(a.confirmedAt!) } : {}),
     ...(a.errorCode ? { errorCode: a.errorCode } : {}),
     ...(a.error ? { message: a.error } : {}),
@@ -82,12 +89,21 @@ export class BmcPowerExecutor implements PowerExecutor {
   private async resolve(levels: PolicyLevel[]): Promise<{ driver: DriverLevel[]; failed: Attempt[] }> {
     const driver: DriverLevel[] = [];
     for (const l of levels) {
-      driver.push({ name: l.driver, driver: await this.driverFor(l), timeoutMs: l.timeoutMs, pollMs: Number(l.options?.pollMs ?? 100) });
+      driver.push({
+        name: l.driver,
+        driver: await this.driverFor(l),
+        timeoutMs: l.timeoutMs,
+        pollMs: Number(l.options?.pollMs ?? 100),
+      });
     }
     return { driver, failed: [] };
   }
 
-  async powerOff(a: Extract<Action, { kind: "powerOff" }>, _policy: FencingPolicySpec, signal: AbortSignal): Promise<Attempt[]> {
+  async powerOff(
+    a: Extract<Action, { kind: "powerOff" }>,
+    _policy: FencingPolicySpec,
+    signal: AbortSignal,
+  ): Promise<Attempt[]> {
     const start = this.clock.now();
     let levels: DriverLevel[];
     try {
@@ -96,14 +112,34 @@ export class BmcPowerExecutor implements PowerExecutor {
       const e = asFastfenceError(err, "FF_INVALID_CONFIG");
       const iso = new Date(start).toISOString();
       return [
-        { round: a.round, level: 0, driver: a.levels[0]?.driver ?? "redfish", by: a.holder, startedAt: iso, finishedAt: new Date(this.clock.now()).toISOString(), result: "error", errorCode: e.code, message: e.message },
+        {
+          round: a.round,
+          level: 0,
+          driver: a.levels[0]?.driver ?? "redfish",
+          by: a.holder,
+          startedAt: iso,
+          finishedAt: new Date(this.clock.now()).toISOString(),
+          result: "error",
+          errorCode: e.code,
+          message: e.message,
+        },
       ];
     }
-    const outcome = await fenceWithLevels(levels, { now: () => this.clock.now(), signal, sleep: (ms, s) => this.clock.sleep(ms, s) });
-    return outcome.attempts.map((x) => toAttempt(x, a.round, a.holder, a.levels[x.level]?.driver ?? "redfish"));
+    const outcome = await fenceWithLevels(levels, {
+      now: () => this.clock.now(),
+      signal,
+      sleep: (ms, s) => this.clock.sleep(ms, s),
+    });
+    return outcome.attempts.map((x) =>
+      toAttempt(x, a.round, a.holder, a.levels[x.level]?.driver ?? "redfish"),
+    );
   }
 
-  async powerOn(a: Extract<Action, { kind: "powerOn" }>, _policy: FencingPolicySpec, signal: AbortSignal): Promise<void> {
+  async powerOn(
+    a: Extract<Action, { kind: "powerOn" }>,
+    _policy: FencingPolicySpec,
+    signal: AbortSignal,
+  ): Promise<void> {
     let lastErr: unknown;
     for (const l of a.levels) {
       try {
@@ -114,6 +150,9 @@ export class BmcPowerExecutor implements PowerExecutor {
         lastErr = err;
       }
     }
-    throw new FastfenceError("FF_BMC_UNREACHABLE", `no fencing level could power ${a.node} on`, { cause: lastErr, retriable: true });
+    throw new FastfenceError("FF_BMC_UNREACHABLE", `no fencing level could power ${a.node} on`, {
+      cause: lastErr,
+      retriable: true,
+    });
   }
 }

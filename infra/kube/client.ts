@@ -45,8 +45,12 @@ export class KubeApiError extends FastfenceError {
   readonly status: number;
   readonly body: unknown;
   constructor(status: number, what: string, body: unknown, cause: unknown) {
-    const code = status === 409 ? "FF_KUBE_CONFLICT" : status === 404 ? "FF_KUBE_NOT_FOUND" : "FF_KUBE_UNAVAILABLE";
-    const reason = typeof body === "object" && body && "message" in body ? String((body as { message: unknown }).message) : `HTTP ${status}`;
+    const code =
+      status === 409 ? "FF_KUBE_CONFLICT" : status === 404 ? "FF_KUBE_NOT_FOUND" : "FF_KUBE_UNAVAILABLE";
+    const reason =
+      typeof body === "object" && body && "message" in body
+        ? String((body as { message: unknown }).message)
+        : `HTTP ${status}`;
     super(code, `${what}: ${reason}`, { cause, retriable: status === 429 || status >= 500 });
     this.status = status;
     this.body = body;
@@ -112,7 +116,10 @@ export class Kube {
   static fromEnvironment(cfg: KubeClientConfig = {}): Kube {
     const kc = new KubeConfig();
     kc.loadFromDefault();
-    const extra = (process.env.FASTFENCE_KUBE_ENDPOINTS ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+    const extra = (process.env.FASTFENCE_KUBE_ENDPOINTS ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
     return new Kube(kc, { extraEndpoints: extra, ...cfg });
   }
 
@@ -134,6 +141,9 @@ export class Kube {
         lastErr = err;
       }
     }
-    throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered`, { cause: lastErr, retriable: true });
+    throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered`, {
+      cause: lastErr,
+      retriable: true,
+    });
   }
 }

@@ -3,7 +3,15 @@
 // returned as KubeApiError(FF_KUBE_CONFLICT) for the caller to re-read and re-decide;
 // this module never retries a conflicting write itself and never edits status fields
 // it was not given.
-import { isTerminal, NODE_LABEL, NODEFENCE_GROUP, NODEFENCE_PLURAL, NODEFENCE_VERSION, type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
+import {
+  isTerminal,
+  NODE_LABEL,
+  NODEFENCE_GROUP,
+  NODEFENCE_PLURAL,
+  NODEFENCE_VERSION,
+  type NodeFence,
+  type NodeFenceStatus,
+} from "../../core/incident.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
 const G = { group: NODEFENCE_GROUP, version: NODEFENCE_VERSION, plural: NODEFENCE_PLURAL };
@@ -29,7 +37,11 @@ export class IncidentStore {
 
   async list(labelSelector?: string): Promise<NodeFence[]> {
     const l = (await this.kube.call("list nodefences", (a) =>
-      a.custom.listNamespacedCustomObject({ ...G, namespace: this.namespace, ...(labelSelector ? { labelSelector } : {}) }),
+      a.custom.listNamespacedCustomObject({
+        ...G,
+        namespace: this.namespace,
+        ...(labelSelector ? { labelSelector } : {}),
+      }),
     )) as { items?: NodeFence[] };
     return l.items ?? [];
   }
@@ -40,8 +52,12 @@ export class IncidentStore {
 
   /** The node's newest incident that is not in a terminal phase. */
   async openForNode(node: string): Promise<NodeFence | undefined> {
-    const open = (await this.list(`${NODE_LABEL}=${node}`)).filter((i) => !isTerminal(i.status?.phase ?? "Suspected"));
-    open.sort((a, b) => (b.metadata.creationTimestamp ?? "").localeCompare(a.metadata.creationTimestamp ?? ""));
+    const open = (await this.list(`${NODE_LABEL}=${node}`)).filter(
+      (i) => !isTerminal(i.status?.phase ?? "Suspected"),
+    );
+    open.sort((a, b) =>
+      (b.metadata.creationTimestamp ?? "").localeCompare(a.metadata.creationTimestamp ?? ""),
+    );
     return open[0];
   }
 
@@ -62,7 +78,8 @@ export class IncidentStore {
   /** Replaces the status if the object is still at `resourceVersion` (else 409). */
   async writeStatus(name: string, resourceVersion: string, status: NodeFenceStatus): Promise<NodeFence> {
     const current = await this.get(name);
-    if (!current) throw new KubeApiError(404, `write status of nodefence ${name}`, { message: "not found" }, undefined);
+    if (!current)
+      throw new KubeApiError(404, `write status of nodefence ${name}`, { message: "not found" }, undefined);
     const body = { ...current, metadata: { ...current.metadata, resourceVersion }, status };
     return (await this.kube.call(`write status of nodefence ${name}`, (a) =>
       a.custom.replaceNamespacedCustomObjectStatus({ ...G, namespace: this.namespace, name, body }),

@@ -28,7 +28,8 @@ export class MicroTime extends Date {
   }
 }
 
-export type LeaseResult = { acquired: true; lease: V1Lease } | { acquired: false; holder: string; expiresAt: number };
+export type LeaseResult =
+  { acquired: true; lease: V1Lease } | { acquired: false; holder: string; expiresAt: number };
 
 export function fenceLeaseName(node: string): string {
   return `fastfence-fence-${node}`.slice(0, 253);
@@ -59,7 +60,9 @@ export class LeaseManager {
     };
     let current: V1Lease | undefined;
     try {
-      current = await this.kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
+      current = await this.kube.call(`read lease ${name}`, (a) =>
+        a.coordination.readNamespacedLease({ name, namespace }),
+      );
     } catch (err) {
       if (!(err instanceof KubeApiError && err.status === 404)) throw err;
     }
@@ -71,24 +74,34 @@ export class LeaseManager {
         return { acquired: true, lease };
       }
       const heldBy = current.spec?.holderIdentity ?? "";
-      if (heldBy && heldBy !== holder && expiry(current) > now) return { acquired: false, holder: heldBy, expiresAt: expiry(current) };
+      if (heldBy && heldBy !== holder && expiry(current) > now)
+        return { acquired: false, holder: heldBy, expiresAt: expiry(current) };
       const body: V1Lease = {
         ...current,
         spec: {
           ...current.spec,
           ...spec,
-          acquireTime: heldBy === holder && current.spec?.acquireTime ? new MicroTime(current.spec.acquireTime) : spec.acquireTime,
+          acquireTime:
+            heldBy === holder && current.spec?.acquireTime
+              ? new MicroTime(current.spec.acquireTime)
+              : spec.acquireTime,
           leaseTransitions: (current.spec?.leaseTransitions ?? 0) + (heldBy === holder ? 0 : 1),
         },
       };
-      const lease = await this.kube.call(`update lease ${name}`, (a) => a.coordination.replaceNamespacedLease({ name, namespace, body }));
+      const lease = await this.kube.call(`update lease ${name}`, (a) =>
+        a.coordination.replaceNamespacedLease({ name, namespace, body }),
+      );
       return { acquired: true, lease };
     } catch (err) {
       if (err instanceof KubeApiError && (err.status === 409 || err.status === 422 || err.status === 404)) {
         const again = await this.kube
           .call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }))
           .catch(() => undefined);
-        return { acquired: false, holder: again?.spec?.holderIdentity ?? "unknown", expiresAt: again ? expiry(again) : now };
+        return {
+          acquired: false,
+          holder: again?.spec?.holderIdentity ?? "unknown",
+          expiresAt: again ? expiry(again) : now,
+        };
       }
       throw err;
     }
@@ -98,10 +111,15 @@ export class LeaseManager {
   async release(name: string, holder: string): Promise<void> {
     const { namespace } = this.cfg;
     try {
-      const current = await this.kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
+      const current = await this.kube.call(`read lease ${name}`, (a) =>
+        a.coordination.readNamespacedLease({ name, namespace }),
+      );
       if (current.spec?.holderIdentity !== holder) return;
       await this.kube.call(`release lease ${name}`, (a) =>
-        a.coordination.replaceNamespacedLease({ name, namespace, body: {
+        a.coordination.replaceNamespacedLease({
+          name,
+          namespace,
+          body: {
             ...current,
             spec: {
               ...current.spec,
@@ -115,7 +133,9 @@ export class LeaseManager {
       );
     } catch (err) {
       if (err instanceof KubeApiError && (err.status === 404 || err.status === 409)) return;
-      throw err instanceof FastfenceError ? err : new FastfenceError("FF_KUBE_UNAVAILABLE", `release lease ${name}`, { cause: err });
+      throw err instanceof FastfenceError
+        ? err
+        : new FastfenceError("FF_KUBE_UNAVAILABLE", `release lease ${name}`, { cause: err });
     }
   }
 }
@@ -127,7 +147,9 @@ export async function readLeaseInfo(
   name: string,
 ): Promise<{ holder?: string; renewTime?: string; durationMs: number } | undefined> {
   try {
-    const l = await kube.call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }));
+    const l = await kube.call(`read lease ${name}`, (a) =>
+      a.coordination.readNamespacedLease({ name, namespace }),
+    );
     const renew = l.spec?.renewTime ?? l.spec?.acquireTime;
     return {
       ...(l.spec?.holderIdentity ? { holder: l.spec.holderIdentity } : {}),

@@ -7,7 +7,11 @@ import type { V1Node, V1Taint } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
-export const OUT_OF_SERVICE_TAINT: V1Taint = { key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute" };
+export const OUT_OF_SERVICE_TAINT: V1Taint = {
+  key: "node.kubernetes.io/out-of-service",
+  value: "nodeshutdown",
+  effect: "NoExecute",
+};
 const CONTROL_PLANE_LABELS = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
 
 export interface NodeInfo {
@@ -71,7 +75,9 @@ export class NodeOps {
       const taints = node.spec?.taints ?? [];
       const has = taints.some((t) => sameTaint(t, taint));
       if (has === present) return false;
-      const next = present ? [...taints, { ...taint, timeAdded: new Date() }] : taints.filter((t) => !sameTaint(t, taint));
+      const next = present
+        ? [...taints, { ...taint, timeAdded: new Date() }]
+        : taints.filter((t) => !sameTaint(t, taint));
       try {
         await this.kube.call(`update taints of node ${name}`, (a) =>
           a.core.replaceNode({ name, body: { ...node, spec: { ...node.spec, taints: next } } }),
@@ -82,7 +88,9 @@ export class NodeOps {
         throw err;
       }
     }
-    throw new FastfenceError("FF_KUBE_CONFLICT", `taint of node ${name}: too many concurrent updates`, { retriable: true });
+    throw new FastfenceError("FF_KUBE_CONFLICT", `taint of node ${name}: too many concurrent updates`, {
+      retriable: true,
+    });
   }
 
   /** Force-deletes (grace period 0) every pod bound to the node. */
@@ -96,7 +104,12 @@ export class NodeOps {
       const namespace = p.metadata?.namespace ?? "default";
       try {
         await this.kube.call(`delete pod ${namespace}/${name}`, (a) =>
-          a.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0 } }),
+          a.core.deleteNamespacedPod({
+            name,
+            namespace,
+            gracePeriodSeconds: 0,
+            body: { gracePeriodSeconds: 0 },
+          }),
         );
       } catch (err) {
         if (!(err instanceof KubeApiError && err.status === 404)) throw err;
@@ -115,9 +128,14 @@ export class NodeOps {
       try {
         if (va.metadata?.finalizers?.length)
           await this.kube.call(`clear finalizers of volumeattachment ${name}`, (a) =>
-            a.storage.replaceVolumeAttachment({ name, body: { ...va, metadata: { ...va.metadata, finalizers: [] } } }),
+            a.storage.replaceVolumeAttachment({
+              name,
+              body: { ...va, metadata: { ...va.metadata, finalizers: [] } },
+            }),
           );
-        await this.kube.call(`delete volumeattachment ${name}`, (a) => a.storage.deleteVolumeAttachment({ name, gracePeriodSeconds: 0 }));
+        await this.kube.call(`delete volumeattachment ${name}`, (a) =>
+          a.storage.deleteVolumeAttachment({ name, gracePeriodSeconds: 0 }),
+        );
       } catch (err) {
         if (!(err instanceof KubeApiError && err.status === 404)) throw err;
       }
@@ -128,10 +146,16 @@ export class NodeOps {
 
   /** Deletes the KubeVirt VirtualMachineInstances that ran on the node (their VMs restart elsewhere). */
   async deleteVmis(node: string): Promise<string[]> {
-    let list: { items?: { metadata?: { name?: string; namespace?: string }; status?: { nodeName?: string } }[] };
+    let list: {
+      items?: { metadata?: { name?: string; namespace?: string }; status?: { nodeName?: string } }[];
+    };
     try {
       list = (await this.kube.call("list vmis", (a) =>
-        a.custom.listClusterCustomObject({ group: "kubevirt.io", version: "v1", plural: "virtualmachineinstances" }),
+        a.custom.listClusterCustomObject({
+          group: "kubevirt.io",
+          version: "v1",
+          plural: "virtualmachineinstances",
+        }),
       )) as typeof list;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return []; // KubeVirt not installed

@@ -3,7 +3,12 @@
 // read. An invalid policy is an error naming the bad fields, never silently replaced by
 // defaults; a missing policy means the defaults.
 import { InvalidInputError } from "../../core/errors.ts";
-import { FENCING_POLICY_GROUP, FENCING_POLICY_VERSION, FencingPolicySpecSchema, type FencingPolicySpec } from "../../core/policy.ts";
+import {
+  FENCING_POLICY_GROUP,
+  FENCING_POLICY_VERSION,
+  FencingPolicySpecSchema,
+  type FencingPolicySpec,
+} from "../../core/policy.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
 export class PolicyReader {
@@ -26,7 +31,12 @@ export class PolicyReader {
     let spec: unknown = {};
     try {
       const obj = (await this.kube.call(`read fencingpolicy ${this.name}`, (a) =>
-        a.custom.getClusterCustomObject({ group: FENCING_POLICY_GROUP, version: FENCING_POLICY_VERSION, plural: "fencingpolicies", name: this.name }),
+        a.custom.getClusterCustomObject({
+          group: FENCING_POLICY_GROUP,
+          version: FENCING_POLICY_VERSION,
+          plural: "fencingpolicies",
+          name: this.name,
+        }),
       )) as { spec?: unknown };
       spec = obj.spec ?? {};
     } catch (err) {

@@ -41,6 +41,10 @@ export function deadLetterRecord(
   return {
     key: original.key,
     value: Buffer.from(JSON.stringify(body)),
-    headers: { "content-type": "application/json", "fastfence-dlq-code": error.code, "fastfence-dlq-function": origin.function },
+    headers: {
+      "content-type": "application/json",
+      "fastfence-dlq-code": error.code,
+      "fastfence-dlq-function": origin.function,
+    },
   };
 }

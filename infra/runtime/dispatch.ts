@@ -32,7 +32,11 @@ export interface DispatchConfig {
   retryBackoffMs: number;
 }
 
-export const DEFAULT_DISPATCH: DispatchConfig = { handlerTimeoutMs: 10_000, maxAttempts: 5, retryBackoffMs: 100 };
+export const DEFAULT_DISPATCH: DispatchConfig = {
+  handlerTimeoutMs: 10_000,
+  maxAttempts: 5,
+  retryBackoffMs: 100,
+};
 
 export type DispatchResult =
   | { kind: "done"; event: FfEvent; outcome: Outcome; emitted: FfEvent[] }
@@ -65,13 +69,20 @@ export function createDispatcher(opts: {
       const onOuter = () => ctrl.abort(outer.reason);
       outer.addEventListener("abort", onOuter, { once: true });
       const timer = setTimeout(
-        () => ctrl.abort(new FastfenceError("FF_INTERNAL", `handler exceeded ${cfg.handlerTimeoutMs} ms`, { retriable: true })),
+        () =>
+          ctrl.abort(
+            new FastfenceError("FF_INTERNAL", `handler exceeded ${cfg.handlerTimeoutMs} ms`, {
+              retriable: true,
+            }),
+          ),
         cfg.handlerTimeoutMs,
       );
       const end = metrics.handlerSeconds.startTimer({ function: fn, type: event.type });
       try {
         const deadline = new Promise<never>((_, reject) =>
-          ctrl.signal.addEventListener("abort", () => reject(asFastfenceError(ctrl.signal.reason)), { once: true }),
+          ctrl.signal.addEventListener("abort", () => reject(asFastfenceError(ctrl.signal.reason)), {
+            once: true,
+          }),
         );
         return await Promise.race([handler(event, { log: elog, clock, signal: ctrl.signal }), deadline]);
       } catch (err) {
@@ -104,7 +115,10 @@ export function createDispatcher(opts: {
       }
       metrics.eventsIn.inc({ function: fn, type: event.type });
       if (!subscribed.has(event.type)) return { kind: "skipped", event };
-      const elog = forIncident(log, event.ffincident, event.subject).child({ eventId: event.id, eventType: event.type });
+      const elog = forIncident(log, event.ffincident, event.subject).child({
+        eventId: event.id,
+        eventType: event.type,
+      });
       let result;
       try {
         result = await runHandler(event, elog, signal);
@@ -121,7 +135,8 @@ export function createDispatcher(opts: {
         return { kind: "dead-letter", event, error: e };
       }
       const lag = (clock.now() - Date.parse(event.time)) / 1000;
-      if (Number.isFinite(lag)) metrics.stageLatencySeconds.observe({ function: fn, type: event.type }, Math.max(0, lag));
+      if (Number.isFinite(lag))
+        metrics.stageLatencySeconds.observe({ function: fn, type: event.type }, Math.max(0, lag));
       metrics.outcomes.inc({ function: fn, outcome: result.outcome.kind });
       if (result.outcome.kind === "rejected") {
         const e = new FastfenceError("FF_INVALID_EVENT", result.outcome.reason);

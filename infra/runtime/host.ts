@@ -27,7 +27,8 @@ import { startKafkaRuntime } from "./kafka-runtime.ts";
 export const catalogView: CatalogView = {
   parse: parseEvent,
   topicOf: (type) => {
-    if (!isEventType(type)) throw new FastfenceError("FF_INVALID_EVENT", `no topic for unknown event type ${type}`);
+    if (!isEventType(type))
+      throw new FastfenceError("FF_INVALID_EVENT", `no topic for unknown event type ${type}`);
     return CATALOG[type].topic;
   },
   deadLetterTopic: TOPICS.deadLetter,
@@ -68,13 +69,20 @@ export async function hostFunction(opts: {
 }): Promise<HostedFunction> {
   const { config } = opts;
   const def = findFunction(opts.name);
-  if (!def) throw new FastfenceError("FF_INVALID_CONFIG", `unknown function "${opts.name}"; functions: ${functionNames().join(", ")}`);
+  if (!def)
+    throw new FastfenceError(
+      "FF_INVALID_CONFIG",
+      `unknown function "${opts.name}"; functions: ${functionNames().join(", ")}`,
+    );
   const clock = opts.clock ?? systemClock;
   const log = (opts.log ?? createLogger(def.name)).child({ replica: config.FASTFENCE_REPLICA });
   const metrics = createFunctionMetrics({ defaultMetrics: !opts.bus });
   const kube = new Kube(opts.kubeConfig, {
     requestTimeoutMs: config.FASTFENCE_KUBE_TIMEOUT_MS,
-    extraEndpoints: (config.FASTFENCE_KUBE_ENDPOINTS ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+    extraEndpoints: (config.FASTFENCE_KUBE_ENDPOINTS ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
   });
   const ns = config.FASTFENCE_NAMESPACE;
   const deps: RuntimeDeps = {
@@ -95,12 +103,27 @@ export async function hostFunction(opts: {
   const needBus = "kafka" in opts.mode;
   let bus = opts.bus;
   if (!bus && (needBus || config.FASTFENCE_KAFKA_BROKERS)) {
-    if (!config.FASTFENCE_KAFKA_BROKERS) throw new FastfenceError("FF_INVALID_CONFIG", "FASTFENCE_KAFKA_BROKERS is required for --kafka");
-    bus = new KafkaJsBus({ brokers: config.FASTFENCE_KAFKA_BROKERS, clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`, sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS, log });
+    if (!config.FASTFENCE_KAFKA_BROKERS)
+      throw new FastfenceError("FF_INVALID_CONFIG", "FASTFENCE_KAFKA_BROKERS is required for --kafka");
+    bus = new KafkaJsBus({
+      brokers: config.FASTFENCE_KAFKA_BROKERS,
+      clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`,
+      sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
+      log,
+    });
   }
   const dispatch = { handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS };
   if ("kafka" in opts.mode) {
-    const rt = await startKafkaRuntime({ def, handler, bus: bus!, catalog: catalogView, clock, log, metrics, config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch } });
+    const rt = await startKafkaRuntime({
+      def,
+      handler,
+      bus: bus!,
+      catalog: catalogView,
+      clock,
+      log,
+      metrics,
+      config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
+    });
     return {
       name: def.name,
       ready: rt.ready,
@@ -123,7 +146,13 @@ export async function hostFunction(opts: {
     ...(opts.mode.host ? { host: opts.mode.host } : {}),
     replica: config.FASTFENCE_REPLICA,
     dispatch,
-    ...(b ? { publishExtra: async (evs) => { for (const ev of evs) await b.publish(catalogView.topicOf(ev.type), [encodeKafka(ev)]); } } : {}),
+    ...(b
+      ? {
+          publishExtra: async (evs) => {
+            for (const ev of evs) await b.publish(catalogView.topicOf(ev.type), [encodeKafka(ev)]);
+          },
+        }
+      : {}),
   });
   return {
     name: def.name,

@@ -73,7 +73,10 @@ export async function startHttpRuntime(opts: {
     try {
       body = await readBody(req);
     } catch (err) {
-      const e = err instanceof InvalidInputError ? err : new InvalidInputError("FF_INVALID_EVENT", "cannot read request body");
+      const e =
+        err instanceof InvalidInputError
+          ? err
+          : new InvalidInputError("FF_INVALID_EVENT", "cannot read request body");
       return json(res, 413, { error: e.code, message: e.message });
     }
     const result = await dispatcher.dispatch(() => decodeHttp(req.headers, body), stopping.signal);
@@ -94,12 +97,21 @@ export async function startHttpRuntime(opts: {
     const [first, ...rest] = result.emitted;
     if (rest.length) {
       if (!opts.publishExtra)
-        return json(res, 500, { error: "FF_INTERNAL", message: `handler emitted ${result.emitted.length} events but no extra sink is configured` });
+        return json(res, 500, {
+          error: "FF_INTERNAL",
+          message: `handler emitted ${result.emitted.length} events but no extra sink is configured`,
+        });
       try {
         await opts.publishExtra(rest);
       } catch (err) {
-        log.error({ incident: result.event.ffincident ?? "none", node: result.event.subject, err }, "publishing extra events failed");
-        return json(res, 503, { error: "FF_BUS_UNAVAILABLE", message: "publishing emitted events failed; retry" });
+        log.error(
+          { incident: result.event.ffincident ?? "none", node: result.event.subject, err },
+          "publishing extra events failed",
+        );
+        return json(res, 503, {
+          error: "FF_BUS_UNAVAILABLE",
+          message: "publishing emitted events failed; retry",
+        });
       }
     }
     if (!first) {
@@ -113,7 +125,8 @@ export async function startHttpRuntime(opts: {
 
   const server = createServer((req, res) => {
     const url = req.url ?? "/";
-    if (req.method === "GET" && (url === "/health/readiness" || url === "/health/liveness")) return json(res, 200, { status: "ok" });
+    if (req.method === "GET" && (url === "/health/readiness" || url === "/health/liveness"))
+      return json(res, 200, { status: "ok" });
     if (req.method === "GET" && url === "/metrics") {
       void metrics.registry.metrics().then((m) => {
         res.writeHead(200, { "content-type": metrics.registry.contentType });
@@ -122,7 +135,10 @@ export async function startHttpRuntime(opts: {
       return;
     }
     if (req.method !== "POST" || (url !== "/" && !url.startsWith("/?")))
-      return json(res, 404, { error: "not found", message: "POST CloudEvents to /; GET /health/readiness, /health/liveness, /metrics" });
+      return json(res, 404, {
+        error: "not found",
+        message: "POST CloudEvents to /; GET /health/readiness, /health/liveness, /metrics",
+      });
     onEvent(req, res).catch((err: unknown) => {
       log.error({ incident: "none", node: "unknown", err }, "unexpected error handling a request");
       if (!res.headersSent) json(res, 500, { error: "FF_INTERNAL", message: "internal error" });

@@ -52,7 +52,8 @@ export async function startKafkaRuntime(opts: {
   const dispatcher = createDispatcher({ ...opts, source, config: config.dispatch ?? {} });
   const stopping = new AbortController();
   const topics = [...new Set(def.subscriptions.map((s) => s.topic))];
-  const groupId = config.groupMode === "shared" ? `fastfence-${def.name}` : `fastfence-${def.name}-${config.replica}`;
+  const groupId =
+    config.groupMode === "shared" ? `fastfence-${def.name}` : `fastfence-${def.name}-${config.replica}`;
 
   async function onRecord(rec: BusRecord): Promise<void> {
     const result = await dispatcher.dispatch(() => decodeKafka(rec), stopping.signal);
@@ -66,7 +67,13 @@ export async function startKafkaRuntime(opts: {
         deadLetterRecord(
           result.error,
           rec,
-          { function: def.name, transport: "kafka", topic: rec.topic, partition: rec.partition, offset: rec.offset },
+          {
+            function: def.name,
+            transport: "kafka",
+            topic: rec.topic,
+            partition: rec.partition,
+            offset: rec.offset,
+          },
           clock.now(),
         ),
       ]);
@@ -88,7 +95,10 @@ export async function startKafkaRuntime(opts: {
   try {
     sub = await bus.subscribe({ groupId, topics, fromBeginning: false, onRecord });
   } catch (err) {
-    throw new FastfenceError("FF_BUS_UNAVAILABLE", `cannot subscribe ${def.name} to ${topics.join(", ")}`, { cause: err, retriable: true });
+    throw new FastfenceError("FF_BUS_UNAVAILABLE", `cannot subscribe ${def.name} to ${topics.join(", ")}`, {
+      cause: err,
+      retriable: true,
+    });
   }
   log.info({ incident: "none", node: "none", groupId, topics }, "kafka runtime started");
   return {

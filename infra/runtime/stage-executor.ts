@@ -7,7 +7,15 @@
 // re-reads and decides again, a bounded number of times. It never executes an action
 // the pure stage did not return.
 import { FastfenceError } from "../../core/errors.ts";
-import type { Action, Decision, DecideInput, NodeInfo, Self, View, ViewRequest } from "../../core/decision.ts";
+import type {
+  Action,
+  Decision,
+  DecideInput,
+  NodeInfo,
+  Self,
+  View,
+  ViewRequest,
+} from "../../core/decision.ts";
 import type { Attempt, NodeFence } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
@@ -20,8 +28,16 @@ import type { PolicyReader } from "../kube/policy.ts";
 
 /** Runs power actions for fence and recover (infra/fence/power.ts). */
 export interface PowerExecutor {
-  powerOff(a: Extract<Action, { kind: "powerOff" }>, policy: FencingPolicySpec, signal: AbortSignal): Promise<Attempt[]>;
-  powerOn(a: Extract<Action, { kind: "powerOn" }>, policy: FencingPolicySpec, signal: AbortSignal): Promise<void>;
+  powerOff(
+    a: Extract<Action, { kind: "powerOff" }>,
+    policy: FencingPolicySpec,
+    signal: AbortSignal,
+  ): Promise<Attempt[]>;
+  powerOn(
+    a: Extract<Action, { kind: "powerOn" }>,
+    policy: FencingPolicySpec,
+    signal: AbortSignal,
+  ): Promise<void>;
 }
 
 export interface StageAdapters {
@@ -38,7 +54,13 @@ export interface StageAdapters {
 export interface StageHooks {
   /** Extra decide input (fence: trustedConfirmers). */
   extraInput?: () => Record<string, unknown>;
-  onPowerOffResult?: (i: { incident: NodeFence; result: { attempts: Attempt[] }; policy: FencingPolicySpec; now: number; self: Self }) => Decision;
+  onPowerOffResult?: (i: {
+    incident: NodeFence;
+    result: { attempts: Attempt[] };
+    policy: FencingPolicySpec;
+    now: number;
+    self: Self;
+  }) => Decision;
   onReleased?: (i: {
     incident: NodeFence;
     counts: { podsDeleted: number; volumeAttachmentsDeleted: number; vmisDeleted: number };
@@ -62,12 +84,21 @@ function toCoreNode(n: KubeNodeInfo): NodeInfo {
 /** How many times a stale view is re-read and re-decided before giving up (retriable). */
 const MAX_REDECIDE = 4;
 
-export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAdapters, self: Self, hooks: StageHooks = {}): EventHandler {
+export function stageHandler(
+  stage: PureStage<DecideInput<FfEvent>>,
+  ad: StageAdapters,
+  self: Self,
+  hooks: StageHooks = {},
+): EventHandler {
   async function readView(req: ViewRequest, now: number): Promise<View> {
     const policy = await ad.policy.get(now);
     const [node, incident, lease, nodes, openIncidents] = await Promise.all([
       ad.nodes.get(req.node),
-      req.incident ? ad.incidents.get(req.incident) : req.openIncidentOfNode ? ad.incidents.openForNode(req.node) : Promise.resolve(undefined),
+      req.incident
+        ? ad.incidents.get(req.incident)
+        : req.openIncidentOfNode
+          ? ad.incidents.openForNode(req.node)
+          : Promise.resolve(undefined),
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
       req.cluster ? ad.nodes.list() : Promise.resolve([]),
       req.cluster ? ad.incidents.listOpen() : Promise.resolve([]),
@@ -82,7 +113,11 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
     };
   }
 
-  async function execute(decision: Decision, view: View, ctx: HandlerContext): Promise<{ emit: OutgoingEvent[]; details: string[] }> {
+  async function execute(
+    decision: Decision,
+    view: View,
+    ctx: HandlerContext,
+  ): Promise<{ emit: OutgoingEvent[]; details: string[] }> {
     const emit: OutgoingEvent[] = [];
     const details: string[] = [];
     let last: NodeFence | undefined = view.incident;
@@ -95,7 +130,8 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
           try {
             last = await ad.incidents.create(a.incident);
           } catch (err) {
-            if (err instanceof KubeApiError && err.status === 409) throw new StaleView(`create incident ${a.incident.metadata.name}`, err);
+            if (err instanceof KubeApiError && err.status === 409)
+              throw new StaleView(`create incident ${a.incident.metadata.name}`, err);
             throw err;
           }
           break;
@@ -103,7 +139,8 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
           try {
             last = await ad.incidents.writeStatus(a.name, a.expectedResourceVersion, a.status);
           } catch (err) {
-            if (err instanceof KubeApiError && err.status === 409) throw new StaleView(`update incident ${a.name}`, err);
+            if (err instanceof KubeApiError && err.status === 409)
+              throw new StaleView(`update incident ${a.name}`, err);
             throw err;
           }
           break;
@@ -113,7 +150,11 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
           break;
         }
         case "releaseLease":
-          await ad.leases.release(a.leaseName, a.holder).catch((err: unknown) => ctx.log.warn({ err }, "releasing the lease failed; it expires by itself"));
+          await ad.leases
+            .release(a.leaseName, a.holder)
+            .catch((err: unknown) =>
+              ctx.log.warn({ err }, "releasing the lease failed; it expires by itself"),
+            );
           break;
         case "waitUntil": {
           const wait = a.at - ctx.clock.now();
@@ -121,18 +162,30 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
           break;
         }
         case "powerOff": {
-          if (!ad.power || !hooks.onPowerOffResult) throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
+          if (!ad.power || !hooks.onPowerOffResult)
+            throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
           if (!last) throw new FastfenceError("FF_INTERNAL", "powerOff without an incident");
           const attempts = await ad.power.powerOff(a, view.policy, ctx.signal);
-          const follow = hooks.onPowerOffResult({ incident: last, result: { attempts }, policy: view.policy, now: ctx.clock.now(), self });
-          details.push(follow.outcome.kind === "processed" ? (follow.outcome.detail ?? "") : `power-off result ${follow.outcome.kind}`);
+          const follow = hooks.onPowerOffResult({
+            incident: last,
+            result: { attempts },
+            policy: view.policy,
+            now: ctx.clock.now(),
+            self,
+          });
+          details.push(
+            follow.outcome.kind === "processed"
+              ? (follow.outcome.detail ?? "")
+              : `power-off result ${follow.outcome.kind}`,
+          );
           const r = await execute(follow, { ...view, incident: last }, ctx);
           emit.push(...r.emit);
           details.push(...r.details);
           break;
         }
         case "powerOn":
-          if (!ad.power) throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
+          if (!ad.power)
+            throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
           await ad.power.powerOn(a, view.policy, ctx.signal);
           break;
         case "setTaint":
@@ -156,7 +209,13 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
       }
     }
     if (released && hooks.onReleased && last) {
-      const follow = hooks.onReleased({ incident: last, counts, policy: view.policy, now: ctx.clock.now(), self });
+      const follow = hooks.onReleased({
+        incident: last,
+        counts,
+        policy: view.policy,
+        now: ctx.clock.now(),
+        self,
+      });
       const r = await execute(follow, { ...view, incident: last }, ctx);
       emit.push(...r.emit);
       details.push(...r.details);
@@ -181,7 +240,10 @@ export function stageHandler(stage: PureStage<DecideInput<FfEvent>>, ad: StageAd
         }
         if (err instanceof StaleView) {
           // Another replica won every race: its outcome is recorded; ours is a duplicate.
-          return { outcome: { kind: "ignored", reason: `lost ${round} races to other replicas: ${err.message}` }, emit: [] };
+          return {
+            outcome: { kind: "ignored", reason: `lost ${round} races to other replicas: ${err.message}` },
+            emit: [],
+          };
         }
         throw err;
       }

@@ -90,11 +90,29 @@ function nodeObject(name: string, bootId: string, opts: KwokOptions): V1Node {
   };
 }
 
+/** Read-modify-write of a Node's status, retried on 409 (kcm also writes new nodes). */
+async function updateNodeStatus(
+  core: CoreV1Api,
+  name: string,
+  mutate: (node: V1Node) => void,
+): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    const node = await core.readNodeStatus({ name });
+    mutate(node);
+    try {
+      await core.replaceNodeStatus({ name, body: node });
+      return;
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409 || attempt >= 20) throw err;
+    }
+  }
+}
+
 async function setBootId(core: CoreV1Api, name: string, bootId: string): Promise<void> {
-  const node = await core.readNodeStatus({ name });
-  if (!node.status?.nodeInfo) throw new EnvError(`node ${name} has no status.nodeInfo`);
-  node.status.nodeInfo.bootID = bootId;
-  await core.replaceNodeStatus({ name, body: node });
+  await updateNodeStatus(core, name, (node) => {
+    if (!node.status?.nodeInfo) throw new EnvError(`node ${name} has no status.nodeInfo`);
+    node.status.nodeInfo.bootID = bootId;
+  });
 }
 
 /** Create the Node objects and start one kwok process per node. */
@@ -144,10 +162,11 @@ export async function startKwokNodes(
     await Promise.all(
       names.map(async (name) => {
         const bootId = randomUUID();
-        const created = await core.createNode({ body: nodeObject(name, bootId, opts) });
+        await core.createNode({ body: nodeObject(name, bootId, opts) });
         // The create call drops status: write it through the status subresource.
-        created.status = nodeObject(name, bootId, opts).status;
-        await core.replaceNodeStatus({ name, body: created });
+        await updateNodeStatus(core, name, (node) => {
+          node.status = { ...node.status, ...nodeObject(name, bootId, opts).status };
+        });
         let proc = spawnKwok(name);
         const handle: KwokNode = {
           name,

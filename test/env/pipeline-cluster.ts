@@ -158,7 +158,9 @@ export async function startPipelineCluster(
     const policy: FencingPolicySpecInput = { ...base };
     for (const [k, v] of Object.entries(opts.policy ?? {}))
       (policy as Record<string, unknown>)[k] =
-        v && typeof v === "object" && !Array.isArray(v) ? { ...((base as Record<string, object>)[k] ?? {}), ...v } : v;
+        v && typeof v === "object" && !Array.isArray(v)
+          ? { ...((base as Record<string, object>)[k] ?? {}), ...v }
+          : v;
     const custom = kc.makeApiClient(CustomObjectsApi);
     await custom.createClusterCustomObject({
       group: "fastfence.io",

@@ -22,7 +22,12 @@ async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 30_00
 
 function testEvent(n: number): FfEvent {
   return envelope(
-    { type: "io.fastfence.test.v1", subject: "node-a", ffincident: "node-a-1234abcd", data: { n, text: "héllo" } },
+    {
+      type: "io.fastfence.test.v1",
+      subject: "node-a",
+      ffincident: "node-a-1234abcd",
+      data: { n, text: "héllo" },
+    },
     "/fastfence/test/replica-1",
     Date.now(),
   );
@@ -34,7 +39,12 @@ describe("kafkajs bus on Kafka 4", () => {
     try {
       await bus.ensureTopics([{ topic: "t.roundtrip", partitions: 3, replicationFactor: 1 }]);
       const got: BusRecord[] = [];
-      const sub = await bus.subscribe({ groupId: "g-roundtrip", topics: ["t.roundtrip"], fromBeginning: true, onRecord: async (r) => void got.push(r) });
+      const sub = await bus.subscribe({
+        groupId: "g-roundtrip",
+        topics: ["t.roundtrip"],
+        fromBeginning: true,
+        onRecord: async (r) => void got.push(r),
+      });
       await sub.ready;
       const sent = testEvent(1);
       await bus.publish("t.roundtrip", [encodeKafka(sent)]);
@@ -48,7 +58,13 @@ describe("kafkajs bus on Kafka 4", () => {
       expect(rec.headers["ce_ffincident"]).toBe("node-a-1234abcd");
       expect(rec.headers["ce_traceparent"]).toBe(sent.traceparent);
       const back = decodeKafka(rec);
-      expect(back).toMatchObject({ id: sent.id, type: sent.type, subject: "node-a", ffincident: "node-a-1234abcd", data: { n: 1, text: "héllo" } });
+      expect(back).toMatchObject({
+        id: sent.id,
+        type: sent.type,
+        subject: "node-a",
+        ffincident: "node-a-1234abcd",
+        data: { n: 1, text: "héllo" },
+      });
       await sub.close();
     } finally {
       await bus.close();

@@ -17,15 +17,29 @@ const env = withEnv(async (scope) => {
   await applyObjects(cp.kubeConfig, readManifests(join(ROOT, "knative/base/crds")));
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: "fastfence-system" } } });
-  await core.createNode({ body: { metadata: { name: "node-a" }, status: { nodeInfo: { bootID: "b00710d0-0000-4000-8000-000000000001" } as never } } });
+  await core.createNode({
+    body: {
+      metadata: { name: "node-a" },
+      status: { nodeInfo: { bootID: "b00710d0-0000-4000-8000-000000000001" } as never },
+    },
+  });
   const node = await core.readNode({ name: "node-a" });
-  node.status = { ...node.status, nodeInfo: { ...(node.status?.nodeInfo as object), bootID: "b00710d0-0000-4000-8000-000000000001" } as never };
+  node.status = {
+    ...node.status,
+    nodeInfo: {
+      ...(node.status?.nodeInfo as object),
+      bootID: "b00710d0-0000-4000-8000-000000000001",
+    } as never,
+  };
   await core.replaceNodeStatus({ name: "node-a", body: node });
   const fn = scope.add(
     await hostFunction({
       name: "detect",
       mode: { http: 0, host: "127.0.0.1" },
-      config: loadRuntimeConfig({ FASTFENCE_NAMESPACE: "fastfence-system", FASTFENCE_REPLICA: "detect-test" }),
+      config: loadRuntimeConfig({
+        FASTFENCE_NAMESPACE: "fastfence-system",
+        FASTFENCE_REPLICA: "detect-test",
+      }),
       kubeConfig: cp.kubeConfig,
       log: createLogger("detect", { level: "silent" }),
     }),
@@ -57,7 +71,8 @@ function observed(misses: number) {
 
 function binary(ev: ReturnType<typeof observed>): { headers: Record<string, string>; body: string } {
   const headers: Record<string, string> = { "content-type": "application/json" };
-  for (const [k, v] of Object.entries(ev)) if (k !== "data" && k !== "datacontenttype" && v !== undefined) headers[`ce-${k}`] = String(v);
+  for (const [k, v] of Object.entries(ev))
+    if (k !== "data" && k !== "datacontenttype" && v !== undefined) headers[`ce-${k}`] = String(v);
   return { headers, body: JSON.stringify(ev.data) };
 }
 
@@ -78,13 +93,22 @@ describe("HTTP runtime (Knative Functions contract)", () => {
 
   it("accepts structured mode, and answers 204 when there is nothing to emit", async () => {
     const ev = observed(1);
-    const res = await fetch(env().url, { method: "POST", headers: { "content-type": "application/cloudevents+json" }, body: JSON.stringify(ev) });
+    const res = await fetch(env().url, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify(ev),
+    });
     expect(res.status).toBe(204);
   });
 
   it.each([
     ["not a CloudEvent", { "content-type": "application/json" }, "{}", /not a CloudEvent/],
-    ["invalid JSON in structured mode", { "content-type": "application/cloudevents+json" }, "{nope", /malformed|JSON/i],
+    [
+      "invalid JSON in structured mode",
+      { "content-type": "application/cloudevents+json" },
+      "{nope",
+      /malformed|JSON/i,
+    ],
   ])("rejects %s with 400 naming the problem", async (_name, headers, body, pattern) => {
     const res = await fetch(env().url, { method: "POST", headers, body });
     expect(res.status).toBe(400);
@@ -107,7 +131,11 @@ describe("HTTP runtime (Knative Functions contract)", () => {
 
   it("rejects an event type the function does not handle with 400 listing what it accepts", async () => {
     const ev = { ...observed(5), type: "io.fastfence.node.recovered.v1" };
-    const res = await fetch(env().url, { method: "POST", headers: { "content-type": "application/cloudevents+json" }, body: JSON.stringify(ev) });
+    const res = await fetch(env().url, {
+      method: "POST",
+      headers: { "content-type": "application/cloudevents+json" },
+      body: JSON.stringify(ev),
+    });
     expect(res.status).toBe(400);
   });
 
@@ -115,7 +143,9 @@ describe("HTTP runtime (Knative Functions contract)", () => {
     const base = env().url;
     expect((await fetch(`${base}health/readiness`)).status).toBe(200);
     const metrics = await (await fetch(`${base}metrics`)).text();
-    expect(metrics).toMatch(/fastfence_events_in_total\{function="detect",type="io.fastfence.node.observed.v1"\} \d+/);
+    expect(metrics).toMatch(
+      /fastfence_events_in_total\{function="detect",type="io.fastfence.node.observed.v1"\} \d+/,
+    );
     expect(metrics).toMatch(/fastfence_event_outcomes_total\{function="detect",outcome="invalid"\} \d+/);
   });
 });

@@ -11,7 +11,14 @@ import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
 import { withEnv } from "../env/index.ts";
 import { startPipelineCluster } from "../env/pipeline-cluster.ts";
-import { createDeployment, createStatefulSet, createVm, incidents, podsOn, waitFor } from "./pipeline-helpers.ts";
+import {
+  createDeployment,
+  createStatefulSet,
+  createVm,
+  incidents,
+  podsOn,
+  waitFor,
+} from "./pipeline-helpers.ts";
 
 const env = withEnv(async (scope) => scope.add(await startPipelineCluster()));
 
@@ -22,14 +29,17 @@ describe("pipeline: crash of a node", () => {
     await createStatefulSet(c, victim);
     await createVm(c, victim);
     const before = await podsOn(c, victim);
-    expect(before.map((p) => p.metadata!.name)).toEqual(expect.arrayContaining(["db-0", "virt-launcher-vm1"]));
+    expect(before.map((p) => p.metadata!.name)).toEqual(
+      expect.arrayContaining(["db-0", "virt-launcher-vm1"]),
+    );
 
     const t0 = await c.crash(victim);
     const bmc = c.nodes.get(victim)!.bmc;
 
     const released = await waitFor(
       "incident Released",
-      async () => (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "Released"),
+      async () =>
+        (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "Released"),
       60_000,
     );
     const releasedSeen = Date.now() - t0;
@@ -45,10 +55,29 @@ describe("pipeline: crash of a node", () => {
     expect(observers.size).toBeGreaterThanOrEqual(2);
 
     const node = await c.core.readNode({ name: victim });
-    expect(node.spec?.taints).toEqual(expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute" })]));
-    await waitFor("no pods bound to the victim", async () => ((await podsOn(c, victim)).length === 0 ? true : undefined), 20_000);
-    expect((await c.storage.listVolumeAttachment()).items.filter((v) => v.spec?.nodeName === victim)).toEqual([]);
-    const vmis = (await c.custom.listNamespacedCustomObject({ group: "kubevirt.io", version: "v1", plural: "virtualmachineinstances", namespace: "default" })) as { items: unknown[] };
+    expect(node.spec?.taints).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          key: "node.kubernetes.io/out-of-service",
+          value: "nodeshutdown",
+          effect: "NoExecute",
+        }),
+      ]),
+    );
+    await waitFor(
+      "no pods bound to the victim",
+      async () => ((await podsOn(c, victim)).length === 0 ? true : undefined),
+      20_000,
+    );
+    expect((await c.storage.listVolumeAttachment()).items.filter((v) => v.spec?.nodeName === victim)).toEqual(
+      [],
+    );
+    const vmis = (await c.custom.listNamespacedCustomObject({
+      group: "kubevirt.io",
+      version: "v1",
+      plural: "virtualmachineinstances",
+      namespace: "default",
+    })) as { items: unknown[] };
     expect(vmis.items).toEqual([]);
 
     const replacement = await waitFor("replacement web pod Running on a survivor", async () =>
@@ -69,7 +98,12 @@ describe("pipeline: crash of a node", () => {
     const events = records.map((r) => parseEvent(decodeKafka(r)));
     const chain = selectChain(events, released.metadata.name);
     const types = chain.map((e) => e.type);
-    for (const t of ["io.fastfence.node.suspected.v1", "io.fastfence.fence.requested.v1", "io.fastfence.node.fenced.v1", "io.fastfence.workloads.released.v1"])
+    for (const t of [
+      "io.fastfence.node.suspected.v1",
+      "io.fastfence.fence.requested.v1",
+      "io.fastfence.node.fenced.v1",
+      "io.fastfence.workloads.released.v1",
+    ])
       expect(types).toContain(t);
     const at = (phase: string) => Date.parse((st.timestamps as Record<string, string>)[phase]!) - t0;
     console.log(`\nfastfence trace ${released.metadata.name}\n${formatTrace(traceRows(chain))}`);

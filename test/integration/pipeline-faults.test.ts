@@ -29,7 +29,9 @@ describe("pipeline safety", () => {
     for (const parts of c.nodes.values()) expect(parts.bmc.stats.resets).toEqual([]);
     for (const n of NODES) {
       const node = await c.core.readNode({ name: n });
-      expect(node.spec?.taints ?? []).not.toEqual(expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service" })]));
+      expect(node.spec?.taints ?? []).not.toEqual(
+        expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service" })]),
+      );
     }
   });
 
@@ -38,14 +40,23 @@ describe("pipeline safety", () => {
     const victim = "node-a";
     await c.core.createNamespacedPod({
       namespace: "default",
-      body: { metadata: { name: "pinned" }, spec: { nodeName: victim, containers: [{ name: "c", image: "registry.invalid/fake:1" }] } },
+      body: {
+        metadata: { name: "pinned" },
+        spec: { nodeName: victim, containers: [{ name: "c", image: "registry.invalid/fake:1" }] },
+      },
     });
-    await waitFor("pinned pod Running", async () => (await c.core.readNamespacedPod({ name: "pinned", namespace: "default" })).status?.phase === "Running");
+    await waitFor(
+      "pinned pod Running",
+      async () =>
+        (await c.core.readNamespacedPod({ name: "pinned", namespace: "default" })).status?.phase ===
+        "Running",
+    );
     c.nodes.get(victim)!.bmc.faults.stuckPoweringOff = true;
     await c.crash(victim);
     const failed = await waitFor(
       "incident FenceFailed",
-      async () => (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "FenceFailed"),
+      async () =>
+        (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "FenceFailed"),
       60_000,
     );
     const st = failed.status!;
@@ -53,11 +64,15 @@ describe("pipeline safety", () => {
     expect(st.attempts.length).toBeGreaterThan(0);
     expect(st.attempts.every((a) => a.result !== "off-confirmed")).toBe(true);
     expect(`${st.reason} ${st.message}`).toMatch(/\S/);
-    console.log(`incident ${failed.metadata.name}: ${st.reason}: ${st.message}; attempts: ${st.attempts.map((a) => `${a.driver}:${a.result}:${a.errorCode ?? ""}`).join(", ")}`);
+    console.log(
+      `incident ${failed.metadata.name}: ${st.reason}: ${st.message}; attempts: ${st.attempts.map((a) => `${a.driver}:${a.result}:${a.errorCode ?? ""}`).join(", ")}`,
+    );
     // Keep watching: more rounds may run, but nothing is ever released.
     await new Promise((r) => setTimeout(r, 4000));
     const node = await c.core.readNode({ name: victim });
-    expect(node.spec?.taints ?? []).not.toEqual(expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service" })]));
+    expect(node.spec?.taints ?? []).not.toEqual(
+      expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service" })]),
+    );
     expect((await podsOn(c, victim)).map((p) => p.metadata!.name)).toContain("pinned");
     const now = (await incidents(c)).find((i) => i.metadata.name === failed.metadata.name)!;
     expect(["FenceFailed", "Fencing"]).toContain(now.status!.phase);

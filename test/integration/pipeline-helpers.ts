@@ -5,7 +5,12 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { NodeFence } from "../../core/incident.ts";
 import { NAMESPACE, type PipelineCluster } from "../env/pipeline-cluster.ts";
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 50): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+  everyMs = 50,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
   let lastErr: unknown;
   for (;;) {
@@ -15,13 +20,21 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | undefined |
     } catch (err) {
       lastErr = err;
     }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ""}`);
+    if (Date.now() > end)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ""}`,
+      );
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 
 export async function incidents(c: PipelineCluster): Promise<NodeFence[]> {
-  const l = (await c.custom.listNamespacedCustomObject({ group: "fastfence.io", version: "v1alpha1", plural: "nodefences", namespace: NAMESPACE })) as {
+  const l = (await c.custom.listNamespacedCustomObject({
+    group: "fastfence.io",
+    version: "v1alpha1",
+    plural: "nodefences",
+    namespace: NAMESPACE,
+  })) as {
     items: NodeFence[];
   };
   return l.items;
@@ -47,7 +60,9 @@ export async function createDeployment(c: PipelineCluster, name: string): Promis
     },
   });
   const pod = await waitFor(`${name} pod Running`, async () =>
-    (await c.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${name}` })).items.find((p) => p.status?.phase === "Running"),
+    (await c.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${name}` })).items.find(
+      (p) => p.status?.phase === "Running",
+    ),
   );
   return pod.spec!.nodeName!;
 }
@@ -68,7 +83,14 @@ export async function createStatefulSet(c: PipelineCluster, node: string): Promi
   });
   await c.core.createNamespacedPersistentVolumeClaim({
     namespace: "default",
-    body: { metadata: { name: "data-db-0" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: "pv-db" } },
+    body: {
+      metadata: { name: "data-db-0" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        volumeName: "pv-db",
+      },
+    },
   });
   await c.apps.createNamespacedStatefulSet({
     namespace: "default",
@@ -84,7 +106,12 @@ export async function createStatefulSet(c: PipelineCluster, node: string): Promi
             affinity: {
               nodeAffinity: {
                 preferredDuringSchedulingIgnoredDuringExecution: [
-                  { weight: 100, preference: { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [node] }] } },
+                  {
+                    weight: 100,
+                    preference: {
+                      matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [node] }],
+                    },
+                  },
                 ],
               },
             },
@@ -92,7 +119,10 @@ export async function createStatefulSet(c: PipelineCluster, node: string): Promi
           },
         },
         volumeClaimTemplates: [
-          { metadata: { name: "data" }, spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } } },
+          {
+            metadata: { name: "data" },
+            spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+          },
         ],
       },
     },
@@ -117,7 +147,12 @@ export async function createVm(c: PipelineCluster, node: string): Promise<void> 
   await c.custom.createNamespacedCustomObject({
     ...g,
     plural: "virtualmachines",
-    body: { apiVersion: "kubevirt.io/v1", kind: "VirtualMachine", metadata: { name: "vm1" }, spec: { runStrategy: "Always", template: { spec: { domain } } } },
+    body: {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachine",
+      metadata: { name: "vm1" },
+      spec: { runStrategy: "Always", template: { spec: { domain } } },
+    },
   });
   await c.custom.createNamespacedCustomObject({
     ...g,
@@ -133,7 +168,10 @@ export async function createVm(c: PipelineCluster, node: string): Promise<void> 
   await c.core.createNamespacedPod({
     namespace: "default",
     body: {
-      metadata: { name: "virt-launcher-vm1", labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1" } },
+      metadata: {
+        name: "virt-launcher-vm1",
+        labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1" },
+      },
       spec: { nodeName: node, containers: [{ name: "compute", image }] },
     },
   });

@@ -1,0 +1,120 @@
+// The node agent of one simulated lab node: in one process (cheap on 2 cores), the node's
+// event-source replica and one replica of every pipeline function (Kafka runtime), wired
+// exactly like the integration tests and `fastfence run` (infra/runtime/host.ts). It also
+// serves a tiny control endpoint on the node's address for the "function-only crash"
+// fault (stops chosen replicas while the node stays healthy) and writes agent.json
+// (ready, replicas) into the node dir. It decides nothing itself.
+import { KubeConfig } from "@kubernetes/client-node";
+import { writeFileSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { join } from "node:path";
+import { systemClock } from "../core/clock.ts";
+import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { loadRuntimeConfig } from "../infra/config.ts";
+import { Kube } from "../infra/kube/client.ts";
+import { PolicyReader } from "../infra/kube/policy.ts";
+import { createLogger } from "../infra/log.ts";
+import { functionNames, hostFunction, pipelineTopics, type HostedFunction } from "../infra/runtime/host.ts";
+import { startEventSource, type EventSource } from "../source/event-source.ts";
+
+export interface AgentConfig {
+  node: string;
+  ip: string;
+  dir: string;
+  kubeconfig: string;
+  brokers: string;
+  brokerCount: number;
+  namespace: string;
+  controlPort: number;
+}
+
+const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
+const log = createLogger("lab-agent", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" }).child({ node: cfg.node });
+const status: { ready: boolean; source: boolean; functions: string[]; startedAt: string; readyAt?: string } = {
+  ready: false,
+  source: false,
+  functions: [],
+  startedAt: new Date().toISOString(),
+};
+const save = () => writeFileSync(join(cfg.dir, "agent.json"), JSON.stringify(status));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function retry<T>(what: string, fn: () => Promise<T>, tries = 240): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= tries) throw err;
+      if (i % 20 === 0) log.warn({ err: String(err) }, `${what}: still retrying`);
+      await sleep(500);
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  save();
+  const kc = new KubeConfig();
+  kc.loadFromFile(cfg.kubeconfig);
+  const admin = new KafkaJsBus({ brokers: cfg.brokers, clientId: `lab-admin-${cfg.node}` });
+  await retry("topics", () => admin.ensureTopics(pipelineTopics(cfg.brokerCount)));
+  await admin.close().catch(() => undefined);
+  const policy = await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));
+
+  const replica = (fn: string) => `${fn}-${cfg.node}`;
+  const buses: KafkaJsBus[] = [];
+  const srcBus = new KafkaJsBus({ brokers: cfg.brokers, clientId: replica("source") });
+  buses.push(srcBus);
+  let source: EventSource | undefined = await startEventSource({
+    kubeConfig: kc,
+    bus: srcBus,
+    clock: systemClock,
+    log: log.child({ component: "event-source" }),
+    config: { replica: replica("source"), node: cfg.node, probe: policy.probe, leaseStaleMs: policy.suspicion.leaseStaleMs },
+  });
+  const fns: HostedFunction[] = [];
+  for (const fn of functionNames()) {
+    const bus = new KafkaJsBus({ brokers: cfg.brokers, clientId: replica(fn), sessionTimeoutMs: 3000 });
+    buses.push(bus);
+    const config = loadRuntimeConfig({
+      FASTFENCE_NAMESPACE: cfg.namespace,
+      FASTFENCE_REPLICA: replica(fn),
+      FASTFENCE_NODE_NAME: cfg.node,
+      FASTFENCE_LEASE_SECONDS: "5",
+    });
+    fns.push(await hostFunction({ name: fn, mode: { kafka: true }, config, kubeConfig: kc, bus, log: log.child({ component: fn }) }));
+  }
+  await Promise.all([source.ready, ...fns.map((f) => f.ready)]);
+  status.ready = true;
+  status.source = true;
+  status.functions = fns.map((f) => f.name);
+  status.readyAt = new Date().toISOString();
+  save();
+
+  // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod).
+  createServer((req, res) => {
+    const u = new URL(req.url ?? "/", "http://x");
+    if (req.method === "POST" && u.pathname === "/crash") {
+      const names = (u.searchParams.get("functions") ?? "").split(",").filter(Boolean);
+      const stopSource = u.searchParams.get("source") === "1";
+      void (async () => {
+        for (const f of fns.filter((x) => names.includes(x.name))) await f.stop().catch(() => undefined);
+        for (let i = fns.length - 1; i >= 0; i--) if (names.includes(fns[i]!.name)) fns.splice(i, 1);
+        if (stopSource && source) {
+          await source.stop().catch(() => undefined);
+          source = undefined;
+        }
+        status.functions = fns.map((f) => f.name);
+        status.source = !!source;
+        save();
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(status));
+      })();
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(status));
+  }).listen(cfg.controlPort, cfg.ip);
+}
+
+main().catch((err: unknown) => {
+  log.error({ err: String(err) }, "node agent failed");
+  process.exit(1);
+});

@@ -1,0 +1,130 @@
+// The dispatcher gives every delivered event exactly one recorded outcome (S5): invalid
+// → dead-letter with the issues; handled → processed/ignored with emitted envelopes that
+// continue the trace; retriable failures retried, then dead-lettered; rejected →
+// dead-letter; unsubscribed types skipped. Plain data, a manual clock, no servers.
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "../../../core/clock.ts";
+import { FastfenceError, InvalidInputError } from "../../../core/errors.ts";
+import { envelope, type FfEvent } from "../../../events/envelope.ts";
+import type { EventHandler, FunctionDefinition } from "../../../functions/contract.ts";
+import { createLogger } from "../../../infra/log.ts";
+import { createFunctionMetrics } from "../../../infra/metrics.ts";
+import { createDispatcher, type CatalogView } from "../../../infra/runtime/dispatch.ts";
+
+const catalog: CatalogView = {
+  parse: (raw) => {
+    const r = raw as FfEvent;
+    if (!r || typeof r.type !== "string")
+      throw new InvalidInputError("FF_INVALID_EVENT", "invalid event", ["type: required"]);
+    return r;
+  },
+  topicOf: () => "t",
+  deadLetterTopic: "dlq",
+};
+
+function setup(handler: EventHandler) {
+  const def: FunctionDefinition = {
+    name: "f",
+    description: "",
+    subscriptions: [{ topic: "t", types: ["io.fastfence.a.v1"] }],
+    emits: ["io.fastfence.b.v1"],
+    critical: true,
+    create: () => handler,
+  };
+  const clock = { now: () => Date.now(), sleep: async () => undefined };
+  return createDispatcher({
+    def,
+    handler,
+    catalog,
+    source: "/fastfence/f/r1",
+    clock,
+    log: createLogger("f", { level: "silent" }),
+    metrics: createFunctionMetrics({ defaultMetrics: false }),
+    config: { maxAttempts: 3, retryBackoffMs: 1, handlerTimeoutMs: 200 },
+  });
+}
+
+const ev = envelope(
+  { type: "io.fastfence.a.v1", subject: "n1", ffincident: "n1-x", data: {} },
+  "/fastfence/s/r",
+  Date.now(),
+);
+const signal = new AbortController().signal;
+
+describe("dispatcher", () => {
+  it("dead-letters invalid input with the issues", async () => {
+    const d = setup(async () => ({ outcome: { kind: "processed" }, emit: [] }));
+    const r = await d.dispatch(() => ({}), signal);
+    expect(r.kind).toBe("dead-letter");
+    if (r.kind === "dead-letter") expect((r.error as InvalidInputError).issues).toEqual(["type: required"]);
+  });
+
+  it("skips types it does not subscribe to", async () => {
+    const d = setup(async () => ({ outcome: { kind: "processed" }, emit: [] }));
+    expect((await d.dispatch(() => ({ ...ev, type: "io.fastfence.other.v1" }), signal)).kind).toBe("skipped");
+  });
+
+  it("completes emitted events into envelopes that continue the trace and carry the incident", async () => {
+    const d = setup(async () => ({
+      outcome: { kind: "processed" },
+      emit: [{ type: "io.fastfence.b.v1", subject: "n1", data: { y: 1 } }],
+    }));
+    const r = await d.dispatch(() => ev as never, signal);
+    expect(r.kind).toBe("done");
+    if (r.kind !== "done") return;
+    const [out] = r.emitted;
+    expect(out).toMatchObject({
+      type: "io.fastfence.b.v1",
+      source: "/fastfence/f/r1",
+      ffincident: "n1-x",
+      data: { y: 1 },
+    });
+    expect(out!.traceparent!.split("-")[1]).toBe(ev.traceparent!.split("-")[1]);
+    expect(out!.traceparent!.split("-")[2]).not.toBe(ev.traceparent!.split("-")[2]);
+  });
+
+  it("retries a retriable failure and succeeds", async () => {
+    let calls = 0;
+    const d = setup(async () => {
+      if (++calls < 3) throw new FastfenceError("FF_KUBE_UNAVAILABLE", "api down", { retriable: true });
+      return { outcome: { kind: "processed" }, emit: [] };
+    });
+    expect((await d.dispatch(() => ev as never, signal)).kind).toBe("done");
+    expect(calls).toBe(3);
+  });
+
+  it("dead-letters after the last attempt, and at once for a non-retriable error", async () => {
+    let calls = 0;
+    const d = setup(async () => {
+      calls++;
+      throw new FastfenceError("FF_KUBE_UNAVAILABLE", "api down", { retriable: true });
+    });
+    const r = await d.dispatch(() => ev as never, signal);
+    expect(r.kind === "dead-letter" && r.error.code).toBe("FF_KUBE_UNAVAILABLE");
+    expect(calls).toBe(3);
+    calls = 0;
+    const d2 = setup(async () => {
+      calls++;
+      throw new Error("boom");
+    });
+    expect((await d2.dispatch(() => ev as never, signal)).kind).toBe("dead-letter");
+    expect(calls).toBe(1);
+  });
+
+  it("dead-letters a rejected event with the reason", async () => {
+    const d = setup(async () => ({
+      outcome: { kind: "rejected", reason: "incident has no resourceVersion" },
+      emit: [],
+    }));
+    const r = await d.dispatch(() => ev as never, signal);
+    expect(r.kind === "dead-letter" && r.error.message).toBe("incident has no resourceVersion");
+  });
+
+  it("times a hung handler out", async () => {
+    const d = setup(() => new Promise(() => undefined));
+    const r = await d.dispatch(() => ev as never, signal);
+    expect(r.kind).toBe("dead-letter");
+  });
+});
+
+void ManualClock;

@@ -1,7 +1,10 @@
 // `fastfence source`: runs one event-source (observer) replica until SIGINT/SIGTERM.
-// Needs FASTFENCE_NODE_NAME (the node it runs on) and FASTFENCE_KAFKA_BROKERS.
+// Needs FASTFENCE_NODE_NAME (the node it runs on) and FASTFENCE_KAFKA_BROKERS; with
+// --http PORT it serves health checks and Prometheus metrics.
 import { KubeConfig } from "@kubernetes/client-node";
+import { createServer } from "node:http";
 import { parseArgs } from "node:util";
+import { Counter, Registry, collectDefaultMetrics } from "prom-client";
 import { systemClock } from "../core/clock.ts";
 import { FastfenceError } from "../core/errors.ts";
 import { loadRuntimeConfig } from "../infra/config.ts";
@@ -11,17 +14,25 @@ import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger } from "../infra/log.ts";
 import { startEventSource } from "../source/event-source.ts";
 
+const USAGE = `Usage: fastfence source [--node NAME] [--brokers host:port,...] [--http PORT]
+  --node      the node this replica runs on (default $FASTFENCE_NODE_NAME)
+  --brokers   Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
+  --http      serve /health/readiness, /health/liveness and /metrics on PORT`;
+
 export async function sourceCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { brokers: { type: "string" }, node: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      brokers: { type: "string" },
+      node: { type: "string" },
+      http: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
   });
-  if (values.help) {
-    console.log(
-      "Usage: fastfence source [--node NAME] [--brokers host:port,...]  (or FASTFENCE_NODE_NAME, FASTFENCE_KAFKA_BROKERS)",
-    );
-    return 0;
-  }
+  if (values.help) return (console.log(USAGE), 0);
+  const port = values.http === undefined ? undefined : Number(values.http);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536))
+    throw new FastfenceError("FF_INVALID_CONFIG", `--http needs a port number 0-65535, not "${values.http}"`);
   const config = loadRuntimeConfig({
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),
@@ -46,23 +57,62 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     clientId: `fastfence-source-${config.FASTFENCE_REPLICA}`,
     log,
   });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "fastfence_process_" });
+  const metrics = {
+    probes: new Counter({
+      name: "fastfence_probes_total",
+      help: "Probes by result.",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
+    published: new Counter({
+      name: "fastfence_source_events_published_total",
+      help: "Events published.",
+      labelNames: ["type"],
+      registers: [registry],
+    }),
+    publishErrors: new Counter({
+      name: "fastfence_source_publish_errors_total",
+      help: "Failed publishes.",
+      registers: [registry],
+    }),
+  };
+  let ready = false;
+  const server =
+    port === undefined
+      ? undefined
+      : createServer((req, res) => {
+          if (req.url === "/health/liveness") return void res.writeHead(200).end("ok");
+          if (req.url === "/health/readiness")
+            return void res.writeHead(ready ? 200 : 503).end(ready ? "ok" : "starting");
+          if (req.url === "/metrics")
+            return void registry
+              .metrics()
+              .then((m) => res.writeHead(200, { "content-type": registry.contentType }).end(m));
+          res.writeHead(404).end();
+        }).listen(port);
   const src = await startEventSource({
     kubeConfig: kc,
     bus,
     clock: systemClock,
     log,
+    metrics,
     config: {
       replica: config.FASTFENCE_REPLICA,
       node: config.FASTFENCE_NODE_NAME,
       probe: policy.probe,
       leaseStaleMs: policy.suspicion.leaseStaleMs,
+      ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),
     },
   });
   await src.ready;
+  ready = true;
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
+  server?.close();
   await src.stop();
   await bus.close();
   return 0;

@@ -11,6 +11,8 @@ import { formatTrace, selectChain, traceRows } from "./trace-format.ts";
 
 const USAGE = `Usage: fastfence trace <node|incident> [--brokers host:port,...] [--json]
   --brokers   Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
+  --topic T   read topic T (repeatable; default: the catalog topics, or $FASTFENCE_KAFKA_TOPIC
+              when set, e.g. the Knative broker's topic)
   --json      print rows as JSON instead of a table`;
 
 export async function traceCommand(argv: string[]): Promise<number> {
@@ -19,6 +21,7 @@ export async function traceCommand(argv: string[]): Promise<number> {
     allowPositionals: true,
     options: {
       brokers: { type: "string" },
+      topic: { type: "string", multiple: true },
       json: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
@@ -34,7 +37,12 @@ export async function traceCommand(argv: string[]): Promise<number> {
     );
   const bus = new KafkaJsBus({ brokers, clientId: "fastfence-trace" });
   try {
-    const topics = Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
+    const single = process.env.FASTFENCE_KAFKA_TOPIC;
+    const topics = values.topic?.length
+      ? values.topic
+      : single
+        ? [single]
+        : Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
     const records = await bus.readAll(topics);
     const events: FfEvent[] = [];
     let bad = 0;

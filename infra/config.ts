@@ -16,6 +16,14 @@ export const RuntimeConfigSchema = z.object({
   // This replica's id: the pod name. Default: the host name. Must be unique per replica
   // (it is the Lease holder identity and the event `source`).
   FASTFENCE_REPLICA: z.string().min(1).default(hostname()),
+  // Pod name from the Downward API; used as FASTFENCE_REPLICA when that is not set.
+  FASTFENCE_POD_NAME: z.string().min(1).optional(),
+  // Publish every event to this one topic instead of the catalog's per-stage topics
+  // (Knative mode: the Kafka Broker's topic). Default: unset, catalog topics.
+  FASTFENCE_KAFKA_TOPIC: z.string().min(1).optional(),
+  // Knative sink URL (the Broker) for events beyond the one an HTTP reply carries.
+  // Set by Knative SinkBinding or the manifests. Default: unset (then Kafka, if configured).
+  K_SINK: z.url().optional(),
   // The node this replica runs on (Downward API spec.nodeName). Required for the event source.
   FASTFENCE_NODE_NAME: z.string().optional(),
   // The Kubernetes identity this replica acts as, written as confirmedBy (S6). Default
@@ -56,6 +64,8 @@ export function loadRuntimeConfig(env: Record<string, string | undefined> = proc
       "invalid environment",
       r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`),
     );
+  if (!env.FASTFENCE_REPLICA && r.data.FASTFENCE_POD_NAME)
+    r.data.FASTFENCE_REPLICA = r.data.FASTFENCE_POD_NAME;
   return r.data;
 }
 

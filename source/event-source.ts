@@ -32,6 +32,15 @@ export interface EventSourceConfig {
   leaseStaleMs: number;
   /** Informer restart delay after an error, ms. Default 500. */
   informerRestartMs?: number;
+  /** Publish everything to this topic instead of the catalog's (Knative broker topic). */
+  topic?: string;
+}
+
+/** Counters the event source updates (served on /metrics by `fastfence source --http`). */
+export interface SourceMetrics {
+  probes: { inc(labels: { result: "ok" | "missed" }): void };
+  published: { inc(labels: { type: string }): void };
+  publishErrors: { inc(): void };
 }
 
 export interface EventSource {
@@ -76,8 +85,9 @@ export async function startEventSource(opts: {
   clock: Clock;
   log: Logger;
   config: EventSourceConfig;
+  metrics?: SourceMetrics;
 }): Promise<EventSource> {
-  const { kubeConfig, bus, clock, log, config } = opts;
+  const { kubeConfig, bus, clock, log, config, metrics } = opts;
   const source = `/fastfence/event-source/${config.replica}`;
   const observer = { replica: config.replica, node: config.node };
   const probes = new ProbeTracker(observer);
@@ -92,13 +102,17 @@ export async function startEventSource(opts: {
     const now = clock.now();
     for (const out of events) {
       const ev = envelope(out, source, now);
-      const topic = catalogEntry(out.type as EventType).topic;
-      bus.publish(topic, [encodeKafka(ev)]).catch((err: unknown) => {
-        log.warn(
-          { incident: "none", node: out.subject, err },
-          "publishing an observation failed; the next probe re-reports",
-        );
-      });
+      const topic = config.topic ?? catalogEntry(out.type as EventType).topic;
+      bus.publish(topic, [encodeKafka(ev)]).then(
+        () => metrics?.published.inc({ type: out.type }),
+        (err: unknown) => {
+          metrics?.publishErrors.inc();
+          log.warn(
+            { incident: "none", node: out.subject, err },
+            "publishing an observation failed; the next probe re-reports",
+          );
+        },
+      );
     }
   }
 
@@ -158,6 +172,7 @@ export async function startEventSource(opts: {
     try {
       const r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
       if (stopped) return;
+      metrics?.probes.inc({ result: r.ok ? "ok" : "missed" });
       const ev = probes.onResult({
         target,
         ok: r.ok,

@@ -1,25 +1,16 @@
-// Builds dead-letter records: the reason, the error code, where the original came from
-// and the original bytes and headers, so nothing received is ever lost (S5). Pure.
+// Builds dead-letter records in the catalog's DeadLetter shape (events/schemas.ts): the
+// reason and error code, which consumer gave up, where the original came from, and the
+// original bytes and headers — so nothing received is ever lost (S5). Pure.
 import type { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
+import type { DeadLetter } from "../../events/schemas.ts";
 
 export interface DeadLetterOrigin {
-  function: string;
-  transport: "kafka" | "http";
-  topic?: string;
-  partition?: number;
-  offset?: string;
-}
-
-export interface DeadLetter {
-  reason: string;
-  code: string;
-  issues: readonly string[];
-  origin: DeadLetterOrigin;
-  /** Original value, base64 (null when the original had none). */
-  originalBase64: string | null;
-  originalHeaders: Record<string, string>;
-  deadLetteredAt: string;
+  /** "<function>/<replica>" */
+  consumer: string;
+  topic: string;
+  partition: number;
+  offset: string;
 }
 
 export function deadLetterRecord(
@@ -32,11 +23,12 @@ export function deadLetterRecord(
   const body: DeadLetter = {
     reason: error.message,
     code: error.code,
-    issues,
-    origin,
-    originalBase64: original.value ? original.value.toString("base64") : null,
+    ...(issues.length ? { issues } : {}),
+    ...origin,
+    ...(original.key !== null ? { key: original.key } : {}),
+    originalBase64: original.value ? original.value.toString("base64") : "",
     originalHeaders: original.headers,
-    deadLetteredAt: new Date(nowMs).toISOString(),
+    failedAt: new Date(nowMs).toISOString(),
   };
   return {
     key: original.key,
@@ -44,7 +36,7 @@ export function deadLetterRecord(
     headers: {
       "content-type": "application/json",
       "fastfence-dlq-code": error.code,
-      "fastfence-dlq-function": origin.function,
+      "fastfence-dlq-consumer": origin.consumer,
     },
   };
 }

@@ -7,7 +7,8 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { systemClock, type Clock } from "../../core/clock.ts";
 import { FastfenceError } from "../../core/errors.ts";
 import { CATALOG, TOPICS, isEventType, parseEvent } from "../../events/catalog.ts";
-import { encodeKafka } from "../../events/codec.ts";
+import { encodeHttp, encodeKafka } from "../../events/codec.ts";
+import type { FfEvent } from "../../events/envelope.ts";
 import { findFunction, FUNCTIONS, type RuntimeDeps } from "../../functions/registry.ts";
 import { KafkaJsBus } from "../bus/kafkajs-bus.ts";
 import type { Bus, TopicSpec } from "../bus/bus.ts";
@@ -23,6 +24,11 @@ import { createFunctionMetrics, type FunctionMetrics } from "../metrics.ts";
 import type { CatalogView } from "./dispatch.ts";
 import { startHttpRuntime } from "./http-runtime.ts";
 import { startKafkaRuntime } from "./kafka-runtime.ts";
+
+/** The catalog as the runtimes see it; `singleTopic` sends every event to one topic (Knative broker). */
+export function catalogViewFor(singleTopic?: string): CatalogView {
+  return singleTopic ? { ...catalogView, topicOf: () => singleTopic } : catalogView;
+}
 
 export const catalogView: CatalogView = {
   parse: parseEvent,
@@ -113,6 +119,7 @@ export async function hostFunction(opts: {
     });
   }
   const dispatch = { handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS };
+  const catalog = catalogViewFor(config.FASTFENCE_KAFKA_TOPIC);
   if ("kafka" in opts.mode) {
     const rt = await startKafkaRuntime({
       def,
@@ -138,7 +145,7 @@ export async function hostFunction(opts: {
   const rt = await startHttpRuntime({
     def,
     handler,
-    catalog: catalogView,
+    catalog,
     clock,
     log,
     metrics,
@@ -146,13 +153,17 @@ export async function hostFunction(opts: {
     ...(opts.mode.host ? { host: opts.mode.host } : {}),
     replica: config.FASTFENCE_REPLICA,
     dispatch,
-    ...(b
+    ...(config.K_SINK
       ? {
-          publishExtra: async (evs) => {
-            for (const ev of evs) await b.publish(catalogView.topicOf(ev.type), [encodeKafka(ev)]);
-          },
+          publishExtra: (evs: FfEvent[]) => postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS),
         }
-      : {}),
+      : b
+        ? {
+            publishExtra: async (evs: FfEvent[]) => {
+              for (const ev of evs) await b.publish(catalog.topicOf(ev.type), [encodeKafka(ev)]);
+            },
+          }
+        : {}),
   });
   return {
     name: def.name,
@@ -164,4 +175,22 @@ export async function hostFunction(opts: {
       if (ownBus && b) await b.close();
     },
   };
+}
+
+/** POSTs events to a Knative sink (binary mode), one request each; a non-2xx is a retriable error. */
+export async function postToSink(url: string, events: FfEvent[], timeoutMs: number): Promise<void> {
+  for (const ev of events) {
+    const { headers, body } = encodeHttp(ev);
+    let res: Response;
+    try {
+      res = await fetch(url, { method: "POST", headers, body, signal: AbortSignal.timeout(timeoutMs) });
+    } catch (err) {
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", `sink ${new URL(url).host} unreachable`, {
+        cause: err,
+        retriable: true,
+      });
+    }
+    if (!res.ok)
+      throw new FastfenceError("FF_BUS_UNAVAILABLE", `sink answered HTTP ${res.status}`, { retriable: true });
+  }
 }

@@ -68,8 +68,7 @@ export async function startKafkaRuntime(opts: {
           result.error,
           rec,
           {
-            function: def.name,
-            transport: "kafka",
+            consumer: `${def.name}/${config.replica}`,
             topic: rec.topic,
             partition: rec.partition,
             offset: rec.offset,

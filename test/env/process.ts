@@ -4,9 +4,10 @@
 // Every process group, temp dir and network namespace is recorded in
 // .cache/run/<test pid>.json so scripts/reap.sh can clean up after a killed test run.
 // Must never signal a process it did not start, and never send traffic off loopback.
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import {
   closeSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -117,6 +118,29 @@ export function forgetNetns(name: string): void {
   saveRegistry();
 }
 
+/**
+ * Create a network namespace `ff-<prefix>-<pid>-<n>` (with its loopback up), recorded
+ * for cleanup; returns its name. Enter it with `ip netns exec NAME ...`.
+ */
+let netnsCounter = 0;
+export function makeNetns(prefix: string): string {
+  const name = `ff-${prefix}-${process.pid}-${netnsCounter++}`;
+  recordNetns(name); // record first: a crash between the two steps must not leak it
+  const add = spawnSync("ip", ["netns", "add", name], { encoding: "utf8" });
+  if (add.status !== 0) {
+    forgetNetns(name);
+    throw new EnvError(`ip netns add ${name} failed: ${add.stderr}`);
+  }
+  spawnSync("ip", ["-n", name, "link", "set", "lo", "up"]);
+  return name;
+}
+
+/** Delete a namespace made by makeNetns (no error if it is already gone). */
+export function deleteNetns(name: string): void {
+  if (existsSync(`/run/netns/${name}`)) spawnSync("ip", ["netns", "delete", name]);
+  forgetNetns(name);
+}
+
 /** What this test process currently has recorded (for tests and diagnostics). */
 export function registrySnapshot(): { path: string; groups: number[]; tempDirs: string[]; netns: string[] } {
   return {
@@ -139,7 +163,10 @@ export function killEverythingSync(): void {
   registry.groups = [];
   for (const d of registry.tempDirs) rmSync(d, { recursive: true, force: true });
   registry.tempDirs = [];
-  // Namespaces are deleted by their owners (or reap.sh); keep them recorded.
+  for (const ns of registry.netns) {
+    if (existsSync(`/run/netns/${ns}`)) spawnSync("ip", ["netns", "delete", ns]);
+  }
+  registry.netns = [];
   try {
     saveRegistry();
   } catch {
@@ -358,7 +385,11 @@ export async function runCommand(
   opts: { cwd?: string; timeoutMs?: number } = {},
 ): Promise<string> {
   return await new Promise((res, rej) => {
-    const child = spawn(command, args, { cwd: opts.cwd, stdio: ["ignore", "pipe", "pipe"] });
+    // pdeathsig: a short command dies with the test process too.
+    const child = spawn("setpriv", ["--pdeathsig", "KILL", "--", command, ...args], {
+      cwd: opts.cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     child.stdout.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr.on("data", (d: Buffer) => (out += d.toString()));

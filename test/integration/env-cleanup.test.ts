@@ -6,12 +6,22 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { isListening, ROOT, RUN_DIR, runCommand, sleep } from "../env/index.ts";
+import {
+  EnvError,
+  isListening,
+  registrySnapshot,
+  ROOT,
+  RUN_DIR,
+  runCommand,
+  sleep,
+  startControlPlane,
+} from "../env/index.ts";
 
 interface Ready {
   pid: number;
   groups: number[];
   tempDirs: string[];
+  netns: string[];
   ports: number[];
   registry: string;
 }
@@ -69,11 +79,13 @@ async function expectNothingLeft(r: {
   tempDirs: string[];
   ports: number[];
   registry: string;
+  netns?: string[];
 }) {
   expect(r.groups.length).toBeGreaterThan(0);
   await until("process groups gone", () => livePidsInGroups(r.groups).length === 0);
   await until("ports closed", () => r.ports.every((p) => !isListening(p)));
   for (const d of r.tempDirs) expect(existsSync(d), d).toBe(false);
+  for (const ns of r.netns ?? []) expect(existsSync(`/run/netns/${ns}`), ns).toBe(false);
   expect(existsSync(r.registry)).toBe(false);
 }
 
@@ -86,6 +98,7 @@ describe("test env: interrupting leaves nothing behind", () => {
     expect(r.groups.length).toBe(3);
     expect(r.ports.every((p) => isListening(p))).toBe(true);
     for (const d of r.tempDirs) expect(existsSync(d)).toBe(true);
+    expect(existsSync(`/run/netns/${r.netns[0]}`)).toBe(true);
     child.kill("SIGINT");
     expect(await exited).toBe(130);
     await expectNothingLeft(r);
@@ -132,10 +145,26 @@ describe("test env: interrupting leaves nothing behind", () => {
     await until("process groups gone", () => livePidsInGroups(r.groups).length === 0);
     expect(existsSync(r.registry)).toBe(true);
     for (const d of r.tempDirs) expect(existsSync(d)).toBe(true);
+    expect(existsSync(`/run/netns/${r.netns[0]}`)).toBe(true);
     // ...until reap.sh runs.
     const out = await runCommand(join(ROOT, "scripts/reap.sh"), []);
     expect(out).toContain(`owner ${r.pid} gone`);
     await expectNothingLeft(r);
+  });
+
+  it("a failed start stops the parts already started and reports the server's log", async () => {
+    const before = registrySnapshot();
+    const err = await startControlPlane({ apiserverArgs: ["--no-such-flag=1"], readyTimeoutMs: 20_000 }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(EnvError);
+    expect((err as EnvError).code).toBe("FF_INTERNAL");
+    // The error carries the tail of the server's log.
+    expect(String((err as EnvError).message)).toMatch(/kube-apiserver exited[\s\S]*no-such-flag/);
+    const after = registrySnapshot();
+    expect(after.groups).toEqual(before.groups);
+    expect(after.tempDirs).toEqual(before.tempDirs);
   });
 
   it("reap.sh leaves the records of live test processes alone", async () => {

@@ -27,7 +27,11 @@ describe("Kafka binary mode", () => {
   it.each([
     ["no value", { key: null, value: null, headers: {} }, /no value/],
     ["no ce_ headers", { key: null, value: Buffer.from("{}"), headers: {} }, /header ce_id is missing/],
-    ["data that is not JSON", { ...encodeKafka(ev), value: Buffer.from("{oops") }, /malformed CloudEvent|not valid JSON/],
+    [
+      "data that is not JSON",
+      { ...encodeKafka(ev), value: Buffer.from("{oops") },
+      /malformed CloudEvent|not valid JSON/,
+    ],
   ])("rejects %s with InvalidInputError", (_n, rec, msg) => {
     let err: unknown;
     try {
@@ -59,5 +63,27 @@ describe("HTTP", () => {
 
   it("rejects a request that is not a CloudEvent", () => {
     expect(() => decodeHttp({ "content-type": "text/plain" }, "hi")).toThrow(InvalidInputError);
+  });
+});
+
+describe("dead-letter records", () => {
+  it("match the catalog's DeadLetter schema and keep the original bytes", async () => {
+    const { deadLetterRecord } = await import("../../../infra/runtime/dead-letter.ts");
+    const { DeadLetterSchema } = await import("../../../events/schemas.ts");
+    const original = { key: "node-a", value: Buffer.from([0xff, 0x00, 0x7b]), headers: { ce_type: "x" } };
+    const rec = deadLetterRecord(
+      new InvalidInputError("FF_INVALID_EVENT", "invalid event", ["data.target: required"]),
+      original,
+      { consumer: "detect/r1", topic: "fastfence.observations", partition: 2, offset: "41" },
+      0,
+    );
+    const body = DeadLetterSchema.parse(JSON.parse(rec.value!.toString()));
+    expect(Buffer.from(body.originalBase64, "base64")).toEqual(original.value);
+    expect(body).toMatchObject({
+      code: "FF_INVALID_EVENT",
+      issues: ["data.target: required"],
+      consumer: "detect/r1",
+      offset: "41",
+    });
   });
 });

@@ -43,6 +43,11 @@ test: setup lint test-unit test-integration
 demo: setup
 	@node cli/main.ts stack-check
 
+## bench-bmc: off command → power-off confirmed, ours vs fence_ipmilan / fence_redfish (20 rounds each)
+bench-bmc: setup
+	@scripts/reap.sh
+	@node bench/bmc.ts; rc=$$?; scripts/reap.sh; exit $$rc
+
 reap:
 	@scripts/reap.sh
 

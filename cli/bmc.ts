@@ -1,23 +1,42 @@
 // `fastfence bmc status|off|on|check`: talk to one BMC by URL (ipmi://, redfish://,
-// redfish+http(s)://, idrac-redfish://, ilo5-redfish://, fence-agent://...?agent=fence_x).
-// Credentials come from FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD or
-// --credentials-file (JSON {"username","password"} or username=/password= lines); never
-// from argv and never printed. `off` returns only after power-off is read back (S1);
-// `check` verifies the credentials and reads power state without changing it.
-// Exit codes: 0 done, 1 BMC failure, 2 usage error.
+// redfish+http(s)://, idrac-redfish://, ilo5-redfish://, fence-agent://...?agent=fence_x)
+// or by node (--node NAME: the FencingPolicy's levels for that node, else its metal3
+// BareMetalHost; kubeconfig from $KUBECONFIG or ~/.kube/config). With --url, credentials
+// come from FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD or --credentials-file (JSON
+// {"username","password"} or username=/password= lines); with --node, from the level's
+// Secret. Never from argv and never printed. `off` returns only after power-off is read
+// back (S1); `check` verifies the credentials and reads power state without changing it.
+// Exit codes: 0 done, 1 BMC failure, 2 usage or settings error.
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { FastfenceError } from "../core/errors.ts";
+import { levelsForNode, type ResolvedFencingLevel } from "../core/policy.ts";
 import { powerOffAndConfirm, type BmcDriver } from "../infra/bmc/driver.ts";
-import { buildDriver, parseBmcAddress, redactAddress, type BmcCredentials } from "../infra/bmc/settings.ts";
+import { KubeMetal3Api, discoverNodeHost, levelFromHost } from "../infra/bmc/metal3.ts";
+import {
+  buildDriver,
+  parseBmcAddress,
+  redactAddress,
+  type BmcCredentials,
+  type BmcOptions,
+} from "../infra/bmc/settings.ts";
+import { levelOptions } from "../infra/fence/power.ts";
+import { Kube, KubeApiError } from "../infra/kube/client.ts";
+import { PolicyReader } from "../infra/kube/policy.ts";
 
-const HELP = `Usage: fastfence bmc <status|off|on|check> --url URL [options]
+const HELP = `Usage: fastfence bmc <status|off|on|check> (--url URL | --node NAME) [options]
 
   --url URL               BMC address: ipmi://host[:port], redfish://host/redfish/v1/Systems/ID,
                           redfish+http://..., idrac-redfish://..., ilo5-redfish://...,
                           fence-agent://host[:port]?agent=fence_ipmilan&lanplus=1
-  --node NAME             take the settings from the cluster (not yet supported: use --url)
-  --credentials-file F    JSON {"username":..,"password":..} or username=/password= lines
+  --node NAME             settings from the cluster ($KUBECONFIG or ~/.kube/config): the
+                          FencingPolicy's levels for the node, else its metal3 BareMetalHost;
+                          credentials from the level's Secret
+  --level N               with --node: which fencing level, 1-based (default 1)
+  --policy NAME           with --node: the FencingPolicy (default $FASTFENCE_POLICY or "default")
+  --namespace NS          with --node: namespace of policy levels' Secrets
+                          (default $FASTFENCE_NAMESPACE or "fastfence-system")
+  --credentials-file F    with --url: JSON {"username":..,"password":..} or username=/password= lines
                           (default: FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD)
   --insecure              skip TLS verification (Redfish)
   --ca FILE               PEM CA bundle for the BMC's certificate (Redfish)
@@ -70,6 +89,83 @@ export function readCredentials(file: string | undefined, env: NodeJS.ProcessEnv
   return { username, password };
 }
 
+/** A node's BMC as the cluster describes it; `source` names where it came from (no secrets). */
+export interface NodeBmc {
+  level: ResolvedFencingLevel;
+  levelNumber: number;
+  levels: number;
+  source: string;
+  secret: { namespace: string; name: string };
+  creds: BmcCredentials;
+}
+
+/** Errors of --node resolution: the message says what is missing (exit 2). */
+class NodeSettingsError extends FastfenceError {
+  constructor(message: string, cause?: unknown) {
+    super("FF_INVALID_CONFIG", message, { cause });
+  }
+}
+
+/**
+ * Resolves a node's BMC from the cluster: the FencingPolicy entry for the node, else its
+ * BareMetalHost; then reads the credentials Secret. Errors name the missing piece.
+ */
+export async function nodeBmc(
+  kube: Kube,
+  node: string,
+  opts: { policy: string; namespace: string; level: number },
+): Promise<NodeBmc> {
+  const policy = await new PolicyReader(kube, opts.policy, 0).get(Date.now());
+  let labels: Record<string, string> = {};
+  try {
+    const n = await kube.call(`read node ${node}`, (a) => a.core.readNode({ name: node }));
+    labels = n.metadata?.labels ?? {};
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 404)
+      throw new NodeSettingsError(`node ${node} not found in the cluster`, err);
+    throw err;
+  }
+  let levels: ResolvedFencingLevel[] | undefined = levelsForNode(policy, { name: node, labels });
+  let source = `FencingPolicy ${opts.policy}`;
+  if (!levels) {
+    try {
+      const { host, settings } = await discoverNodeHost(new KubeMetal3Api(kube), node);
+      levels = [levelFromHost(settings, host)];
+      source = `BareMetalHost ${host.metadata?.namespace}/${host.metadata?.name}`;
+    } catch (err) {
+      if (!(err instanceof FastfenceError) || err.retriable) throw err;
+      const why = err instanceof KubeApiError && err.status === 404 ? "no BareMetalHost CRD" : err.message;
+      throw new NodeSettingsError(
+        `no FencingPolicy ${opts.policy} entry matches node ${node}, and metal3 discovery found no host: ${why}`,
+        err,
+      );
+    }
+  }
+  const level = levels[opts.level - 1];
+  if (!level)
+    throw new NodeSettingsError(
+      `node ${node} has ${levels.length} fencing level(s) (${source}); no level ${opts.level}`,
+    );
+  const secret = {
+    namespace: level.discovered?.namespace ?? opts.namespace,
+    name: level.credentialsSecret,
+  };
+  let creds: BmcCredentials;
+  try {
+    creds = await new KubeMetal3Api(kube).readCredentials(secret);
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 404)
+      throw new NodeSettingsError(
+        `credentials Secret ${secret.namespace}/${secret.name} (${source}) not found`,
+        err,
+      );
+    if (err instanceof FastfenceError && err.code === "FF_INVALID_CONFIG")
+      throw new NodeSettingsError(`${err.message} (${source})`, err);
+    throw err;
+  }
+  return { level, levelNumber: opts.level, levels: levels.length, source, secret, creds };
+}
+
 export async function bmcCommand(argv: string[]): Promise<number> {
   let parsed;
   try {
@@ -79,6 +175,9 @@ export async function bmcCommand(argv: string[]): Promise<number> {
       options: {
         url: { type: "string" },
         node: { type: "string" },
+        level: { type: "string" },
+        policy: { type: "string" },
+        namespace: { type: "string" },
         "credentials-file": { type: "string" },
         insecure: { type: "boolean" },
         ca: { type: "string" },
@@ -100,23 +199,15 @@ export async function bmcCommand(argv: string[]): Promise<number> {
   if (!action || !["status", "off", "on", "check"].includes(action) || positionals.length > 1) {
     return usage(`expected one action: status, off, on or check`);
   }
-  if (v.node && !v.url) {
-    console.error("fastfence bmc: --node (settings from the cluster) is not yet supported; use --url");
-    return 2;
-  }
-  if (!v.url) return usage("--url is required");
+  if (v.node && v.url) return usage("give --url or --node, not both");
+  if (!v.url && !v.node) return usage("--url or --node is required");
   const timeoutMs = Number(v["timeout-ms"] ?? 30_000);
   const pollMs = Number(v["poll-ms"] ?? 200);
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0 || !Number.isFinite(pollMs) || pollMs <= 0) {
     return usage("--timeout-ms and --poll-ms take positive numbers");
   }
-  try {
-    parseBmcAddress(v.url);
-  } catch (err) {
-    return usage(err instanceof FastfenceError ? err.message : "bad --url");
-  }
-  const creds = readCredentials(v["credentials-file"], process.env);
-  if (typeof creds === "string") return usage(creds);
+  const levelNumber = Number(v.level ?? 1);
+  if (!Number.isInteger(levelNumber) || levelNumber < 1) return usage("--level takes a number from 1");
   let ca: string | undefined;
   if (v.ca) {
     try {
@@ -126,10 +217,81 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     }
   }
 
-  const driver: BmcDriver = buildDriver(v.url, creds, { insecure: v.insecure, ca });
-  const target = redactAddress(v.url);
+  let address: string;
+  let creds: BmcCredentials;
+  let options: BmcOptions;
+  let from: string | undefined;
+  if (v.node) {
+    if (v["credentials-file"])
+      return usage("--credentials-file is for --url; --node reads the level's Secret");
+    let kube: Kube;
+    try {
+      kube = Kube.fromEnvironment({ requestTimeoutMs: Math.min(timeoutMs, 10_000) });
+    } catch (err) {
+      console.error(
+        `fastfence bmc: no usable kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster): ${err instanceof Error ? err.message : String(err)}`,
+      );
+      return 2;
+    }
+    let nb: NodeBmc;
+    try {
+      nb = await nodeBmc(kube, v.node, {
+        policy: v.policy ?? process.env.FASTFENCE_POLICY ?? "default",
+        namespace: v.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system",
+        level: levelNumber,
+      });
+    } catch (err) {
+      const fe = err instanceof FastfenceError ? err : undefined;
+      const msg = `fastfence bmc ${action} --node ${v.node}: ${fe?.code ?? "FF_INTERNAL"}: ${fe?.message ?? "unexpected error"}`;
+      if (v.json)
+        console.log(
+          JSON.stringify({
+            action,
+            node: v.node,
+            ok: false,
+            code: fe?.code ?? "FF_INTERNAL",
+            error: fe?.message,
+          }),
+        );
+      else console.error(msg);
+      return err instanceof NodeSettingsError ? 2 : 1;
+    }
+    address = nb.level.address;
+    creds = nb.creds;
+    options = {
+      ...levelOptions(nb.level.options, timeoutMs),
+      ...(v.insecure ? { insecure: true } : {}),
+      ...(ca ? { ca } : {}),
+    };
+    from = `${nb.source}, level ${nb.levelNumber}/${nb.levels} (${nb.level.driver}), credentials Secret ${nb.secret.namespace}/${nb.secret.name}`;
+  } else {
+    address = v.url!;
+    try {
+      parseBmcAddress(address);
+    } catch (err) {
+      return usage(err instanceof FastfenceError ? err.message : "bad --url");
+    }
+    const c = readCredentials(v["credentials-file"], process.env);
+    if (typeof c === "string") return usage(c);
+    creds = c;
+    options = { insecure: v.insecure, ca };
+  }
+
+  let driver: BmcDriver;
+  try {
+    driver = buildDriver(address, creds, options);
+  } catch (err) {
+    console.error(
+      `fastfence bmc: ${err instanceof FastfenceError ? err.message : "cannot build the driver"}`,
+    );
+    return 2;
+  }
+  const target = redactAddress(address);
+  if (from && !v.json) console.log(`${v.node}: ${target} from ${from}`);
   const out = (human: string, obj: Record<string, unknown>) =>
-    console.log(v.json ? JSON.stringify({ action, target, ...obj }) : human);
+    console.log(
+      v.json ? JSON.stringify({ action, target, ...(v.node ? { node: v.node, from } : {}), ...obj }) : human,
+    );
   const started = Date.now();
   try {
     switch (action) {

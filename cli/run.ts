@@ -4,7 +4,7 @@
 // (infra/config.ts) and the kubeconfig (in-cluster, $KUBECONFIG or ~/.kube/config).
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
-import { FastfenceError } from "../core/errors.ts";
+import { parsePort } from "./args.ts";
 import { FUNCTIONS } from "../functions/registry.ts";
 import { loadRuntimeConfig } from "../infra/config.ts";
 import { hostFunction } from "../infra/runtime/host.ts";
@@ -44,9 +44,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     console.error(usage());
     return 2;
   }
-  const port = values.http === undefined ? undefined : Number(values.http);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536))
-    throw new FastfenceError("FF_INVALID_CONFIG", `--http needs a port number 0-65535, not "${values.http}"`);
+  const port = parsePort("--http", values.http);
   const config = loadRuntimeConfig({
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),

@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { Counter, Registry, collectDefaultMetrics } from "prom-client";
 import { systemClock } from "../core/clock.ts";
 import { FastfenceError } from "../core/errors.ts";
+import { parsePort } from "./args.ts";
 import { loadRuntimeConfig } from "../infra/config.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
 import { Kube } from "../infra/kube/client.ts";
@@ -30,9 +31,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     },
   });
   if (values.help) return (console.log(USAGE), 0);
-  const port = values.http === undefined ? undefined : Number(values.http);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port < 65536))
-    throw new FastfenceError("FF_INVALID_CONFIG", `--http needs a port number 0-65535, not "${values.http}"`);
+  const port = parsePort("--http", values.http);
   const config = loadRuntimeConfig({
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),

@@ -16,7 +16,7 @@
 import type { OutgoingEvent } from "../events/envelope.ts";
 import type { Outcome } from "../functions/contract.ts";
 import type { NodeFence, NodeFenceStatus } from "./incident.ts";
-import type { FencingLevel, FencingPolicySpec } from "./policy.ts";
+import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
 
 export type ConditionStatus = "True" | "False" | "Unknown";
 
@@ -103,10 +103,11 @@ export type Action =
       incident: string;
       round: number;
       holder: string;
-      levels: FencingLevel[];
+      /** Policy levels, or discovered ones (BareMetalHost: Secret in the host's namespace, hold annotation). */
+      levels: ResolvedFencingLevel[];
       timeoutMs: number;
     }
-  | { kind: "powerOn"; node: string; incident: string; levels: FencingLevel[] }
+  | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
   | { kind: "setTaint"; node: string; taint: Taint }
   | { kind: "removeTaint"; node: string; taint: Taint }
   /** Force-delete every pod bound to the node (gracePeriodSeconds 0); result: count. */

@@ -109,14 +109,42 @@ export const NodeFencingSchema = z.object({
 });
 export type NodeFencing = z.infer<typeof NodeFencingSchema>;
 
+/** Sources of fencing levels besides the policy's own entries. */
+export const FENCING_DISCOVERY = ["None", "Metal3"] as const;
+export type FencingDiscovery = (typeof FENCING_DISCOVERY)[number];
+
+/**
+ * A level the adapter found by discovery (never written in a policy, so a policy cannot
+ * point at Secrets outside the fastfence namespace): its credentials Secret lives in the
+ * BareMetalHost's namespace, and that host carries the power-off hold while fenced.
+ */
+export interface DiscoveredFrom {
+  kind: "BareMetalHost";
+  namespace: string;
+  name: string;
+}
+
+/** A policy level, or a discovered one (with `discovered` set). */
+export type ResolvedFencingLevel = FencingLevel & { discovered?: DiscoveredFrom };
+
 export const FencingSettingsSchema = z
   .object({
-    // First matching entry wins. A node that no entry matches cannot be fenced (blocked).
+    // First matching entry wins. A node that no entry matches cannot be fenced (blocked),
+    // unless `discovery` below finds its BMC.
     nodes: z.array(NodeFencingSchema).default([]),
     // Rounds over all levels before giving up (fence.failed final). Default 3.
     maxRounds: z.int().min(1).max(100).default(3),
     // Wait between rounds. Unit: ms. Default 2000.
     retryBackoffMs: z.int().min(0).max(600_000).default(2_000),
+    // Where levels come from for a node that no entry above matches. "None" (default):
+    // such a node is not fenced. "Metal3": its metal3 BareMetalHost (found through the
+    // node's providerID or its Machine's metal3.io/BareMetalHost annotation) gives one
+    // level: spec.bmc.address, the credentials Secret in the host's namespace, and
+    // disableCertificateVerification; the host is annotated reboot.metal3.io/fastfence-<incident>
+    // while the incident is open so the Bare Metal Operator keeps it off. Trade-off: no
+    // per-node policy to write, but fastfence then needs to read BareMetalHosts and the
+    // Secrets they name in other namespaces, and trusts whoever may edit those hosts.
+    discovery: z.enum(FENCING_DISCOVERY).default("None"),
   })
   .prefault({});
 
@@ -192,4 +220,20 @@ export function levelsForNode(
     return entry.levels;
   }
   return undefined;
+}
+
+/**
+ * Levels for a node: the policy's matching entry first; only when none matches and the
+ * policy opts into discovery, the levels the adapter discovered (passed in; pure).
+ */
+export function resolveLevels(
+  policy: FencingPolicySpec,
+  node: { name: string; labels?: Record<string, string> },
+  discovered: readonly ResolvedFencingLevel[] | undefined,
+): ResolvedFencingLevel[] | undefined {
+  const own = levelsForNode(policy, node);
+  if (own) return own;
+  if (policy.fencing.discovery !== "Metal3") return undefined;
+  const hosts = (discovered ?? []).filter((l) => l.discovered?.kind === "BareMetalHost");
+  return hosts.length ? hosts : undefined;
 }

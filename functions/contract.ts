@@ -66,3 +66,12 @@ export interface PureStage<I extends DecideInput<FfEvent> = DecideInput<FfEvent>
   locate(event: FfEvent): ViewRequest;
   decide(input: I): Decision;
 }
+
+/** A FunctionDefinition for a pure stage: its metadata plus how to build the handler. */
+export function stageFunction<Deps>(
+  stage: PureStage<never> | PureStage,
+  create: (deps: Deps) => EventHandler,
+): FunctionDefinition<Deps> {
+  const { name, description, subscriptions, emits, critical } = stage;
+  return { name, description, subscriptions, emits, critical, create };
+}

@@ -3,7 +3,8 @@
 // independent evidence); the event only names the incident. It refuses a node whose boot
 // ID changed since the incident began (a late event never powers off a recovered node),
 // takes the per-node Lease (one driver per node), marks the incident Fencing and asks for
-// the power-off levels. `onPowerOffResult` turns the adapter's attempts into FencedOff only
+// the power-off levels (the policy's; with fencing.discovery, the ones the adapter
+// discovered and passed in when no policy entry matches). `onPowerOffResult` turns the adapter's attempts into FencedOff only
 // when a read-back said exactly Off after the command; anything else is FenceFailed with
 // the reason (retried after a backoff, final after maxRounds). No I/O.
 import {
@@ -29,7 +30,7 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { ErrorCode } from "../../core/errors.ts";
-import { levelsForNode, type FencingPolicySpec } from "../../core/policy.ts";
+import { resolveLevels, type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
@@ -38,6 +39,13 @@ import type { FenceFailed, NodeFenced } from "../../events/schemas.ts";
 /** Only incidents whose confirmedBy is one of these identities are fenced (S6). */
 export interface FenceDecideInput extends DecideInput<FfEvent> {
   trustedConfirmers: readonly string[];
+  /**
+   * Levels the adapter discovered for the node (fencing.discovery "Metal3": from its
+   * BareMetalHost). Used only when no policy entry matches the node and the policy opts in.
+   */
+  discoveredLevels?: ResolvedFencingLevel[];
+  /** Why discovery found nothing (secret-free), for the NoFencingLevels message. */
+  discoveryError?: string;
 }
 
 export function locate(event: FfEvent): ViewRequest {
@@ -101,14 +109,14 @@ export function decide(input: FenceDecideInput): Decision {
   const trust = checkConfirmation(inc, st, node, policy, input.trustedConfirmers);
   if (trust) return rejected(trust);
 
-  const levels = levelsForNode(policy, node);
+  const levels = resolveLevels(policy, node, input.discoveredLevels);
   const leaseName = fenceLeaseName(node.name);
   const rv = inc.metadata.resourceVersion;
   if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
   if (!levels) {
     const status = transition(st, "FenceFailed", iso(now), {
       reason: "NoFencingLevels",
-      message: `no fencing levels match node ${node.name}`,
+      message: `no fencing levels match node ${node.name}${policy.fencing.discovery !== "None" ? ` (discovery ${policy.fencing.discovery}: ${input.discoveryError ?? "nothing found"})` : ""}`,
       round,
     });
     return processed(

@@ -17,10 +17,15 @@ import {
   type Decision,
   type ViewRequest,
 } from "../../core/decision.ts";
-import { levelsForNode } from "../../core/policy.ts";
+import { resolveLevels, type ResolvedFencingLevel } from "../../core/policy.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeRecovered } from "../../events/schemas.ts";
+
+/** Recover's input: the adapter may pass levels it discovered (fencing.discovery) for power-on. */
+export interface RecoverDecideInput extends DecideInput<FfEvent> {
+  discoveredLevels?: ResolvedFencingLevel[];
+}
 
 export function locate(event: FfEvent): ViewRequest {
   const d = event.data as { incident?: string };
@@ -29,7 +34,7 @@ export function locate(event: FfEvent): ViewRequest {
     : { node: event.subject, openIncidentOfNode: true, cluster: false };
 }
 
-export function decide(input: DecideInput<FfEvent>): Decision {
+export function decide(input: RecoverDecideInput): Decision {
   const ev = input.event as AnyFfEvent;
   switch (ev.type) {
     case EVENT_TYPES.nodeCondition:
@@ -83,7 +88,7 @@ function onCondition(
 
 function onReleased(
   d: DataOf<typeof EVENT_TYPES.workloadsReleased>,
-  { view, now }: DecideInput<FfEvent>,
+  { view, now, discoveredLevels }: RecoverDecideInput,
 ): Decision {
   const inc = view.incident;
   if (!inc || inc.metadata.name !== d.incident) return ignored(`no incident ${d.incident} in the API`);
@@ -93,7 +98,7 @@ function onReleased(
   if (st.powerOnRequestedAt) return ignored(`power-on already requested at ${st.powerOnRequestedAt}`);
   if (view.node && view.node.bootId !== inc.spec.bootId)
     return ignored(`${d.node} is already back (boot ${view.node.bootId})`);
-  const levels = levelsForNode(view.policy, view.node ?? { name: d.node });
+  const levels = resolveLevels(view.policy, view.node ?? { name: d.node }, discoveredLevels);
   if (!levels) return ignored(`no fencing levels for ${d.node}: cannot power it on`);
   const rv = inc.metadata.resourceVersion;
   if (!rv) return rejected(`incident ${d.incident} was read without a resourceVersion`);

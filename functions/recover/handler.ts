@@ -4,13 +4,13 @@
 // runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
 import { CATALOG, consumedBy, emittedBy } from "../../events/catalog.ts";
-import { decide, locate } from "./decide.pure.ts";
+import { decide, locate, type RecoverDecideInput } from "./decide.pure.ts";
 
 export * from "./decide.pure.ts";
 
 const consumes = consumedBy("recover");
 
-export const stage: PureStage = {
+export const stage: PureStage<RecoverDecideInput> = {
   name: "recover",
   description:
     "Ends incidents when the node returns with a new boot ID (removes the taint); powers fenced nodes back on if the policy says so.",

@@ -5,6 +5,7 @@
 // power-off from the off command's success, and nothing here may ever carry a credential
 // into an error message, a log line or an attempt record.
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
+import { systemClock } from "../../core/clock.ts";
 
 export type PowerState = "on" | "off" | "unknown";
 
@@ -180,20 +181,7 @@ export interface ConfirmResult {
   readbacks: Readback[];
 }
 
-function defaultSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
+const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> => systemClock.sleep(ms, signal);
 
 function errCode(err: unknown): string {
   return err instanceof FastfenceError ? err.code : "FF_INTERNAL";

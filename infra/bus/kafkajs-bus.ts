@@ -3,7 +3,7 @@
 // a producer that never waits on one partition (records are spread by key only for
 // ordering of one node's observations; the incident state lives in the Kubernetes API),
 // acks from all in-sync replicas. Never logs record values (they are event data).
-import { Kafka, logLevel, type Consumer, type Producer, type IHeaders } from "kafkajs";
+import { Kafka, logLevel, type Consumer, type IHeaders, type KafkaMessage, type Producer } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { Logger } from "../log.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
@@ -38,6 +38,18 @@ function toHeaders(h: IHeaders | undefined): Record<string, string> {
     if (first !== undefined) out[k] = Buffer.isBuffer(first) ? first.toString("utf8") : String(first);
   }
   return out;
+}
+
+function toRecord(topic: string, partition: number, message: KafkaMessage): BusRecord {
+  return {
+    topic,
+    partition,
+    offset: message.offset,
+    timestamp: Number(message.timestamp),
+    key: message.key ? message.key.toString("utf8") : null,
+    value: message.value,
+    headers: toHeaders(message.headers),
+  };
 }
 
 export class KafkaJsBus implements Bus {
@@ -130,15 +142,7 @@ export class KafkaJsBus implements Bus {
       autoCommit: true,
       autoCommitInterval: 500,
       eachMessage: async ({ topic, partition, message }) => {
-        await opts.onRecord({
-          topic,
-          partition,
-          offset: message.offset,
-          timestamp: Number(message.timestamp),
-          key: message.key ? message.key.toString("utf8") : null,
-          value: message.value,
-          headers: toHeaders(message.headers),
-        });
+        await opts.onRecord(toRecord(topic, partition, message));
       },
     });
     return {
@@ -176,15 +180,7 @@ export class KafkaJsBus implements Bus {
         void consumer.run({
           autoCommit: false,
           eachMessage: async ({ topic, partition, message }) => {
-            out.push({
-              topic,
-              partition,
-              offset: message.offset,
-              timestamp: Number(message.timestamp),
-              key: message.key ? message.key.toString("utf8") : null,
-              value: message.value,
-              headers: toHeaders(message.headers),
-            });
+            out.push(toRecord(topic, partition, message));
             const k = `${topic}/${partition}`;
             const end = ends.get(k);
             if (end !== undefined && BigInt(message.offset) + 1n >= end) ends.delete(k);

@@ -1,15 +1,20 @@
 // Executes fence's powerOff and recover's powerOn actions: resolves each fencing level of
-// the policy into a BMC driver (credentials from the level's Secret), runs the levels in
-// order (infra/bmc/levels.ts) and reports every attempt in the incident's Attempt shape.
-// An attempt is "off-confirmed" only when the driver read the power state back as Off
-// after the command (S1). Credentials are read per action and never logged or returned.
+// the policy into a BMC driver (credentials from the level's Secret: the fastfence
+// namespace for policy levels, the BareMetalHost's namespace for discovered ones), runs the
+// levels in order (infra/bmc/levels.ts) and reports every attempt in the incident's
+// Attempt shape. For a discovered host it sets the reboot.metal3.io hold before the
+// power-off (the Bare Metal Operator must not power it back on) and clears it before a
+// power-on or when an incident ends (releaseHolds). An attempt is "off-confirmed" only
+// when the driver read the power state back as Off after the command (S1). Credentials
+// are read per action and never logged or returned.
 import type { Action } from "../../core/decision.ts";
 import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
 import type { Attempt } from "../../core/incident.ts";
-import type { FencingLevel as PolicyLevel, FencingPolicySpec } from "../../core/policy.ts";
+import type { FencingPolicySpec, ResolvedFencingLevel as PolicyLevel } from "../../core/policy.ts";
 import type { BmcDriver } from "../bmc/driver.ts";
 import { fenceWithLevels, type FencingLevel as DriverLevel, type LevelAttempt } from "../bmc/levels.ts";
-import { buildDriver, credentialsFromSecretData, type BmcOptions } from "../bmc/settings.ts";
+import { KubeMetal3Api } from "../bmc/metal3.ts";
+import { buildDriver, type BmcOptions } from "../bmc/settings.ts";
 import type { Kube } from "../kube/client.ts";
 import type { PowerExecutor } from "../runtime/stage-executor.ts";
 import type { Clock } from "../../core/clock.ts";
@@ -64,23 +69,27 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly kube: Kube;
   private readonly secretNamespace: string;
   private readonly clock: Clock;
+  private readonly metal3: KubeMetal3Api;
   private readonly drivers = new Map<string, BmcDriver>();
 
   constructor(kube: Kube, secretNamespace: string, clock: Clock) {
     this.kube = kube;
     this.secretNamespace = secretNamespace;
     this.clock = clock;
+    this.metal3 = new KubeMetal3Api(kube);
   }
 
-  /** Drivers are cached per address+secret so connections (Redfish sessions, keep-alive) are reused. */
+  /**
+   * Drivers are cached per address+secret so connections (Redfish sessions, keep-alive) are
+   * reused. A discovered level's Secret is read in its host's namespace, a policy level's
+   * in the fastfence namespace (a policy can never name another namespace).
+   */
   private async driverFor(level: PolicyLevel): Promise<BmcDriver> {
-    const key = `${level.address}|${level.credentialsSecret}|${JSON.stringify(level.options ?? {})}`;
+    const namespace = level.discovered?.namespace ?? this.secretNamespace;
+    const key = `${level.address}|${namespace}/${level.credentialsSecret}|${JSON.stringify(level.options ?? {})}`;
     const cached = this.drivers.get(key);
     if (cached) return cached;
-    const secret = await this.kube.call(`read secret ${level.credentialsSecret}`, (a) =>
-      a.core.readNamespacedSecret({ name: level.credentialsSecret, namespace: this.secretNamespace }),
-    );
-    const creds = credentialsFromSecretData(secret.data, level.credentialsSecret);
+    const creds = await this.metal3.readCredentials({ namespace, name: level.credentialsSecret });
     const d = buildDriver(level.address, creds, levelOptions(level.options, level.timeoutMs));
     this.drivers.set(key, d);
     return d;
@@ -107,6 +116,8 @@ export class BmcPowerExecutor implements PowerExecutor {
     const start = this.clock.now();
     let levels: DriverLevel[];
     try {
+      // Hold first: once off, the Bare Metal Operator must not power the host back on.
+      for (const h of discoveredHosts(a.levels)) await this.metal3.hold(h, a.incident);
       levels = (await this.resolve(a.levels)).driver;
     } catch (err) {
       const e = asFastfenceError(err, "FF_INVALID_CONFIG");
@@ -140,6 +151,8 @@ export class BmcPowerExecutor implements PowerExecutor {
     _policy: FencingPolicySpec,
     signal: AbortSignal,
   ): Promise<void> {
+    // Let the Bare Metal Operator power it on too (spec.online), and not fight our on.
+    for (const h of discoveredHosts(a.levels)) await this.metal3.release(h, a.incident);
     let lastErr: unknown;
     for (const l of a.levels) {
       try {
@@ -155,4 +168,16 @@ export class BmcPowerExecutor implements PowerExecutor {
       retriable: true,
     });
   }
+
+  /** Clears an ending incident's hold on every host that carries it (strict with discovery on). */
+  releaseHolds(incident: string, policy: FencingPolicySpec): Promise<string[]> {
+    return this.metal3.releaseIncident(incident, policy.fencing.discovery === "Metal3");
+  }
+}
+
+function discoveredHosts(levels: readonly PolicyLevel[]): { namespace: string; name: string }[] {
+  const seen = new Map<string, { namespace: string; name: string }>();
+  for (const l of levels)
+    if (l.discovered) seen.set(`${l.discovered.namespace}/${l.discovered.name}`, l.discovered);
+  return [...seen.values()];
 }

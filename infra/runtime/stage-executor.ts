@@ -5,7 +5,8 @@
 // after every write succeeded (core/decision.ts states the contract). A guarded write
 // that fails (409, AlreadyExists, a lease held elsewhere) means the view was stale: it
 // re-reads and decides again, a bounded number of times. It never executes an action
-// the pure stage did not return.
+// the pure stage did not return; the one adapter-side effect it adds is clearing BMC
+// holds (metal3 reboot annotations) of an incident just before its status turns terminal.
 import { FastfenceError } from "../../core/errors.ts";
 import type {
   Action,
@@ -16,7 +17,7 @@ import type {
   View,
   ViewRequest,
 } from "../../core/decision.ts";
-import type { Attempt, NodeFence } from "../../core/incident.ts";
+import { isTerminal, type Attempt, type NodeFence } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { EventHandler, HandlerContext, HandlerResult, PureStage } from "../../functions/contract.ts";
@@ -25,6 +26,7 @@ import type { IncidentStore } from "../kube/incidents.ts";
 import { readLeaseInfo, type LeaseManager } from "../kube/lease.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { PolicyReader } from "../kube/policy.ts";
+import { forIncident } from "../log.ts";
 
 /** Runs power actions for fence and recover (infra/fence/power.ts). */
 export interface PowerExecutor {
@@ -38,6 +40,12 @@ export interface PowerExecutor {
     policy: FencingPolicySpec,
     signal: AbortSignal,
   ): Promise<void>;
+  /**
+   * Clears whatever keeps the incident's host powered off outside fastfence (metal3's
+   * reboot.metal3.io hold); called before an incident's status turns terminal. Returns
+   * what was released, for the log.
+   */
+  releaseHolds?(incident: string, policy: FencingPolicySpec): Promise<string[]>;
 }
 
 export interface StageAdapters {
@@ -52,8 +60,15 @@ export interface StageAdapters {
 
 /** Stage-specific follow-ups after result-producing actions (fence, remediate-workloads). */
 export interface StageHooks {
-  /** Extra decide input (fence: trustedConfirmers). */
-  extraInput?: () => Record<string, unknown>;
+  /**
+   * Extra decide input (fence: trustedConfirmers; fence/recover: levels discovered for the
+   * node). May read (it is adapter code); it runs after the view is read, before decide.
+   */
+  extraInput?: (i: {
+    event: FfEvent;
+    view: View;
+    now: number;
+  }) => Record<string, unknown> | Promise<Record<string, unknown>>;
   onPowerOffResult?: (i: {
     incident: NodeFence;
     result: { attempts: Attempt[] };
@@ -136,6 +151,15 @@ export function stageHandler(
           }
           break;
         case "updateIncidentStatus":
+          if (isTerminal(a.status.phase) && ad.power?.releaseHolds) {
+            // Before the write: if this fails the event is redelivered and decided again.
+            const released = await ad.power.releaseHolds(a.name, view.policy);
+            if (released.length)
+              forIncident(ctx.log, a.name, last?.spec.nodeName ?? view.node?.name ?? "unknown").info(
+                { hosts: released },
+                "released BMC power-off holds",
+              );
+          }
           try {
             last = await ad.incidents.writeStatus(a.name, a.expectedResourceVersion, a.status);
           } catch (err) {
@@ -229,7 +253,8 @@ export function stageHandler(
     for (let round = 1; ; round++) {
       const now = ctx.clock.now();
       const view = await readView(req, now);
-      const decision = stage.decide({ event, view, now, self, ...(hooks.extraInput?.() ?? {}) });
+      const extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
+      const decision = stage.decide({ event, view, now, self, ...extra });
       try {
         const { emit } = await execute(decision, view, ctx);
         return { outcome: decision.outcome, emit };

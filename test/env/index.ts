@@ -2,7 +2,7 @@
 // nodes, Kafka brokers, and a vitest helper that stops everything a test file started.
 // Must never start servers that outlive the test process or listen off loopback.
 import { afterAll, beforeAll } from "vitest";
-import { EnvScope } from "./process.ts";
+import { EnvError, EnvScope } from "./process.ts";
 
 export * from "./process.ts";
 export * from "./controlplane.ts";
@@ -40,7 +40,7 @@ export function withEnv<T>(start: (scope: EnvScope) => Promise<T>): () => T {
     await scope.stopAll();
   });
   return () => {
-    if (!started) throw new Error("environment not started (did beforeAll fail?)");
+    if (!started) throw new EnvError("environment not started (did beforeAll fail?)");
     return value as T;
   };
 }

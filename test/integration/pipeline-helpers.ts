@@ -28,7 +28,21 @@ export async function waitFor<T>(
   }
 }
 
+/** Every NodeFence; retries the API server's transient 429 ("storage is (re)initializing"). */
 export async function incidents(c: PipelineCluster): Promise<NodeFence[]> {
+  return waitFor(
+    "NodeFence list",
+    () =>
+      listIncidents(c).catch((err: { code?: number }) => {
+        if (err.code === 429) return undefined;
+        throw err;
+      }),
+    10_000,
+    200,
+  );
+}
+
+async function listIncidents(c: PipelineCluster): Promise<NodeFence[]> {
   const l = (await c.custom.listNamespacedCustomObject({
     group: "fastfence.io",
     version: "v1alpha1",

@@ -1,0 +1,291 @@
+// metal3 discovery on the real stack: a kube-apiserver with metal3's real BareMetalHost
+// CRD, a host whose spec.bmc points at the lab Redfish emulator (plain HTTP) with its
+// credentials Secret in the host's namespace, and Nodes linked by providerID
+// (metal3://ns/name/uid), by the host annotation, or not at all. Checks: `fastfence bmc
+// check|status|off|on --node` reads settings from the cluster; discovered levels resolve
+// only when the FencingPolicy opts in; the power executor reads the Secret in the host's
+// namespace, sets the reboot.metal3.io hold before the power-off and clears it when the
+// incident ends; errors name what is missing; credentials never appear in any output.
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
+import { join } from "node:path";
+import { describe, expect, it, vi } from "vitest";
+import { bmcCommand } from "../../cli/bmc.ts";
+import type { View } from "../../core/decision.ts";
+import { resolvePolicy, resolveLevels, type ResolvedFencingLevel } from "../../core/policy.ts";
+import { discoveryInput } from "../../infra/bmc/discovery-input.ts";
+import { KubeMetal3Api, rebootAnnotationKey, type BareMetalHostLike } from "../../infra/bmc/metal3.ts";
+import { BmcPowerExecutor } from "../../infra/fence/power.ts";
+import { Kube } from "../../infra/kube/client.ts";
+import { systemClock } from "../../core/clock.ts";
+import { LabRedfishServer } from "../emulators/redfish/server.ts";
+import { applyObjects, readManifests } from "../env/apply.ts";
+import { ROOT, startControlPlane, withEnv } from "../env/index.ts";
+
+const HOST_NS = "metal3";
+const FF_NS = "fastfence-system";
+const USER = "metal3-admin";
+const PASS = `Pw-${Math.random().toString(36).slice(2)}-metal3`;
+const BMH = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
+
+interface Env {
+  kc: KubeConfig;
+  kubeconfigPath: string;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  kube: Kube;
+  bmc: LabRedfishServer;
+  /** reboot.metal3.io annotations of the host at the moment ForceOff reached the BMC. */
+  annotationsAtOff: Record<string, string>[];
+}
+
+const env = withEnv<Env>(async (scope) => {
+  const cp = scope.add(await startControlPlane());
+  const kc = cp.kubeConfig;
+  await applyObjects(kc, [
+    ...readManifests(join(ROOT, "../shared/crds/metal3.io")),
+    ...readManifests(join(ROOT, "knative/base/crds"), (o) => o.kind === "CustomResourceDefinition"),
+  ]);
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  for (const name of [HOST_NS, FF_NS]) await core.createNamespace({ body: { metadata: { name } } });
+  const annotationsAtOff: Record<string, string>[] = [];
+  const readHostAnnotations = async () => {
+    const h = (await custom.getNamespacedCustomObject({
+      ...BMH,
+      namespace: HOST_NS,
+      name: "worker-0",
+    })) as BareMetalHostLike;
+    return Object.fromEntries(
+      Object.entries(h.metadata?.annotations ?? {}).filter(([k]) => k.startsWith("reboot.metal3.io/")),
+    );
+  };
+  const bmc = new LabRedfishServer({
+    username: USER,
+    password: PASS,
+    systemId: "worker-0",
+    sessions: true,
+    hooks: { powerOff: async () => void annotationsAtOff.push(await readHostAnnotations()) },
+  });
+  await bmc.start();
+  scope.add({ stop: () => bmc.stop() });
+
+  const address = `redfish+http://127.0.0.1:${bmc.port}/redfish/v1/Systems/worker-0`;
+  const secret = (name: string, data: Record<string, string>) =>
+    core.createNamespacedSecret({ namespace: HOST_NS, body: { metadata: { name }, stringData: data } });
+  await secret("worker-0-bmc", { username: USER, password: PASS });
+  await secret("worker-1-bmc", { username: USER }); // no password key
+  const host = (name: string, credentialsName: string) =>
+    custom.createNamespacedCustomObject({
+      ...BMH,
+      namespace: HOST_NS,
+      body: {
+        apiVersion: "metal3.io/v1alpha1",
+        kind: "BareMetalHost",
+        metadata: { name },
+        spec: { online: true, bmc: { address, credentialsName, disableCertificateVerification: true } },
+      },
+    });
+  await host("worker-0", "worker-0-bmc");
+  await host("worker-1", "worker-1-bmc");
+  await host("worker-2", "worker-2-bmc"); // its Secret does not exist
+  const node = (name: string, extra: { providerID?: string; annotations?: Record<string, string> }) =>
+    core.createNode({
+      body: {
+        metadata: { name, ...(extra.annotations ? { annotations: extra.annotations } : {}) },
+        spec: extra.providerID ? { providerID: extra.providerID } : {},
+      },
+    });
+  await node("worker-0", { providerID: `metal3://${HOST_NS}/worker-0/worker-0-m3m` });
+  await node("worker-0b", { annotations: { "metal3.io/BareMetalHost": `${HOST_NS}/worker-0` } });
+  await node("worker-1", { providerID: `metal3://${HOST_NS}/worker-1/worker-1-m3m` });
+  await node("worker-2", { providerID: `metal3://${HOST_NS}/worker-2/worker-2-m3m` });
+  await node("plain", {});
+  return {
+    kc,
+    kubeconfigPath: cp.kubeconfigPath,
+    core,
+    custom,
+    kube: new Kube(kc),
+    bmc,
+    annotationsAtOff,
+  };
+});
+
+/** Everything printed by the runs in `fn`, with KUBECONFIG pointing at the test cluster. */
+async function captured(fn: () => Promise<void>): Promise<string[]> {
+  const lines: string[] = [];
+  const push = (...a: unknown[]) => void lines.push(a.map(String).join(" "));
+  const spyLog = vi.spyOn(console, "log").mockImplementation(push);
+  const spyErr = vi.spyOn(console, "error").mockImplementation(push);
+  const saved = { ...process.env };
+  process.env.KUBECONFIG = env().kubeconfigPath;
+  delete process.env.FASTFENCE_BMC_USERNAME;
+  delete process.env.FASTFENCE_BMC_PASSWORD;
+  try {
+    await fn();
+  } finally {
+    spyLog.mockRestore();
+    spyErr.mockRestore();
+    process.env = saved;
+  }
+  return lines;
+}
+
+const everything: string[] = [];
+
+function view(node: string, discovery: "None" | "Metal3"): View {
+  return {
+    node: { name: node, bootId: "b", ready: "Unknown", controlPlane: false, labels: {} },
+    openIncidents: [],
+    nodes: [],
+    policy: resolvePolicy({ fencing: { discovery } }),
+  };
+}
+
+describe("metal3 BareMetalHost discovery", () => {
+  it("fastfence bmc check --node reads power state through the host's BMC and Secret", async () => {
+    const codes: number[] = [];
+    const lines = await captured(async () => {
+      codes.push(await bmcCommand(["check", "--node", "worker-0"]));
+      codes.push(await bmcCommand(["status", "--node", "worker-0b", "--json"]));
+    });
+    everything.push(...lines);
+    expect(codes).toEqual([0, 0]);
+    const text = lines.join("\n");
+    expect(text).toContain(`BareMetalHost ${HOST_NS}/worker-0`);
+    expect(text).toContain(`credentials Secret ${HOST_NS}/worker-0-bmc`);
+    expect(text).toMatch(/accepted the credentials; power is on \(On\)/);
+    const json = JSON.parse(lines.at(-1)!) as { ok: boolean; power: string; node: string };
+    expect(json).toMatchObject({ ok: true, power: "on", node: "worker-0b" });
+    expect(env().bmc.stats.resets).toEqual([]); // check and status change nothing
+  });
+
+  it("errors name what is missing", async () => {
+    const runs: [string[], RegExp][] = [
+      [
+        ["check", "--node", "plain"],
+        /no FencingPolicy default entry matches node plain, and metal3 discovery found no host: .*no metal3:\/\/ providerID/,
+      ],
+      [["check", "--node", "nosuch"], /node nosuch not found/],
+      [["check", "--node", "worker-1"], /Secret metal3\/worker-1-bmc needs keys "username" and "password"/],
+      [["check", "--node", "worker-2"], /credentials Secret metal3\/worker-2-bmc .* not found/],
+      [["check", "--node", "worker-0", "--level", "2"], /has 1 fencing level\(s\).*no level 2/],
+    ];
+    for (const [argv, want] of runs) {
+      let code = -1;
+      const lines = await captured(async () => void (code = await bmcCommand(argv)));
+      everything.push(...lines);
+      expect(code, argv.join(" ")).toBe(2);
+      expect(lines.join("\n")).toMatch(want);
+    }
+  });
+
+  it("discovered levels resolve only when the FencingPolicy opts in", async () => {
+    const api = new KubeMetal3Api(env().kube);
+    const found = (await discoveryInput(api, view("worker-0", "Metal3"))) as {
+      discoveredLevels: ResolvedFencingLevel[];
+    };
+    expect(found.discoveredLevels).toEqual([
+      {
+        driver: "redfish",
+        address: `redfish+http://127.0.0.1:${env().bmc.port}/redfish/v1/Systems/worker-0`,
+        credentialsSecret: "worker-0-bmc",
+        timeoutMs: 10_000,
+        options: { insecure: "true" },
+        discovered: { kind: "BareMetalHost", namespace: HOST_NS, name: "worker-0" },
+      },
+    ]);
+    const node = { name: "worker-0" };
+    expect(
+      resolveLevels(resolvePolicy({ fencing: { discovery: "Metal3" } }), node, found.discoveredLevels),
+    ).toEqual(found.discoveredLevels);
+    expect(resolveLevels(resolvePolicy({}), node, found.discoveredLevels)).toBeUndefined();
+    // Opted out: no API reads at all; a node without a host: a reason, not an exception.
+    expect(await discoveryInput(api, view("worker-0", "None"))).toEqual({});
+    expect(await discoveryInput(api, view("plain", "Metal3"))).toEqual({
+      discoveryError: expect.stringMatching(/node plain: no metal3:\/\/ providerID/),
+    });
+  });
+
+  it("power-off sets the reboot.metal3.io hold first, reads the host's Secret, and the hold is cleared when the incident ends", async () => {
+    const e = env();
+    const api = new KubeMetal3Api(e.kube);
+    const { discoveredLevels } = (await discoveryInput(api, view("worker-0", "Metal3"))) as {
+      discoveredLevels: ResolvedFencingLevel[];
+    };
+    const incident = "worker-0-7f3a";
+    const key = rebootAnnotationKey(incident);
+    const policy = resolvePolicy({ fencing: { discovery: "Metal3" } });
+    // The fastfence namespace has no such Secret: only the host's namespace can work.
+    const power = new BmcPowerExecutor(e.kube, FF_NS, systemClock);
+    const attempts = await power.powerOff(
+      {
+        kind: "powerOff",
+        node: "worker-0",
+        incident,
+        round: 1,
+        holder: "fence-test",
+        levels: discoveredLevels.map((l) => ({ ...l, options: { ...l.options, pollMs: "50" } })),
+        timeoutMs: 10_000,
+      },
+      policy,
+      AbortSignal.timeout(15_000),
+    );
+    everything.push(JSON.stringify(attempts));
+    expect(attempts.map((a) => a.result)).toEqual(["off-confirmed"]);
+    expect(e.bmc.power).toBe("Off");
+    expect(e.annotationsAtOff).toEqual([{ [key]: '{"mode":"hard"}' }]);
+
+    const annotations = async () =>
+      (
+        (await e.custom.getNamespacedCustomObject({
+          ...BMH,
+          namespace: HOST_NS,
+          name: "worker-0",
+        })) as BareMetalHostLike
+      ).metadata?.annotations ?? {};
+    expect((await annotations())[key]).toBe('{"mode":"hard"}');
+    // Another incident's release leaves this hold alone.
+    expect(await power.releaseHolds("other-incident", policy)).toEqual([]);
+    expect((await annotations())[key]).toBeDefined();
+    expect(await power.releaseHolds(incident, policy)).toEqual([`${HOST_NS}/worker-0`]);
+    expect((await annotations())[key]).toBeUndefined();
+    expect(await power.releaseHolds(incident, policy)).toEqual([]); // idempotent
+
+    // powerOn (powerOnAfterFence) releases the hold before switching on.
+    await api.hold({ namespace: HOST_NS, name: "worker-0" }, incident);
+    await power.powerOn(
+      { kind: "powerOn", node: "worker-0", incident, levels: discoveredLevels },
+      policy,
+      AbortSignal.timeout(15_000),
+    );
+    expect((await annotations())[key]).toBeUndefined();
+    expect(e.bmc.power).toBe("On");
+  });
+
+  it("off and on --node, and a wrong password, never print the credentials", async () => {
+    const e = env();
+    const codes: number[] = [];
+    const lines = await captured(async () => {
+      codes.push(await bmcCommand(["off", "--node", "worker-0", "--poll-ms", "50", "--timeout-ms", "10000"]));
+      codes.push(await bmcCommand(["on", "--node", "worker-0", "--json"]));
+    });
+    expect(codes).toEqual([0, 0]);
+    expect(lines.join("\n")).toMatch(/power-off confirmed by read-back/);
+    everything.push(...lines);
+
+    const s = await e.core.readNamespacedSecret({ namespace: HOST_NS, name: "worker-0-bmc" });
+    s.data = { ...s.data, password: Buffer.from(`x${PASS}y`).toString("base64") };
+    await e.core.replaceNamespacedSecret({ namespace: HOST_NS, name: "worker-0-bmc", body: s });
+    let code = -1;
+    const bad = await captured(async () => void (code = await bmcCommand(["check", "--node", "worker-0"])));
+    expect(code).toBe(1);
+    expect(bad.join("\n")).toMatch(/FF_BMC_AUTH_FAILED/);
+    everything.push(...bad);
+
+    const all = everything.join("\n");
+    expect(all.length).toBeGreaterThan(0);
+    expect(all).not.toContain(PASS);
+    expect(all).not.toContain(Buffer.from(PASS).toString("base64"));
+  });
+});

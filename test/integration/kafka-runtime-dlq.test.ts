@@ -1,0 +1,81 @@
+// S5 on a real Kafka broker: a function hosted as a Kafka consumer sends every record it
+// cannot use — bytes that are not a CloudEvent, an event whose data fails its schema —
+// to fastfence.dead-letter with the reason, the issues and the original bytes, and keeps
+// running. (The handler never sees them, so no API server is needed here.)
+import { KubeConfig } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { TOPICS } from "../../events/catalog.ts";
+import { encodeKafka } from "../../events/codec.ts";
+import { envelope } from "../../events/envelope.ts";
+import { DeadLetterSchema } from "../../events/schemas.ts";
+import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { loadRuntimeConfig } from "../../infra/config.ts";
+import { createLogger } from "../../infra/log.ts";
+import { hostFunction, pipelineTopics } from "../../infra/runtime/host.ts";
+import { startKafka, withEnv } from "../env/index.ts";
+import { waitFor } from "./pipeline-helpers.ts";
+
+const env = withEnv(async (scope) => {
+  const kafka = scope.add(await startKafka({ brokers: 1 }));
+  const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "dlq-test" });
+  scope.add({ stop: () => bus.close() });
+  await bus.ensureTopics(pipelineTopics(1));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "none", server: "https://127.0.0.1:1", skipTLSVerify: true }],
+    users: [{ name: "none" }],
+    contexts: [{ name: "none", cluster: "none", user: "none" }],
+    currentContext: "none",
+  });
+  const fn = scope.add(
+    await hostFunction({
+      name: "detect",
+      mode: { kafka: true },
+      config: loadRuntimeConfig({ FASTFENCE_REPLICA: "detect-dlq" }),
+      kubeConfig: kc,
+      bus: new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "detect-dlq" }),
+      log: createLogger("detect", { level: "silent" }),
+    }),
+  );
+  await fn.ready;
+  return { bus };
+});
+
+describe("Kafka runtime dead-lettering", () => {
+  it("dead-letters malformed records with the reason and the original bytes, and keeps consuming", async () => {
+    const { bus } = env();
+    const garbage = Buffer.from([0xde, 0xad, 0xbe, 0xef]);
+    const bad = envelope(
+      {
+        type: "io.fastfence.node.observed.v1",
+        subject: "node-a",
+        data: { target: "node-a", result: "maybe" },
+      },
+      "/fastfence/event-source/s1",
+      Date.now(),
+    );
+    await bus.publish(TOPICS.observations, [{ key: "x", value: garbage, headers: {} }, encodeKafka(bad)]);
+    const dead = await waitFor(
+      "two dead letters",
+      async () => {
+        const recs = await bus.readAll([TOPICS.deadLetter], { timeoutMs: 5000 });
+        return recs.length >= 2 ? recs : undefined;
+      },
+      30_000,
+      500,
+    );
+    const bodies = dead.map((r) => DeadLetterSchema.parse(JSON.parse(r.value!.toString())));
+    const g = bodies.find((b) => b.key === "x")!;
+    expect(Buffer.from(g.originalBase64, "base64")).toEqual(garbage);
+    expect(g).toMatchObject({
+      code: "FF_INVALID_EVENT",
+      consumer: "detect/detect-dlq",
+      topic: TOPICS.observations,
+    });
+    expect(g.issues?.join()).toMatch(/ce_id/);
+    const b = bodies.find((x) => x.key === "node-a")!;
+    expect(b.issues?.join("\n")).toMatch(/data\.result/);
+    expect(b.issues?.join("\n")).toMatch(/data\.observer/);
+    expect(b.originalHeaders.ce_id).toBe(bad.id);
+  });
+});

@@ -7,6 +7,14 @@ import { z } from "zod";
 import { InvalidInputError } from "../core/errors.ts";
 
 const ms = (def: number) => z.coerce.number().int().min(1).default(def);
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+function splitList(v: string | undefined): string[] {
+  return (v ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
 
 export const RuntimeConfigSchema = z.object({
   // Namespace of NodeFence incidents, fencing Leases and BMC Secrets. Default "fastfence-system".
@@ -50,6 +58,18 @@ export const RuntimeConfigSchema = z.object({
   // Fencing Lease duration, seconds. Default 15: another replica takes over a dead
   // driver's incident this long after its last renewal.
   FASTFENCE_LEASE_SECONDS: z.coerce.number().int().min(1).default(15),
+  // Namespaces holding metal3 BareMetalHosts, comma-separated (e.g. "openshift-machine-api").
+  // Default: unset, every BareMetalHost list (metal3 discovery by host uid, releasing an
+  // ending incident's reboot.metal3.io hold) is one cluster-wide list. Set: one list per
+  // namespace, so a namespaced Role suffices (the manifests grant only that), but hosts in
+  // other namespaces are never seen. Reading one host by namespace/name is unaffected.
+  FASTFENCE_METAL3_NAMESPACES: z
+    .string()
+    .refine((v) => {
+      const list = splitList(v);
+      return list.length > 0 && list.every((n) => DNS_LABEL.test(n));
+    }, "must be comma-separated namespace names")
+    .optional(),
 });
 export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
 
@@ -74,9 +94,12 @@ export function identityFor(cfg: RuntimeConfig, component: string): string {
 }
 
 export function trustedConfirmers(cfg: RuntimeConfig): string[] {
-  const list = (cfg.FASTFENCE_TRUSTED_CONFIRMERS ?? "")
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean);
+  const list = splitList(cfg.FASTFENCE_TRUSTED_CONFIRMERS);
   return list.length ? list : [`system:serviceaccount:${cfg.FASTFENCE_NAMESPACE}:fastfence-confirm`];
+}
+
+/** Namespaces to list BareMetalHosts in; undefined: cluster-wide (FASTFENCE_METAL3_NAMESPACES unset). */
+export function metal3Namespaces(cfg: RuntimeConfig): string[] | undefined {
+  const list = splitList(cfg.FASTFENCE_METAL3_NAMESPACES);
+  return list.length ? list : undefined;
 }

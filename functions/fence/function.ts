@@ -12,7 +12,7 @@ import type { RuntimeDeps } from "../registry.ts";
 import { onPowerOffResult, stage } from "./handler.ts";
 
 export const definition: FunctionDefinition<RuntimeDeps> = stageFunction(stage, (deps: RuntimeDeps) => {
-  const metal3 = new KubeMetal3Api(deps.adapters.kube);
+  const metal3 = deps.adapters.metal3 ?? new KubeMetal3Api(deps.adapters.kube);
   return stageHandler(stage, deps.adapters, deps.self, {
     extraInput: async ({ view }) => ({
       trustedConfirmers: deps.trustedConfirmers,

@@ -11,7 +11,7 @@ import type { RuntimeDeps } from "../registry.ts";
 import { stage } from "./handler.ts";
 
 export const definition: FunctionDefinition<RuntimeDeps> = stageFunction(stage, (deps: RuntimeDeps) => {
-  const metal3 = new KubeMetal3Api(deps.adapters.kube);
+  const metal3 = deps.adapters.metal3 ?? new KubeMetal3Api(deps.adapters.kube);
   return stageHandler(stage, deps.adapters, deps.self, {
     extraInput: async ({ event, view }) =>
       event.type === EVENT_TYPES.workloadsReleased && view.policy.powerOnAfterFence

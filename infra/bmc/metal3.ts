@@ -231,24 +231,46 @@ const PLURAL = "baremetalhosts";
 /**
  * metal3 through the Kubernetes API (infra/kube/client.ts): nodes, BareMetalHosts,
  * Machines, the credentials Secret in the host's namespace, and the hold annotation
- * (JSON merge patches on metadata.annotations only).
+ * (JSON merge patches on metadata.annotations only). With `namespaces` (the runtime
+ * setting FASTFENCE_METAL3_NAMESPACES) every BareMetalHost list goes namespace by
+ * namespace, so a namespaced Role is enough; without it, one cluster-wide list. Reading
+ * or patching one host by namespace/name is the same either way.
  */
 export class KubeMetal3Api implements Metal3Api {
   private readonly kube: Kube;
+  /** Namespaces to list BareMetalHosts in; undefined: cluster-wide. */
+  readonly namespaces: readonly string[] | undefined;
 
-  constructor(kube: Kube) {
+  constructor(kube: Kube, opts: { namespaces?: readonly string[] | undefined } = {}) {
     this.kube = kube;
+    this.namespaces = opts.namespaces?.length ? [...opts.namespaces] : undefined;
   }
 
   getNode(name: string): ReturnType<Metal3Api["getNode"]> {
     return this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
   }
 
-  async listHosts(): Promise<BareMetalHostLike[]> {
-    const list = (await this.kube.call("list baremetalhosts", (a) =>
-      a.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
-    )) as { items?: BareMetalHostLike[] };
+  /** The list scopes: each configured namespace, or [undefined] for one cluster-wide list. */
+  private scopes(): (string | undefined)[] {
+    return this.namespaces ? [...this.namespaces] : [undefined];
+  }
+
+  /** BareMetalHosts of one namespace, or of the whole cluster (namespace undefined). */
+  private async listIn(namespace: string | undefined): Promise<BareMetalHostLike[]> {
+    const list = (await (namespace === undefined
+      ? this.kube.call("list baremetalhosts", (a) =>
+          a.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
+        )
+      : this.kube.call(`list baremetalhosts in ${namespace}`, (a) =>
+          a.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace }),
+        ))) as { items?: BareMetalHostLike[] };
     return list.items ?? [];
+  }
+
+  async listHosts(): Promise<BareMetalHostLike[]> {
+    const hosts: BareMetalHostLike[] = [];
+    for (const ns of this.scopes()) hosts.push(...(await this.listIn(ns)));
+    return hosts;
   }
 
   async getHost(namespace: string, name: string): Promise<BareMetalHostLike | undefined> {
@@ -330,24 +352,27 @@ export class KubeMetal3Api implements Metal3Api {
   }
 
   /**
-   * Removes this incident's hold from every host that carries it; returns "ns/name" of
-   * each. No metal3 CRD (404) means nothing to release; so does a 403 unless `strict`.
+   * Removes this incident's hold from every host that carries it (in the configured
+   * namespaces, else cluster-wide); returns "ns/name" of each. Per list scope: no metal3
+   * CRD (404) means nothing to release there; so does a 403 unless `strict`.
    */
   async releaseIncident(incident: string, strict: boolean): Promise<string[]> {
-    let hosts: BareMetalHostLike[];
-    try {
-      hosts = await this.listHosts();
-    } catch (err) {
-      if (err instanceof KubeApiError && (err.status === 404 || (!strict && err.status === 403))) return [];
-      throw err;
-    }
     const key = rebootAnnotationKey(incident);
     const released: string[] = [];
-    for (const h of hosts) {
-      const { namespace, name, annotations } = h.metadata ?? {};
-      if (!namespace || !name || annotations?.[key] === undefined) continue;
-      await this.release({ namespace, name }, incident);
-      released.push(`${namespace}/${name}`);
+    for (const scope of this.scopes()) {
+      let hosts: BareMetalHostLike[];
+      try {
+        hosts = await this.listIn(scope);
+      } catch (err) {
+        if (err instanceof KubeApiError && (err.status === 404 || (!strict && err.status === 403))) continue;
+        throw err;
+      }
+      for (const h of hosts) {
+        const { namespace, name, annotations } = h.metadata ?? {};
+        if (!namespace || !name || annotations?.[key] === undefined) continue;
+        await this.release({ namespace, name }, incident);
+        released.push(`${namespace}/${name}`);
+      }
     }
     return released;
   }

@@ -72,11 +72,12 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly metal3: KubeMetal3Api;
   private readonly drivers = new Map<string, BmcDriver>();
 
-  constructor(kube: Kube, secretNamespace: string, clock: Clock) {
+  /** `metal3` carries the BareMetalHost namespaces (FASTFENCE_METAL3_NAMESPACES); default cluster-wide. */
+  constructor(kube: Kube, secretNamespace: string, clock: Clock, metal3?: KubeMetal3Api) {
     this.kube = kube;
     this.secretNamespace = secretNamespace;
     this.clock = clock;
-    this.metal3 = new KubeMetal3Api(kube);
+    this.metal3 = metal3 ?? new KubeMetal3Api(kube);
   }
 
   /**

@@ -12,7 +12,8 @@ import type { FfEvent } from "../../events/envelope.ts";
 import { findFunction, FUNCTIONS, type RuntimeDeps } from "../../functions/registry.ts";
 import { KafkaJsBus } from "../bus/kafkajs-bus.ts";
 import type { Bus, TopicSpec } from "../bus/bus.ts";
-import { identityFor, trustedConfirmers, type RuntimeConfig } from "../config.ts";
+import { KubeMetal3Api } from "../bmc/metal3.ts";
+import { identityFor, metal3Namespaces, trustedConfirmers, type RuntimeConfig } from "../config.ts";
 import { BmcPowerExecutor } from "../fence/power.ts";
 import { Kube } from "../kube/client.ts";
 import { IncidentStore } from "../kube/incidents.ts";
@@ -91,6 +92,7 @@ export async function hostFunction(opts: {
       .filter(Boolean),
   });
   const ns = config.FASTFENCE_NAMESPACE;
+  const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
   const deps: RuntimeDeps = {
     adapters: {
       kube,
@@ -99,7 +101,8 @@ export async function hostFunction(opts: {
       leases: new LeaseManager(kube, { namespace: ns, durationSeconds: config.FASTFENCE_LEASE_SECONDS }),
       leaseNamespace: ns,
       policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
-      power: new BmcPowerExecutor(kube, ns, clock),
+      power: new BmcPowerExecutor(kube, ns, clock, metal3),
+      metal3,
     },
     self: { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA },
     trustedConfirmers: trustedConfirmers(config),

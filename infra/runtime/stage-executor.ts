@@ -21,6 +21,7 @@ import { isTerminal, type Attempt, type NodeFence } from "../../core/incident.ts
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { EventHandler, HandlerContext, HandlerResult, PureStage } from "../../functions/contract.ts";
+import type { Metal3Api } from "../bmc/metal3.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
 import { readLeaseInfo, type LeaseManager } from "../kube/lease.ts";
@@ -56,6 +57,8 @@ export interface StageAdapters {
   leaseNamespace: string;
   policy: PolicyReader;
   power?: PowerExecutor;
+  /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
+  metal3?: Metal3Api;
 }
 
 /** Stage-specific follow-ups after result-producing actions (fence, remediate-workloads). */

@@ -6,7 +6,9 @@
 // only when the FencingPolicy opts in; the power executor reads the Secret in the host's
 // namespace, sets the reboot.metal3.io hold before the power-off and clears it when the
 // incident ends; errors name what is missing; credentials never appear in any output.
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from "@kubernetes/client-node";
+// With FASTFENCE_METAL3_NAMESPACES, an identity holding only a namespaced Role (like the
+// overlays grant fence and recover) lists and releases hosts without a cluster-wide list.
+import { CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { bmcCommand } from "../../cli/bmc.ts";
@@ -14,12 +16,13 @@ import type { View } from "../../core/decision.ts";
 import { resolvePolicy, resolveLevels, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { discoveryInput } from "../../infra/bmc/discovery-input.ts";
 import { KubeMetal3Api, rebootAnnotationKey, type BareMetalHostLike } from "../../infra/bmc/metal3.ts";
+import { loadRuntimeConfig, metal3Namespaces } from "../../infra/config.ts";
 import { BmcPowerExecutor } from "../../infra/fence/power.ts";
-import { Kube } from "../../infra/kube/client.ts";
+import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { systemClock } from "../../core/clock.ts";
 import { LabRedfishServer } from "../emulators/redfish/server.ts";
 import { applyObjects, readManifests } from "../env/apply.ts";
-import { ROOT, startControlPlane, withEnv } from "../env/index.ts";
+import { ROOT, startControlPlane, withEnv, type ControlPlane } from "../env/index.ts";
 
 const HOST_NS = "metal3";
 const FF_NS = "fastfence-system";
@@ -28,6 +31,7 @@ const PASS = `Pw-${Math.random().toString(36).slice(2)}-metal3`;
 const BMH = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 
 interface Env {
+  cp: ControlPlane;
   kc: KubeConfig;
   kubeconfigPath: string;
   core: CoreV1Api;
@@ -101,6 +105,7 @@ const env = withEnv<Env>(async (scope) => {
   await node("worker-2", { providerID: `metal3://${HOST_NS}/worker-2/worker-2-m3m` });
   await node("plain", {});
   return {
+    cp,
     kc,
     kubeconfigPath: cp.kubeconfigPath,
     core,
@@ -261,6 +266,88 @@ describe("metal3 BareMetalHost discovery", () => {
     );
     expect((await annotations())[key]).toBeUndefined();
     expect(e.bmc.power).toBe("On");
+  });
+
+  it("with FASTFENCE_METAL3_NAMESPACES, a namespaced Role suffices: hosts are listed and released only there", async () => {
+    const e = env();
+    const OTHER_NS = "metal3-other";
+    const incident = "worker-0-ns01";
+    const key = rebootAnnotationKey(incident);
+    // A host in a namespace the identity has no Role in, carrying the same incident's hold.
+    await e.core.createNamespace({ body: { metadata: { name: OTHER_NS } } });
+    await e.custom.createNamespacedCustomObject({
+      ...BMH,
+      namespace: OTHER_NS,
+      body: {
+        apiVersion: "metal3.io/v1alpha1",
+        kind: "BareMetalHost",
+        metadata: { name: "other-0", annotations: { [key]: '{"mode":"hard"}' } },
+        spec: {
+          online: true,
+          bmc: { address: "redfish://192.0.2.1/redfish/v1/Systems/1", credentialsName: "other-0-bmc" },
+        },
+      },
+    });
+    // The overlays' grant to recover: get/list/patch on BareMetalHosts in one namespace only.
+    const rbac = e.kc.makeApiClient(RbacAuthorizationV1Api);
+    const user = "metal3-recover-test";
+    await rbac.createNamespacedRole({
+      namespace: HOST_NS,
+      body: {
+        metadata: { name: "recover-metal3" },
+        rules: [{ apiGroups: ["metal3.io"], resources: ["baremetalhosts"], verbs: ["get", "list", "patch"] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: HOST_NS,
+      body: {
+        metadata: { name: "recover-metal3" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "recover-metal3" },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: user }],
+      },
+    });
+    const userKc = new KubeConfig();
+    userKc.loadFromFile(await e.cp.makeUserKubeconfig(user));
+    const userKube = new Kube(userKc);
+    const namespaces = metal3Namespaces(loadRuntimeConfig({ FASTFENCE_METAL3_NAMESPACES: ` ${HOST_NS} ,` }));
+    expect(namespaces).toEqual([HOST_NS]);
+    const scoped = new KubeMetal3Api(userKube, { namespaces });
+    const policy = resolvePolicy({ fencing: { discovery: "Metal3" } });
+
+    // RBAC settles asynchronously in the authorizer's cache: wait until the Role applies.
+    const deadline = Date.now() + 10_000;
+    let hosts: BareMetalHostLike[] = [];
+    for (;;) {
+      try {
+        hosts = await scoped.listHosts();
+        break;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 403) || Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    expect(hosts.map((h) => `${h.metadata?.namespace}/${h.metadata?.name}`).sort()).toEqual(
+      ["worker-0", "worker-1", "worker-2"].map((n) => `${HOST_NS}/${n}`),
+    );
+
+    // Unscoped (the old behaviour), the same identity gets a 403 on the cluster-wide list,
+    // which a strict release (fencing.discovery Metal3) must not swallow.
+    const unscoped = new KubeMetal3Api(userKube);
+    await expect(unscoped.listHosts()).rejects.toMatchObject({ status: 403 });
+    await expect(unscoped.releaseIncident(incident, true)).rejects.toMatchObject({ status: 403 });
+    expect(await unscoped.releaseIncident(incident, false)).toEqual([]);
+
+    // Scoped: hold and release through the power executor as recover runs it (strict).
+    await scoped.hold({ namespace: HOST_NS, name: "worker-0" }, incident);
+    const power = new BmcPowerExecutor(userKube, FF_NS, systemClock, scoped);
+    expect(await power.releaseHolds(incident, policy)).toEqual([`${HOST_NS}/worker-0`]);
+    expect(await power.releaseHolds(incident, policy)).toEqual([]); // idempotent
+    const annotationsOf = async (namespace: string, name: string) =>
+      ((await e.custom.getNamespacedCustomObject({ ...BMH, namespace, name })) as BareMetalHostLike).metadata
+        ?.annotations ?? {};
+    expect((await annotationsOf(HOST_NS, "worker-0"))[key]).toBeUndefined();
+    // The host outside the configured namespaces was never seen, so it keeps its hold.
+    expect((await annotationsOf(OTHER_NS, "other-0"))[key]).toBe('{"mode":"hard"}');
   });
 
   it("off and on --node, and a wrong password, never print the credentials", async () => {

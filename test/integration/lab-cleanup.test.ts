@@ -1,0 +1,69 @@
+// `fastfence lab up` + `fastfence lab down` leave nothing behind — processes, network
+// namespaces, veths, the bridge, listening ports, temp and run dirs, state.json — both
+// after a normal run and after the lab controller was SIGKILLed (then `lab down` from a
+// fresh process cleans up from .cache/lab/state.json alone).
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { LAB_RUN, ROOT, STATE_PATH, pidsInNetns, procStart, readState, type LabState } from "../../lab/state.ts";
+
+const cli = (...args: string[]) =>
+  spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", ...args], { encoding: "utf8", timeout: 300_000, cwd: ROOT });
+
+function snapshot(s: LabState): { pid: number; start: number }[] {
+  const pids = [...s.netns.flatMap(pidsInNetns), ...s.procs.map((p) => p.pid), ...(s.controller ? [s.controller.pid] : [])];
+  return pids.map((pid) => ({ pid, start: procStart(pid) ?? -1 })).filter((p) => p.start >= 0);
+}
+
+function assertClean(before: { pid: number; start: number }[], s: LabState): void {
+  const alive = before.filter((p) => procStart(p.pid) === p.start);
+  expect(alive, "lab processes still alive").toEqual([]);
+  const netns = spawnSync("ip", ["netns", "list"], { encoding: "utf8" }).stdout;
+  expect(netns).not.toMatch(/fflab-/);
+  const links = spawnSync("ip", ["-o", "link", "show"], { encoding: "utf8" }).stdout;
+  expect(links).not.toMatch(/fflab0|fflv-/);
+  for (const d of s.dirs) expect(existsSync(d), `${d} left behind`).toBe(false);
+  expect(existsSync(LAB_RUN)).toBe(false);
+  expect(existsSync(STATE_PATH)).toBe(false);
+  // No socket owned by any process on the lab's host address (the API relay, BMCs);
+  // kernel-only TIME_WAIT leftovers (inode 0) expire by themselves.
+  const tcp = readFileSync("/proc/net/tcp", "utf8") + readFileSync("/proc/net/udp", "utf8");
+  const hex = "01004D0A"; // 10.77.0.1 little-endian
+  const owned = tcp.split("\n").filter((l) => {
+    const f = l.trim().split(/\s+/);
+    return f[1]?.startsWith(`${hex}:`) && f[9] !== "0";
+  });
+  expect(owned).toEqual([]);
+  // The controller's test-env registry was reaped.
+  if (s.controller) expect(existsSync(join(ROOT, ".cache/run", `${s.controller.pid}.json`))).toBe(false);
+}
+
+describe("lab up / down", () => {
+  it("down after a normal up leaves nothing behind", () => {
+    const up = cli("up");
+    expect(up.status, up.stdout + up.stderr).toBe(0);
+    const s = readState()!;
+    expect(s.phase).toBe("ready");
+    expect(s.netns.length).toBe(3);
+    const before = snapshot(s);
+    expect(before.length).toBeGreaterThan(10);
+    const st = cli("status");
+    expect(st.status, st.stderr).toBe(0);
+    expect(st.stdout).toMatch(/"ready": "True"/);
+    const down = cli("down");
+    expect(down.status, down.stderr).toBe(0);
+    assertClean(before, s);
+  });
+
+  it("down after the lab controller was SIGKILLed leaves nothing behind", () => {
+    const up = cli("up");
+    expect(up.status, up.stdout + up.stderr).toBe(0);
+    const s = readState()!;
+    const before = snapshot(s);
+    process.kill(s.controller!.pid, "SIGKILL");
+    const down = cli("down");
+    expect(down.status, down.stderr).toBe(0);
+    assertClean(before, s);
+  });
+});

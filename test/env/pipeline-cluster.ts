@@ -4,11 +4,14 @@
 // probe); a lab Redfish BMC per node whose ForceOff kills everything "on" that node
 // (kwok, the listener, and that node's event-source and function replicas); one Kafka
 // broker; and on every node one event-source replica and one replica of each function
-// (Kafka runtime). Test infrastructure: it never talks to anything off loopback.
+// (Kafka runtime), each running as its own service-account identity with the RBAC of
+// knative/base/rbac and the S6 admission policy of knative/base/admission installed.
+// Test infrastructure: it never talks to anything off loopback.
 import {
   AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  KubeConfig as KubeConfigClass,
   StorageV1Api,
   type KubeConfig,
 } from "@kubernetes/client-node";
@@ -90,6 +93,29 @@ export async function startPipelineCluster(
       ...readManifests(join(ROOT, "../shared/crds/kubevirt.io")),
     ]);
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+    // Every component runs as its own service-account identity with exactly the RBAC of
+    // knative/base/rbac, under the S6 admission policy — as deployed.
+    await applyObjects(kc, [
+      ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
+      ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
+    ]);
+    // A real service-account token (TokenRequest API) for each component's ServiceAccount.
+    const identityKc = async (component: string): Promise<KubeConfig> => {
+      const tr = await core.createNamespacedServiceAccountToken({
+        name: `fastfence-${component}`,
+        namespace: NAMESPACE,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
+      const cluster = kc.getCurrentCluster()!;
+      const k = new KubeConfigClass();
+      k.loadFromOptions({
+        clusters: [cluster],
+        users: [{ name: component, token: tr.status!.token }],
+        contexts: [{ name: component, cluster: cluster.name, user: component }],
+        currentContext: component,
+      });
+      return k;
+    };
     const kwok = scope.add(
       await startKwokNodes(cp, names, { labels: { "node-role.kubernetes.io/control-plane": "" } }),
     );
@@ -185,7 +211,7 @@ export async function startPipelineCluster(
       const srcBus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: replica("source") });
       parts.buses.push(srcBus);
       parts.source = await startEventSource({
-        kubeConfig: kc,
+        kubeConfig: await identityKc("source"),
         bus: srcBus,
         clock: systemClock,
         log: log.child({ component: "event-source", replica: replica("source") }),
@@ -213,7 +239,7 @@ export async function startPipelineCluster(
             name: fn,
             mode: { kafka: true },
             config,
-            kubeConfig: kc,
+            kubeConfig: await identityKc(fn),
             bus,
             log: log.child({ component: fn }),
           }),

@@ -49,6 +49,14 @@ export const RuntimeConfigSchema = z.object({
   // Kafka consumer session timeout, ms. Default 6000 (broker minimum by default). Only
   // matters in "shared" group mode; see FASTFENCE_GROUP_MODE.
   FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: ms(6000),
+  // Hedged publishing, ms (infra/bus/kafkajs-bus.ts): a record not acknowledged within
+  // this time is also sent to another partition. Default 300; 0 = off. Lower gets past a
+  // dead partition leader sooner, at the cost of more duplicate records.
+  FASTFENCE_KAFKA_HEDGE_MS: z.coerce.number().int().min(0).default(300),
+  // "all" (default: durable through a broker loss; acks wait ~broker.session.timeout.ms
+  // after a broker death) or "leader" (faster through a broker death, may lose a record
+  // acknowledged just before its leader died).
+  FASTFENCE_KAFKA_ACKS: z.enum(["all", "leader"]).default("all"),
   // "each-replica" (default): every replica reads everything, a dead replica stalls
   // nothing; "shared": one group per function, less duplicate work, stalls up to the
   // session timeout when a member dies.

@@ -27,6 +27,21 @@ export interface KafkaBusConfig {
   requestTimeoutMs?: number;
   /** TCP connect timeout, ms. Default 1000. */
   connectionTimeoutMs?: number;
+  /**
+   * Hedged publishing, ms. Default 300. A record goes to one partition (round-robin; events
+   * need no cross-partition order, the incident state is in the API); if that partition's
+   * leader has not acknowledged within this time (it may sit on a dead node), the same
+   * record is also sent to the next partition, and so on (up to 3). Duplicates are harmless
+   * (every consumer write is resourceVersion-guarded). 0 turns hedging off.
+   */
+  hedgeAfterMs?: number;
+  /**
+   * Acknowledgement: "all" (default; every in-sync replica — a record survives a broker
+   * loss, but a dead follower delays acks until the controller fences it, about
+   * broker.session.timeout.ms) or "leader" (faster through a broker death, but a record
+   * acknowledged just before its leader dies can be lost).
+   */
+  acks?: "all" | "leader";
   log?: Logger;
 }
 
@@ -55,6 +70,8 @@ function toRecord(topic: string, partition: number, message: KafkaMessage): BusR
 export class KafkaJsBus implements Bus {
   private readonly kafka: Kafka;
   private producerP: Promise<Producer> | undefined;
+  private readonly partitions = new Map<string, Promise<number>>();
+  private nextPartition = 0;
   private readonly consumers = new Set<Consumer>();
   private readonly cfg: Required<Omit<KafkaBusConfig, "log">> & { log?: Logger };
 
@@ -67,6 +84,8 @@ export class KafkaJsBus implements Bus {
       heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
       requestTimeoutMs: cfg.requestTimeoutMs ?? 3000,
       connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
+      hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
+      acks: cfg.acks ?? "all",
       ...(cfg.log ? { log: cfg.log } : {}),
     };
     const log = cfg.log;
@@ -105,21 +124,81 @@ export class KafkaJsBus implements Bus {
     return this.producerP;
   }
 
+  /** Partition count of a topic (cached; 1 if it cannot be read, which disables hedging). */
+  private partitionCount(topic: string): Promise<number> {
+    let n = this.partitions.get(topic);
+    if (!n) {
+      n = (async () => {
+        const admin = this.kafka.admin();
+        await admin.connect();
+        try {
+          const md = await admin.fetchTopicMetadata({ topics: [topic] });
+          return Math.max(1, md.topics[0]?.partitions.length ?? 1);
+        } finally {
+          await admin.disconnect();
+        }
+      })().catch(() => {
+        this.partitions.delete(topic);
+        return 1;
+      });
+      this.partitions.set(topic, n);
+    }
+    return n;
+  }
+
   async publish(topic: string, records: readonly KafkaRecord[]): Promise<void> {
     const p = await this.producer();
-    try {
-      await p.send({
+    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
+    const first = this.nextPartition++ % n;
+    const maxSends = Math.min(n, 3);
+    const send = (partition: number | undefined) =>
+      p.send({
         topic,
-        acks: -1,
+        acks: this.cfg.acks === "all" ? -1 : 1,
         timeout: this.cfg.requestTimeoutMs,
-        messages: records.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
+        messages: records.map((r) => ({
+          key: r.key,
+          value: r.value,
+          headers: r.headers,
+          ...(partition === undefined ? {} : { partition }),
+        })),
       });
-    } catch (err) {
-      throw new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, {
-        cause: err,
-        retriable: true,
-      });
-    }
+    await new Promise<void>((resolve, reject) => {
+      let sent = 0;
+      let failed = 0;
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (err?: unknown) => {
+        if (done) return;
+        done = true;
+        clearInterval(timer);
+        if (err === undefined) resolve();
+        else
+          reject(
+            new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, {
+              cause: err,
+              retriable: true,
+            }),
+          );
+      };
+      const launch = () => {
+        const partition = n > 1 ? (first + sent) % n : undefined;
+        sent++;
+        send(partition).then(
+          () => finish(),
+          (err: unknown) => {
+            failed++;
+            if (sent < maxSends) launch();
+            else if (failed >= sent) finish(err);
+          },
+        );
+      };
+      launch();
+      if (maxSends > 1)
+        timer = setInterval(() => {
+          if (!done && sent < maxSends) launch();
+        }, this.cfg.hedgeAfterMs);
+    });
   }
 
   async subscribe(opts: SubscribeOptions): Promise<Subscription> {

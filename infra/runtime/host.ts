@@ -118,6 +118,8 @@ export async function hostFunction(opts: {
       brokers: config.FASTFENCE_KAFKA_BROKERS,
       clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`,
       sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
+      hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
+      acks: config.FASTFENCE_KAFKA_ACKS,
       log,
     });
   }

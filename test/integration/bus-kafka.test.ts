@@ -109,3 +109,39 @@ describe("kafkajs bus on Kafka 4", () => {
     }
   });
 });
+
+describe("hedged publishing (stall source 1: a partition leader on a dead broker)", () => {
+  const three = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
+
+  it("gets a record through well before the request timeout when the first partition's leader is dead", async () => {
+    const { kafka } = three();
+    const admin = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "hedge-admin" });
+    await admin.ensureTopics([
+      { topic: "t.hedge", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
+    ]);
+    await admin.close();
+    const bus = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "hedge",
+      hedgeAfterMs: 200,
+      requestTimeoutMs: 5000,
+      acks: "leader",
+    });
+    try {
+      for (let i = 0; i < 3; i++) await bus.publish("t.hedge", [encodeKafka(testEvent(i))]); // warm: metadata, connections
+      await kafka.brokers[0]!.freeze(); // a hung broker: no RST, requests to it just hang
+      const times: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const t = Date.now();
+        await bus.publish("t.hedge", [encodeKafka(testEvent(10 + i))]);
+        times.push(Date.now() - t);
+      }
+      console.log(`publish times with one broker frozen (ms): ${times.join(", ")}`);
+      // Every record got through well inside the 5 s request timeout, whichever partition came first.
+      expect(Math.max(...times)).toBeLessThan(1000);
+    } finally {
+      kafka.brokers[0]!.thaw();
+      await bus.close();
+    }
+  });
+});

@@ -39,9 +39,13 @@ test-deploy: setup
 test: setup lint test-unit test-integration
 	@node scripts/gen-config-reference.ts --check
 
-## demo: the main job (until the lab lands: start the test stack, show health, stop)
+## demo: the lab — 3 nodes (IPMI + Redfish BMCs), crash the busiest node, live timeline, trace, report, RESULT line
 demo: setup
-	@node cli/main.ts stack-check
+	@node lab/demo.ts
+
+## bench: end-to-end fencing benchmark on the lab (BENCH_ARGS="--trials 20 --other 3 --baseline 1"; ~18 min)
+bench: setup
+	@node bench/lab.ts $(BENCH_ARGS)
 
 ## bench-bmc: off command → power-off confirmed, ours vs fence_ipmilan / fence_redfish (20 rounds each)
 bench-bmc: setup
@@ -50,6 +54,7 @@ bench-bmc: setup
 
 reap:
 	@scripts/reap.sh
+	@node cli/main.ts lab down >/dev/null 2>&1 || true
 
 clean:
 	rm -rf .cache/run .cache/reports

@@ -29,6 +29,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   trace: async () => (await import("./trace.ts")).traceCommand,
   bmc: async () => (await import("./bmc.ts")).bmcCommand,
   "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
+  lab: async () => (await import("./lab.ts")).labCommand,
   version: async () => async () => {
     const { readFile } = await import("node:fs/promises");
     const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {

@@ -26,7 +26,9 @@ function jvmArgs(heap: string, log4jPath: string): string[] {
     "-XX:TieredStopAtLevel=1",
     "-XX:-UsePerfData",
     "-Djava.awt.headless=true",
-    ...(existsSync(cds) ? [`-XX:SharedArchiveFile=${cds}`, "-Xshare:auto", "-Xlog:cds=off", "-Xlog:class+path=off"] : []),
+    ...(existsSync(cds)
+      ? [`-XX:SharedArchiveFile=${cds}`, "-Xshare:auto", "-Xlog:cds=off", "-Xlog:class+path=off"]
+      : []),
     `-Dlog4j2.configurationFile=${log4jPath}`,
     "-cp",
     kafkaClasspath(),
@@ -78,7 +80,9 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
         "process.roles": voter ? "broker,controller" : "broker",
         "node.id": b.id,
         "controller.quorum.voters": voters,
-        listeners: voter ? `PLAINTEXT://${b.ip}:${KAFKA_PORT},CONTROLLER://${b.ip}:${KAFKA_CONTROLLER_PORT}` : `PLAINTEXT://${b.ip}:${KAFKA_PORT}`,
+        listeners: voter
+          ? `PLAINTEXT://${b.ip}:${KAFKA_PORT},CONTROLLER://${b.ip}:${KAFKA_CONTROLLER_PORT}`
+          : `PLAINTEXT://${b.ip}:${KAFKA_PORT}`,
         "advertised.listeners": `PLAINTEXT://${b.ip}:${KAFKA_PORT}`,
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -96,8 +100,8 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": false,
         // Stall source 1: a dead broker is fenced by the controller within ~2 s.
-        "broker.session.timeout.ms": 2000,
-        "broker.heartbeat.interval.ms": 400,
+        "broker.session.timeout.ms": 1000,
+        "broker.heartbeat.interval.ms": 200,
         "controller.quorum.fetch.timeout.ms": 2000,
         "controller.quorum.election.timeout.ms": 1000,
         "controller.quorum.election.backoff.max.ms": 1000,
@@ -122,18 +126,37 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
         "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
       };
       const propsPath = join(b.dir, "server.properties");
-      writeFileSync(propsPath, Object.entries(props).map(([k, v]) => `${k}=${v}`).join("\n") + "\n");
+      writeFileSync(
+        propsPath,
+        Object.entries(props)
+          .map(([k, v]) => `${k}=${v}`)
+          .join("\n") + "\n",
+      );
       const log4jPath = join(b.dir, "log4j2.yaml");
       writeFileSync(log4jPath, log4j(join(b.dir, "kafka.log")));
       await new Promise<void>((res, rej) => {
-        const c = spawn("java", [...jvmArgs("128m", log4jPath), "kafka.tools.StorageTool", "format", "-t", clusterId, "-c", propsPath], {
-          stdio: ["ignore", "pipe", "pipe"],
-        });
+        const c = spawn(
+          "java",
+          [
+            ...jvmArgs("128m", log4jPath),
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            clusterId,
+            "-c",
+            propsPath,
+          ],
+          {
+            stdio: ["ignore", "pipe", "pipe"],
+          },
+        );
         let out = "";
         c.stdout.on("data", (d: Buffer) => (out += d.toString()));
         c.stderr.on("data", (d: Buffer) => (out += d.toString()));
         c.once("error", rej);
-        c.once("exit", (code) => (code === 0 ? res() : rej(new Error(`kafka storage format failed: ${out.slice(-2000)}`))));
+        c.once("exit", (code) =>
+          code === 0 ? res() : rej(new Error(`kafka storage format failed: ${out.slice(-2000)}`)),
+        );
       });
       cmds.set(b.id, ["java", ...jvmArgs(heap, log4jPath), "kafka.Kafka", propsPath]);
     }),

@@ -5,11 +5,13 @@
 // this node, a Kafka broker and one node agent (event source + one replica of every
 // function). It never restarts a process that died (a crash stays a crash until the
 // power is cycled); killing it (power-off) takes every process of the namespace with it.
+// On each start it hands the node Lease to the new kwok (as a rebooted kubelet renews its own).
 // It only talks to the lab API endpoint on the host bridge.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
+import { connect } from "node:net";
 import { join } from "node:path";
 
 export interface LauncherConfig {
@@ -24,57 +26,112 @@ export interface LauncherConfig {
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as LauncherConfig;
 const children: ChildProcess[] = [];
 
-function patchBootId(bootId: string): Promise<number> {
-  const body = JSON.stringify({ status: { nodeInfo: { bootID: bootId } } });
+function api(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json?: Record<string, unknown> }> {
+  const text = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((res) => {
     const req = request(
       {
         host: cfg.api.host,
         port: cfg.api.port,
         servername: cfg.api.servername,
-        method: "PATCH",
-        path: `/api/v1/nodes/${cfg.node}/status`,
+        method,
+        path,
         ca: readFileSync(cfg.api.ca),
         cert: readFileSync(cfg.api.cert),
         key: readFileSync(cfg.api.key),
-        headers: { "content-type": "application/merge-patch+json", "content-length": Buffer.byteLength(body) },
+        headers:
+          text === undefined
+            ? {}
+            : { "content-type": "application/merge-patch+json", "content-length": Buffer.byteLength(text) },
         timeout: 2000,
       },
       (r) => {
-        r.resume();
-        res(r.statusCode ?? 0);
+        let out = "";
+        r.on("data", (d: Buffer) => (out += d.toString()));
+        r.on("end", () => {
+          let json: Record<string, unknown> | undefined;
+          try {
+            json = JSON.parse(out) as Record<string, unknown>;
+          } catch {
+            json = undefined;
+          }
+          res({ status: r.statusCode ?? 0, ...(json ? { json } : {}) });
+        });
       },
     );
-    req.on("error", () => res(0));
+    req.on("error", () => res({ status: 0 }));
     req.on("timeout", () => req.destroy());
-    req.end(body);
+    req.end(text);
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const leasePath = () => `/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${cfg.node}`;
+
+function canConnect(): Promise<boolean> {
+  return new Promise((res) => {
+    const c = connect({ host: cfg.ip, port: cfg.listenerPort });
+    c.once("connect", () => {
+      c.destroy();
+      res(true);
+    });
+    c.once("error", () => res(false));
   });
 }
 
 function start(name: string, argv: string[], env: Record<string, string> = {}): void {
   const fd = openSync(join(cfg.dir, `${name}.log`), "a");
-  const c = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", fd, fd], env: { ...process.env, ...env }, cwd: cfg.dir });
+  const c = spawn(argv[0]!, argv.slice(1), {
+    stdio: ["ignore", fd, fd],
+    env: { ...process.env, ...env },
+    cwd: cfg.dir,
+  });
   closeSync(fd);
   c.once("error", () => undefined);
   children.push(c);
 }
 
 async function main(): Promise<void> {
-  const bootId = randomUUID();
-  for (let i = 0; i < 20; i++) {
-    const code = await patchBootId(bootId);
-    if (code >= 200 && code < 300) break;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  writeFileSync(join(cfg.dir, "boot.json"), JSON.stringify({ bootId, at: new Date().toISOString() }));
-  // The kubelet port: accepts and closes. A tiny backlog so a frozen node stops
+  for (const f of ["agent.json", "boot.json"]) rmSync(join(cfg.dir, f), { force: true });
+  // The kubelet port first: accepts and closes. A tiny backlog so a frozen node stops
   // completing handshakes after a couple of probes (a hang is then visible to probes).
   start("kubelet-port", [
     process.execPath,
     "-e",
     `require("net").createServer((s)=>s.destroy()).listen({port:${cfg.listenerPort},host:"${cfg.ip}",backlog:1})`,
   ]);
+  // Like a kubelet, announce the new incarnation only once the kubelet port answers.
+  for (let i = 0; i < 100 && !(await canConnect()); i++) await new Promise((r) => setTimeout(r, 50));
+  // A kubelet keeps its Lease holder identity across reboots and renews at once; kwok's
+  // identity is per process, so hand the new kwok the Lease (else it waits for expiry).
+  await api("DELETE", leasePath());
   for (const p of cfg.processes) start(p.name, p.argv, p.env);
+  for (let i = 0; i < 100; i++) {
+    const l = await api("GET", leasePath());
+    const spec = l.json?.spec as { holderIdentity?: string; renewTime?: string } | undefined;
+    if (
+      l.status === 200 &&
+      spec?.holderIdentity &&
+      spec.renewTime &&
+      Date.now() - Date.parse(spec.renewTime) < 5000
+    )
+      break;
+    await sleep(100);
+  }
+  // Then, like a kubelet, post the new incarnation (boot ID).
+  const bootId = randomUUID();
+  for (let i = 0; i < 20; i++) {
+    const r = await api("PATCH", `/api/v1/nodes/${cfg.node}/status`, {
+      status: { nodeInfo: { bootID: bootId } },
+    });
+    if (r.status >= 200 && r.status < 300) break;
+    await sleep(250);
+  }
+  writeFileSync(join(cfg.dir, "boot.json"), JSON.stringify({ bootId, at: new Date().toISOString() }));
 }
 
 for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {

@@ -29,13 +29,16 @@ export interface AgentConfig {
 }
 
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
-const log = createLogger("lab-agent", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" }).child({ node: cfg.node });
-const status: { ready: boolean; source: boolean; functions: string[]; startedAt: string; readyAt?: string } = {
-  ready: false,
-  source: false,
-  functions: [],
-  startedAt: new Date().toISOString(),
-};
+const log = createLogger("lab-agent", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" }).child({
+  node: cfg.node,
+});
+const status: { ready: boolean; source: boolean; functions: string[]; startedAt: string; readyAt?: string } =
+  {
+    ready: false,
+    source: false,
+    functions: [],
+    startedAt: new Date().toISOString(),
+  };
 const save = () => writeFileSync(join(cfg.dir, "agent.json"), JSON.stringify(status));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -69,7 +72,12 @@ async function main(): Promise<void> {
     bus: srcBus,
     clock: systemClock,
     log: log.child({ component: "event-source" }),
-    config: { replica: replica("source"), node: cfg.node, probe: policy.probe, leaseStaleMs: policy.suspicion.leaseStaleMs },
+    config: {
+      replica: replica("source"),
+      node: cfg.node,
+      probe: policy.probe,
+      leaseStaleMs: policy.suspicion.leaseStaleMs,
+    },
   });
   const fns: HostedFunction[] = [];
   for (const fn of functionNames()) {
@@ -81,7 +89,16 @@ async function main(): Promise<void> {
       FASTFENCE_NODE_NAME: cfg.node,
       FASTFENCE_LEASE_SECONDS: "5",
     });
-    fns.push(await hostFunction({ name: fn, mode: { kafka: true }, config, kubeConfig: kc, bus, log: log.child({ component: fn }) }));
+    fns.push(
+      await hostFunction({
+        name: fn,
+        mode: { kafka: true },
+        config,
+        kubeConfig: kc,
+        bus,
+        log: log.child({ component: fn }),
+      }),
+    );
   }
   await Promise.all([source.ready, ...fns.map((f) => f.ready)]);
   status.ready = true;

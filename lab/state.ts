@@ -4,7 +4,17 @@
 // SIGKILLed or a run failed half-way) removes exactly those things and nothing else.
 // It never signals a process it did not record (pid reuse is caught by start time),
 // and never deletes a namespace, link or directory that is not the lab's own.
-import { existsSync, mkdirSync, readFileSync, readlinkSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,7 +73,17 @@ export interface LabState {
 }
 
 export function emptyState(): LabState {
-  return { version: 1, createdAt: new Date().toISOString(), phase: "starting", netns: [], veths: [], dirs: [], procs: [], nodes: [], ports: {} };
+  return {
+    version: 1,
+    createdAt: new Date().toISOString(),
+    phase: "starting",
+    netns: [],
+    veths: [],
+    dirs: [],
+    procs: [],
+    nodes: [],
+    ports: {},
+  };
 }
 
 export function readState(): LabState | undefined {
@@ -199,14 +219,19 @@ export function teardownFromState(s: LabState): string[] {
     if (existsSync(`/run/netns/${ns}`) && ip(["netns", "delete", ns])) done.push(`deleted netns ${ns}`);
   }
   for (const v of s.veths) {
-    if (v.startsWith(VETH_PREFIX) && linkExists(v) && ip(["link", "delete", v])) done.push(`deleted veth ${v}`);
+    if (v.startsWith(VETH_PREFIX) && linkExists(v) && ip(["link", "delete", v]))
+      done.push(`deleted veth ${v}`);
   }
-  if (s.bridge === BRIDGE && linkExists(BRIDGE) && ip(["link", "delete", BRIDGE])) done.push(`deleted bridge ${BRIDGE}`);
+  if (s.bridge === BRIDGE && linkExists(BRIDGE) && ip(["link", "delete", BRIDGE]))
+    done.push(`deleted bridge ${BRIDGE}`);
   // 5. Directories: only the lab's own run dir and the test env's temp dirs.
   const tmp = resolve(tmpdir());
   for (const d of s.dirs) {
     const real = resolve(d);
-    const ours = real.startsWith(LAB_RUN + "/") || real === LAB_RUN || (dirname(real) === tmp && real.split("/").pop()!.startsWith("fastfence-"));
+    const ours =
+      real.startsWith(LAB_RUN + "/") ||
+      real === LAB_RUN ||
+      (dirname(real) === tmp && real.split("/").pop()!.startsWith("fastfence-"));
     if (ours && existsSync(real)) {
       rmSync(real, { recursive: true, force: true });
       done.push(`removed ${real}`);
@@ -215,7 +240,10 @@ export function teardownFromState(s: LabState): string[] {
   // 6. The test env registry of a dead controller (its groups and /tmp dirs).
   if (existsSync(join(ROOT, "scripts", "reap.sh"))) {
     try {
-      const out = execFileSync(join(ROOT, "scripts", "reap.sh"), { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+      const out = execFileSync(join(ROOT, "scripts", "reap.sh"), {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       if (out.trim()) done.push(out.trim());
     } catch {
       // reap is best effort

@@ -6,13 +6,29 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { LAB_RUN, ROOT, STATE_PATH, pidsInNetns, procStart, readState, type LabState } from "../../lab/state.ts";
+import {
+  LAB_RUN,
+  ROOT,
+  STATE_PATH,
+  pidsInNetns,
+  procStart,
+  readState,
+  type LabState,
+} from "../../lab/state.ts";
 
 const cli = (...args: string[]) =>
-  spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", ...args], { encoding: "utf8", timeout: 300_000, cwd: ROOT });
+  spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", ...args], {
+    encoding: "utf8",
+    timeout: 300_000,
+    cwd: ROOT,
+  });
 
 function snapshot(s: LabState): { pid: number; start: number }[] {
-  const pids = [...s.netns.flatMap(pidsInNetns), ...s.procs.map((p) => p.pid), ...(s.controller ? [s.controller.pid] : [])];
+  const pids = [
+    ...s.netns.flatMap(pidsInNetns),
+    ...s.procs.map((p) => p.pid),
+    ...(s.controller ? [s.controller.pid] : []),
+  ];
   return pids.map((pid) => ({ pid, start: procStart(pid) ?? -1 })).filter((p) => p.start >= 0);
 }
 

@@ -1,0 +1,241 @@
+// Workloads for the lab, created against the real API and the real KubeVirt CRDs: a
+// Deployment, a StatefulSet whose pod has a pre-bound ReadWriteOnce volume and a
+// VolumeAttachment, and a VM (VirtualMachine + VirtualMachineInstance + launcher pod).
+// Each set carries a suffix so bench trials can create fresh ones on the victim node and
+// delete them afterwards. Only ever talks to the lab API server.
+import type { AppsV1Api, CoreV1Api, CustomObjectsApi, StorageV1Api, V1Pod } from "@kubernetes/client-node";
+
+export interface Apis {
+  core: CoreV1Api;
+  apps: AppsV1Api;
+  storage: StorageV1Api;
+  custom: CustomObjectsApi;
+}
+
+const image = "registry.invalid/fake:1";
+const NS = "default";
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch {
+      // retry
+    }
+    if (Date.now() > end) throw new Error(`workloads: timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+const prefer = (node: string) => ({
+  nodeAffinity: {
+    preferredDuringSchedulingIgnoredDuringExecution: [
+      {
+        weight: 100,
+        preference: { matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: [node] }] },
+      },
+    ],
+  },
+});
+
+export interface WorkloadNames {
+  web: string;
+  db: string;
+  dbPod: string;
+  vm: string;
+  pv: string;
+  pvc: string;
+  va: string;
+}
+
+export function names(sfx: string): WorkloadNames {
+  return {
+    web: `web${sfx}`,
+    db: `db${sfx}`,
+    dbPod: `db${sfx}-0`,
+    vm: `vm${sfx}`,
+    pv: `pv-db${sfx}`,
+    pvc: `data-db${sfx}-0`,
+    va: `va-db${sfx}`,
+  };
+}
+
+/**
+ * Create the workload set `sfx` with its pods on (preferring) `node`. With webReplicas > 1
+ * the Deployment spreads over the nodes instead (lab up's default set).
+ */
+export async function createWorkloads(
+  c: Apis,
+  sfx: string,
+  node: string,
+  opts: { webReplicas?: number } = {},
+): Promise<WorkloadNames> {
+  const n = names(sfx);
+  const replicas = opts.webReplicas ?? 1;
+  await c.apps.createNamespacedDeployment({
+    namespace: NS,
+    body: {
+      metadata: { name: n.web },
+      spec: {
+        replicas,
+        selector: { matchLabels: { app: n.web } },
+        template: {
+          metadata: { labels: { app: n.web } },
+          spec: {
+            affinity:
+              replicas > 1
+                ? {
+                    podAntiAffinity: {
+                      preferredDuringSchedulingIgnoredDuringExecution: [
+                        {
+                          weight: 100,
+                          podAffinityTerm: {
+                            topologyKey: "kubernetes.io/hostname",
+                            labelSelector: { matchLabels: { app: n.web } },
+                          },
+                        },
+                      ],
+                    },
+                  }
+                : prefer(node),
+            containers: [{ name: "c", image }],
+          },
+        },
+      },
+    },
+  });
+  await c.core.createPersistentVolume({
+    body: {
+      metadata: { name: n.pv },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes: ["ReadWriteOnce"],
+        persistentVolumeReclaimPolicy: "Retain",
+        csi: { driver: "csi.fastfence.test", volumeHandle: `vol-${n.db}` },
+        claimRef: { namespace: NS, name: n.pvc },
+      },
+    },
+  });
+  await c.core.createNamespacedPersistentVolumeClaim({
+    namespace: NS,
+    body: {
+      metadata: { name: n.pvc },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: n.pv },
+    },
+  });
+  await c.apps.createNamespacedStatefulSet({
+    namespace: NS,
+    body: {
+      metadata: { name: n.db },
+      spec: {
+        serviceName: n.db,
+        replicas: 1,
+        selector: { matchLabels: { app: n.db } },
+        template: {
+          metadata: { labels: { app: n.db } },
+          spec: {
+            affinity: prefer(node),
+            containers: [{ name: "c", image, volumeMounts: [{ name: "data", mountPath: "/data" }] }],
+          },
+        },
+        volumeClaimTemplates: [
+          {
+            metadata: { name: "data" },
+            spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+          },
+        ],
+      },
+    },
+  });
+  const dbPod = await until(`${n.dbPod} Running`, async () => {
+    const p = await c.core.readNamespacedPod({ name: n.dbPod, namespace: NS });
+    return p.status?.phase === "Running" ? p : undefined;
+  });
+  await c.storage.createVolumeAttachment({
+    body: {
+      metadata: { name: n.va },
+      spec: {
+        attacher: "csi.fastfence.test",
+        nodeName: dbPod.spec!.nodeName!,
+        source: { persistentVolumeName: n.pv },
+      },
+    },
+  });
+  const g = { group: "kubevirt.io", version: "v1", namespace: NS };
+  const domain = { devices: {}, resources: { requests: { memory: "64Mi" } } };
+  await c.custom.createNamespacedCustomObject({
+    ...g,
+    plural: "virtualmachines",
+    body: {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachine",
+      metadata: { name: n.vm },
+      spec: { runStrategy: "Always", template: { spec: { domain } } },
+    },
+  });
+  await c.custom.createNamespacedCustomObject({
+    ...g,
+    plural: "virtualmachineinstances",
+    body: {
+      apiVersion: "kubevirt.io/v1",
+      kind: "VirtualMachineInstance",
+      metadata: { name: n.vm, labels: { "kubevirt.io/nodeName": node } },
+      spec: { domain },
+      status: { nodeName: node, phase: "Running" },
+    },
+  });
+  await c.core.createNamespacedPod({
+    namespace: NS,
+    body: {
+      metadata: {
+        name: `virt-launcher-${n.vm}`,
+        labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": n.vm },
+      },
+      spec: { nodeName: node, containers: [{ name: "compute", image }] },
+    },
+  });
+  await until(`${n.web} Running`, async () => {
+    const l = await c.core.listNamespacedPod({ namespace: NS, labelSelector: `app=${n.web}` });
+    return l.items.filter((p) => p.status?.phase === "Running").length >= replicas ? true : undefined;
+  });
+  return n;
+}
+
+/** Delete a workload set (best effort, grace 0). */
+export async function deleteWorkloads(c: Apis, sfx: string): Promise<void> {
+  const n = names(sfx);
+  const g = { group: "kubevirt.io", version: "v1", namespace: NS };
+  const tries: Promise<unknown>[] = [
+    c.apps.deleteNamespacedDeployment({
+      name: n.web,
+      namespace: NS,
+      gracePeriodSeconds: 0,
+      propagationPolicy: "Background",
+    }),
+    c.apps.deleteNamespacedStatefulSet({
+      name: n.db,
+      namespace: NS,
+      gracePeriodSeconds: 0,
+      propagationPolicy: "Background",
+    }),
+    c.custom.deleteNamespacedCustomObject({ ...g, plural: "virtualmachines", name: n.vm }),
+    c.custom.deleteNamespacedCustomObject({ ...g, plural: "virtualmachineinstances", name: n.vm }),
+    c.core.deleteNamespacedPod({ name: `virt-launcher-${n.vm}`, namespace: NS, gracePeriodSeconds: 0 }),
+    c.storage.deleteVolumeAttachment({ name: n.va }),
+    c.core.deleteNamespacedPersistentVolumeClaim({ name: n.pvc, namespace: NS }),
+    c.core.deletePersistentVolume({ name: n.pv }),
+  ];
+  await Promise.all(tries.map((p) => p.catch(() => undefined)));
+  for (const p of (await c.core.listNamespacedPod({ namespace: NS })).items)
+    if (p.metadata?.labels?.app === n.web || p.metadata?.labels?.app === n.db)
+      await c.core
+        .deleteNamespacedPod({ name: p.metadata.name!, namespace: NS, gracePeriodSeconds: 0 })
+        .catch(() => undefined);
+}
+
+export async function podsOn(c: Apis, node: string): Promise<V1Pod[]> {
+  return (await c.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
+}

@@ -1,0 +1,224 @@
+// The lab invariant checker (lab/invariants.ts): each rule fires on a history that breaks
+// it and stays quiet on a clean fencing history.
+import { describe, expect, it } from "vitest";
+import type { NodeFence } from "../../../core/incident.ts";
+import type { FfEvent } from "../../../events/envelope.ts";
+import { checkInvariants, summarize, type TrialFacts } from "../../../lab/invariants.ts";
+
+const t = (ms: number) => new Date(1_000_000 + ms).toISOString();
+const CONFIRM = "system:serviceaccount:fastfence-system:fastfence-confirm";
+
+function incident(
+  over: Partial<NonNullable<NodeFence["status"]>> = {},
+  node = "node-a",
+  bootId = "boot-a1",
+): NodeFence {
+  return {
+    apiVersion: "fastfence.io/v1alpha1",
+    kind: "NodeFence",
+    metadata: { name: `${node}-${bootId}` },
+    spec: { nodeName: node, bootId },
+    status: {
+      phase: "Released",
+      timestamps: {
+        suspected: t(500),
+        confirmed: t(700),
+        fencing: t(720),
+        fencedOff: t(900),
+        released: t(1000),
+      },
+      confirmedBy: CONFIRM,
+      evidence: [
+        { observer: "source-node-b", observerNode: "node-b", node, at: t(600), kind: "probe" },
+        { observer: "source-node-c", observerNode: "node-c", node, at: t(650), kind: "probe" },
+      ],
+      round: 1,
+      fencingBy: "fence-node-b",
+      attempts: [
+        {
+          round: 1,
+          level: 0,
+          driver: "redfish",
+          by: "fence-node-b",
+          startedAt: t(720),
+          commandAt: t(750),
+          finishedAt: t(890),
+          result: "off-confirmed",
+          readBackState: "Off",
+          readBackAt: t(880),
+        },
+      ],
+      powerOffConfirmedAt: t(890),
+      released: {
+        taint: "node.kubernetes.io/out-of-service",
+        podsDeleted: 2,
+        volumeAttachmentsDeleted: 1,
+        vmisDeleted: 1,
+      },
+      ...over,
+    },
+  };
+}
+
+function ev(type: string, incidentName: string, ms: number): FfEvent {
+  return {
+    specversion: "1.0",
+    id: `${type}-${ms}`,
+    source: "/fastfence/x/y",
+    type,
+    time: t(ms),
+    ffincident: incidentName,
+    data: { incident: incidentName },
+  } as unknown as FfEvent;
+}
+
+const facts = (over: Partial<TrialFacts> = {}): TrialFacts => ({
+  nodes: ["node-a", "node-b", "node-c"],
+  faulted: ["node-a"],
+  powerActions: [{ node: "node-a", at: 1_000_000 + 800, action: "off", by: "bmc" }],
+  bootIds: [
+    { node: "node-a", bootId: "boot-a1", since: 0 },
+    { node: "node-b", bootId: "boot-b1", since: 0 },
+  ],
+  trustedConfirmers: [CONFIRM],
+  ...over,
+});
+
+const chain = (name: string) => [
+  ev("io.fastfence.fence.requested.v1", name, 710),
+  ev("io.fastfence.node.fenced.v1", name, 895),
+  ev("io.fastfence.workloads.released.v1", name, 1000),
+];
+
+describe("lab invariants", () => {
+  it("a clean crash → fence → release history has no violations", () => {
+    const i = incident();
+    expect(checkInvariants({ events: chain(i.metadata.name), incidents: [i], facts: facts() })).toEqual([]);
+  });
+
+  it("S1: released before the Off read-back, or without the BMC ever powering off (lying BMC)", () => {
+    const early = incident({ powerOffConfirmedAt: t(1200) });
+    expect(
+      summarize(checkInvariants({ events: chain(early.metadata.name), incidents: [early], facts: facts() }))
+        .S1,
+    ).toBeGreaterThan(0);
+    const lie = incident();
+    expect(
+      checkInvariants({
+        events: chain(lie.metadata.name),
+        incidents: [lie],
+        facts: facts({ powerActions: [] }),
+      }).map((v) => v.rule),
+    ).toContain("S1");
+    const poweringOff = incident({
+      attempts: [{ ...incident().status!.attempts[0]!, readBackState: "PoweringOff" }],
+    });
+    expect(
+      checkInvariants({
+        events: chain(poweringOff.metadata.name),
+        incidents: [poweringOff],
+        facts: facts(),
+      }).map((v) => v.rule),
+    ).toContain("S1");
+  });
+
+  it("S2: one observer, or the node testifying about itself, is not a quorum", () => {
+    const base = incident().status!.evidence;
+    const one = incident({ evidence: [base[0]!, { ...base[0]!, observer: "other-replica" }] });
+    expect(
+      checkInvariants({ events: chain(one.metadata.name), incidents: [one], facts: facts() }).map(
+        (v) => v.rule,
+      ),
+    ).toContain("S2");
+    const self = incident({ evidence: [base[0]!, { ...base[1]!, observerNode: "node-a" }] });
+    expect(
+      checkInvariants({ events: chain(self.metadata.name), incidents: [self], facts: facts() }).map(
+        (v) => v.rule,
+      ),
+    ).toContain("S2");
+  });
+
+  it("S3: overlapping drivers, and a power action after the node rebooted", () => {
+    const a = incident().status!.attempts[0]!;
+    const two = incident({
+      attempts: [a, { ...a, by: "fence-node-c", startedAt: t(800), finishedAt: t(900) }],
+    });
+    expect(
+      checkInvariants({ events: chain(two.metadata.name), incidents: [two], facts: facts() }).map(
+        (v) => v.rule,
+      ),
+    ).toContain("S3");
+    const late = incident();
+    const rebooted = facts({
+      bootIds: [
+        { node: "node-a", bootId: "boot-a1", since: 0 },
+        { node: "node-a", bootId: "boot-a2", since: 1_000_000 + 700 },
+      ],
+    });
+    expect(
+      checkInvariants({ events: chain(late.metadata.name), incidents: [late], facts: rebooted }).map(
+        (v) => v.rule,
+      ),
+    ).toContain("S3");
+  });
+
+  it("S4: two nodes fenced at once beyond the storm limit", () => {
+    const a = incident();
+    const b = incident({}, "node-b", "boot-b1");
+    const vs = checkInvariants({
+      events: [...chain(a.metadata.name), ...chain(b.metadata.name)],
+      incidents: [a, b],
+      facts: facts({
+        faulted: ["node-a", "node-b"],
+        powerActions: [...facts().powerActions, { node: "node-b", at: 1_000_800, action: "off", by: "bmc" }],
+      }),
+    });
+    expect(vs.map((v) => v.rule)).toContain("S4");
+  });
+
+  it("S5: a fenced incident without a release event, and a dead letter without a reason", () => {
+    const i = incident();
+    const vs = checkInvariants({
+      events: chain(i.metadata.name).slice(0, 2),
+      incidents: [i],
+      deadLetters: [{ code: "FF_INVALID_EVENT" }],
+      facts: facts(),
+    });
+    expect(vs.filter((v) => v.rule === "S5").length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("S6: fencing on an incident not confirmed by the confirm identity, or a request for no incident", () => {
+    const forged = incident({ confirmedBy: "system:serviceaccount:x:attacker" });
+    expect(
+      checkInvariants({ events: chain(forged.metadata.name), incidents: [forged], facts: facts() }).map(
+        (v) => v.rule,
+      ),
+    ).toContain("S6");
+    const vs = checkInvariants({
+      events: [ev("io.fastfence.fence.requested.v1", "ghost", 1)],
+      incidents: [],
+      facts: facts(),
+    });
+    expect(vs.map((v) => v.rule)).toContain("S6");
+    const older = checkInvariants({
+      events: [ev("io.fastfence.fence.requested.v1", "old-incident", 1)],
+      incidents: [],
+      knownIncidents: ["old-incident"],
+      facts: facts(),
+    });
+    expect(older).toEqual([]);
+  });
+
+  it("H: a healthy node fenced (incident side and BMC side)", () => {
+    const i = incident({}, "node-b", "boot-b1");
+    const vs = checkInvariants({
+      events: chain(i.metadata.name),
+      incidents: [i],
+      facts: facts({
+        faulted: [],
+        powerActions: [{ node: "node-b", at: 1_000_800, action: "off", by: "bmc" }],
+      }),
+    });
+    expect(vs.filter((v) => v.rule === "H").length).toBe(2);
+  });
+});

@@ -102,6 +102,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
       node: config.FASTFENCE_NODE_NAME,
       probe: policy.probe,
       leaseStaleMs: policy.suspicion.leaseStaleMs,
+      heartbeatNamespace: config.FASTFENCE_NAMESPACE,
       ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),
     },
   });

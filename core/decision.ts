@@ -55,6 +55,11 @@ export interface View {
   policy: FencingPolicySpec;
   /** The node's fencing Lease (fence stage only). */
   lease?: LeaseInfo;
+  /**
+   * The node's own liveness heartbeat: a Lease its event-source replica renews through the
+   * API server every probe.heartbeatIntervalMs (confirm only).
+   */
+  heartbeat?: LeaseInfo;
 }
 
 /** Who is deciding: the adapter's authenticated identity (service account) and replica. */
@@ -146,6 +151,11 @@ export function ms(time: string | undefined): number {
   return time === undefined ? Number.NaN : Date.parse(time);
 }
 
+/** Name of the Lease a node's own event-source replica renews to show it reaches the API. */
+export function heartbeatLeaseName(node: string): string {
+  return `fastfence-alive-${node}`.slice(0, 253);
+}
+
 /** Name of the per-node fencing Lease. */
 export function fenceLeaseName(node: string): string {
   return `fastfence-fence-${node}`.slice(0, 253);
@@ -171,6 +181,8 @@ export interface ViewRequest {
   openIncidentOfNode?: boolean;
   /** Read the node's fencing Lease (View.lease). */
   lease?: string;
+  /** Read the node's heartbeat Lease by this name (View.heartbeat). */
+  heartbeat?: string;
   /** Read all nodes and all open incidents (View.nodes, View.openIncidents); otherwise they may be empty. */
   cluster: boolean;
 }

@@ -20,6 +20,11 @@ export const ProbeSettingsSchema = z
     // How many observer replicas (on other nodes) probe each node: its k successors on
     // a ring of node names. Default 2; must be >= corroboration.quorum or nothing confirms.
     observersPerNode: z.int().min(2).max(16).default(2),
+    // How often each event-source replica renews its own node's heartbeat Lease
+    // (fastfence-alive-<node>) through the API server. Unit: ms. Default 250. It lets
+    // confirm tell a node its peers cannot reach (partition) from a dead one: lower makes
+    // that distinction quicker; each node costs 1000/interval API writes per second.
+    heartbeatIntervalMs: z.int().min(50).max(60_000).default(250),
   })
   .prefault({});
 
@@ -44,6 +49,10 @@ export const SuspicionSettingsSchema = z
     // Whether a node's Ready=False/Unknown condition (set by the node lifecycle controller)
     // counts as one independent observer. Default true. It is slow (40-50 s) but independent.
     countNodeCondition: z.boolean().default(true),
+    // Never confirm a node whose own heartbeat Lease was renewed after its observers'
+    // miss streak began: it still reaches the API server, so it is partitioned from its
+    // peers, not dead. Default true. Off only if nodes' event sources cannot reach the API.
+    heartbeatVeto: z.boolean().default(true),
   })
   .prefault({});
 

@@ -58,6 +58,17 @@ export interface CatalogEntry<S extends z.ZodType = z.ZodType> {
   description: string;
   /** data field that must equal the envelope's subject. */
   subjectField: string;
+  /**
+   * Re-emitted while its cause lasts (every probe miss, every few misses): such events are
+   * published with leader-only acks, so a dead follower broker never delays them; a lost
+   * one is replaced by the next. One-shot events wait for every in-sync replica.
+   */
+  repeated?: boolean;
+}
+
+/** Kafka acks for an event type: leader-only for repeated events, all in-sync replicas otherwise. */
+export function acksFor(type: string): "leader" | "all" {
+  return isEventType(type) && CATALOG[type].repeated ? "leader" : "all";
 }
 
 function entry<S extends z.ZodType>(e: Omit<CatalogEntry<S>, "partitionKey">): CatalogEntry<S> {
@@ -73,6 +84,7 @@ export const CATALOG = {
     consumedBy: ["detect"],
     description: "A probe observation (missed / restored) of one node by one observer replica.",
     subjectField: "target",
+    repeated: true,
   }),
   [EVENT_TYPES.nodeCondition]: entry({
     type: EVENT_TYPES.nodeCondition,
@@ -82,6 +94,7 @@ export const CATALOG = {
     consumedBy: ["detect", "recover"],
     description: "A node Ready-condition, kubelet-Lease or boot-ID change from the informers.",
     subjectField: "node",
+    repeated: true,
   }),
   [EVENT_TYPES.nodeSuspected]: entry({
     type: EVENT_TYPES.nodeSuspected,
@@ -91,6 +104,7 @@ export const CATALOG = {
     consumedBy: ["confirm"],
     description: "One observer's evidence crossed the suspicion threshold.",
     subjectField: "node",
+    repeated: true,
   }),
   [EVENT_TYPES.fenceRequested]: entry({
     type: EVENT_TYPES.fenceRequested,

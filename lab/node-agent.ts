@@ -77,6 +77,7 @@ async function main(): Promise<void> {
       node: cfg.node,
       probe: policy.probe,
       leaseStaleMs: policy.suspicion.leaseStaleMs,
+      heartbeatNamespace: cfg.namespace,
     },
   });
   const fns: HostedFunction[] = [];

@@ -1,6 +1,7 @@
 // The event source (observer) replica: watches Nodes and kubelet Leases with informers
 // and publishes node.condition events; probes its k ring successors over TCP every
-// probe interval and publishes node.observed events. Several replicas run at once, on
+// probe interval and publishes node.observed events; renews its own node's heartbeat
+// Lease through the API server. Several replicas run at once, on
 // different nodes. It publishes facts only and decides nothing; a publish failure is
 // logged and the next probe re-reports, so it never blocks probing on Kafka.
 import {
@@ -12,8 +13,11 @@ import {
   CoreV1Api,
 } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
+import { heartbeatLeaseName } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
-import { catalogEntry, type EventType } from "../events/catalog.ts";
+import { Kube } from "../infra/kube/client.ts";
+import { LeaseManager } from "../infra/kube/lease.ts";
+import { acksFor, catalogEntry, type EventType } from "../events/catalog.ts";
 import { encodeKafka } from "../events/codec.ts";
 import { envelope, type OutgoingEvent } from "../events/envelope.ts";
 import type { Bus } from "../infra/bus/bus.ts";
@@ -34,6 +38,8 @@ export interface EventSourceConfig {
   informerRestartMs?: number;
   /** Publish everything to this topic instead of the catalog's (Knative broker topic). */
   topic?: string;
+  /** Namespace of this node's heartbeat Lease (fastfence-alive-<node>); unset = no heartbeat. */
+  heartbeatNamespace?: string;
 }
 
 /** Counters the event source updates (served on /metrics by `fastfence source --http`). */
@@ -103,7 +109,7 @@ export async function startEventSource(opts: {
     for (const out of events) {
       const ev = envelope(out, source, now);
       const topic = config.topic ?? catalogEntry(out.type as EventType).topic;
-      bus.publish(topic, [encodeKafka(ev)]).then(
+      bus.publish(topic, [encodeKafka(ev)], { acks: acksFor(out.type) }).then(
         () => metrics?.published.inc({ type: out.type }),
         (err: unknown) => {
           metrics?.publishErrors.inc();
@@ -187,6 +193,31 @@ export async function startEventSource(opts: {
     }
   }
 
+  // The node's own heartbeat through the API server: proof, for confirm, that a node its
+  // peers cannot reach is still alive (partitioned, not dead). Renewed every
+  // probe.heartbeatIntervalMs; a failed renewal is just skipped (the next one retries).
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  if (config.heartbeatNamespace) {
+    const interval = config.probe.heartbeatIntervalMs;
+    const leases = new LeaseManager(new Kube(kubeConfig, { requestTimeoutMs: Math.max(500, interval * 2) }), {
+      namespace: config.heartbeatNamespace,
+      durationSeconds: Math.max(1, Math.ceil((interval * 4) / 1000)),
+    });
+    let busy = false;
+    const beat = () => {
+      if (busy || stopped) return;
+      busy = true;
+      leases
+        .acquire(heartbeatLeaseName(config.node), config.replica, clock.now())
+        .catch((err: unknown) =>
+          log.debug({ incident: "none", node: config.node, err }, "heartbeat renewal failed"),
+        )
+        .finally(() => (busy = false));
+    };
+    beat();
+    heartbeatTimer = setInterval(beat, interval);
+  }
+
   const probeTimer = setInterval(() => {
     for (const t of targets) if (!inFlight.has(t)) void probeOne(t);
     publish(conditions.tick(clock.now()));
@@ -199,6 +230,7 @@ export async function startEventSource(opts: {
     stop: async () => {
       stopped = true;
       clearInterval(probeTimer);
+      clearInterval(heartbeatTimer);
       await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop()]);
     },
   };

@@ -23,6 +23,7 @@ import {
   type Action,
   type DecideInput,
   type Decision,
+  heartbeatLeaseName,
   type ViewRequest,
 } from "../../core/decision.ts";
 import { levelsForNode } from "../../core/policy.ts";
@@ -41,7 +42,12 @@ import type { FenceRequested, IncidentBlocked, NodeSuspected } from "../../event
 
 export function locate(event: FfEvent): ViewRequest {
   const d = event.data as Partial<NodeSuspected>;
-  return { node: event.subject, ...(d.incident ? { incident: d.incident } : {}), cluster: true };
+  return {
+    node: event.subject,
+    ...(d.incident ? { incident: d.incident } : {}),
+    heartbeat: heartbeatLeaseName(event.subject),
+    cluster: true,
+  };
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
@@ -94,6 +100,20 @@ function onSuspected(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>
     const tally = `${fresh.length}/${policy.corroboration.quorum} independent observers`;
     if (!refreshUseful) return ignored(`duplicate evidence from ${e.observer} (${tally})`);
     return write(inc, d, { ...base, evidence }, `suspected ${d.node}: ${tally}`);
+  }
+
+  // A node that still heartbeats to the API server after its observers began missing it
+  // is cut off from its peers, not dead: no fencing (a partial partition never fences).
+  const alive = heartbeatAfterStreak(view.heartbeat?.renewTime, fresh, policy.suspicion.heartbeatVeto);
+  if (alive) {
+    const tally = `${fresh.length} observers miss ${d.node}, but it renewed its heartbeat at ${alive} (after the misses began): partitioned from its peers, not dead`;
+    if (!refreshUseful) return ignored(tally);
+    return write(
+      inc,
+      d,
+      { ...base, evidence, reason: "HeartbeatSeen", message: tally },
+      `not confirming ${d.node}: ${tally}`,
+    );
   }
 
   const verdict = guards(d, view, now);
@@ -175,4 +195,18 @@ function write(
     action = { kind: "updateIncidentStatus", name: inc.metadata.name, expectedResourceVersion: rv, status };
   }
   return processed(detail, [action], emit);
+}
+
+/**
+ * The heartbeat renew time if it is later than the start of every fresh miss streak (the
+ * latest start: older streaks, e.g. from an earlier partition, must not veto a crash).
+ */
+function heartbeatAfterStreak(
+  renewTime: string | undefined,
+  fresh: readonly { at: string; firstMissAt?: string | undefined }[],
+  veto: boolean,
+): string | undefined {
+  if (!veto || !renewTime || fresh.length === 0) return undefined;
+  const streakStart = Math.max(...fresh.map((e) => ms(e.firstMissAt ?? e.at)));
+  return ms(renewTime) > streakStart ? renewTime : undefined;
 }

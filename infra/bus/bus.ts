@@ -39,7 +39,11 @@ export interface Subscription {
 }
 
 export interface Bus {
-  publish(topic: string, records: readonly KafkaRecord[]): Promise<void>;
+  /**
+   * Publishes records. `acks` overrides the bus default: "leader" for events that are
+   * re-emitted anyway (a dead follower never delays them), "all" for one-shot events.
+   */
+  publish(topic: string, records: readonly KafkaRecord[], opts?: { acks?: "leader" | "all" }): Promise<void>;
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /** Every record currently in the topics, from the beginning (no consumer group). */
   readAll(topics: readonly string[], opts?: { timeoutMs?: number }): Promise<BusRecord[]>;

@@ -146,7 +146,12 @@ export class KafkaJsBus implements Bus {
     return n;
   }
 
-  async publish(topic: string, records: readonly KafkaRecord[]): Promise<void> {
+  async publish(
+    topic: string,
+    records: readonly KafkaRecord[],
+    opts: { acks?: "leader" | "all" } = {},
+  ): Promise<void> {
+    const acks = opts.acks ?? this.cfg.acks;
     const p = await this.producer();
     const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
     const first = this.nextPartition++ % n;
@@ -154,7 +159,7 @@ export class KafkaJsBus implements Bus {
     const send = (partition: number | undefined) =>
       p.send({
         topic,
-        acks: this.cfg.acks === "all" ? -1 : 1,
+        acks: acks === "all" ? -1 : 1,
         timeout: this.cfg.requestTimeoutMs,
         messages: records.map((r) => ({
           key: r.key,

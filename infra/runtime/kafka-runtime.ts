@@ -6,6 +6,7 @@
 // record whose outcome was not recorded.
 import { FastfenceError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
+import { acksFor } from "../../events/catalog.ts";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import type { EventHandler, FunctionDefinition } from "../../functions/contract.ts";
@@ -82,10 +83,13 @@ export async function startKafkaRuntime(opts: {
     if (result.kind === "done") {
       const byTopic = new Map<string, FfEvent[]>();
       for (const ev of result.emitted) {
-        const t = catalog.topicOf(ev.type);
-        byTopic.set(t, [...(byTopic.get(t) ?? []), ev]);
+        const key = `${catalog.topicOf(ev.type)}\u0000${acksFor(ev.type)}`;
+        byTopic.set(key, [...(byTopic.get(key) ?? []), ev]);
       }
-      for (const [topic, evs] of byTopic) await bus.publish(topic, evs.map(encodeKafka));
+      for (const [key, evs] of byTopic) {
+        const [topic, acks] = key.split("\u0000") as [string, "leader" | "all"];
+        await bus.publish(topic, evs.map(encodeKafka), { acks });
+      }
       opts.onResult?.(rec, result.emitted);
     }
   }

@@ -110,7 +110,7 @@ export function stageHandler(
 ): EventHandler {
   async function readView(req: ViewRequest, now: number): Promise<View> {
     const policy = await ad.policy.get(now);
-    const [node, incident, lease, nodes, openIncidents] = await Promise.all([
+    const [node, incident, lease, heartbeat, nodes, openIncidents] = await Promise.all([
       ad.nodes.get(req.node),
       req.incident
         ? ad.incidents.get(req.incident)
@@ -118,6 +118,7 @@ export function stageHandler(
           ? ad.incidents.openForNode(req.node)
           : Promise.resolve(undefined),
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
+      req.heartbeat ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.heartbeat) : Promise.resolve(undefined),
       req.cluster ? ad.nodes.list() : Promise.resolve([]),
       req.cluster ? ad.incidents.listOpen() : Promise.resolve([]),
     ]);
@@ -125,6 +126,7 @@ export function stageHandler(
       ...(incident ? { incident } : {}),
       ...(node ? { node: toCoreNode(node) } : {}),
       ...(lease ? { lease } : {}),
+      ...(heartbeat ? { heartbeat } : {}),
       openIncidents,
       nodes: nodes.map(toCoreNode),
       policy,

@@ -61,6 +61,10 @@ export interface PipelineCluster {
   custom: CustomObjectsApi;
   /** SIGKILL everything on the node (a crash); the BMC stays up and reports On. */
   crash(node: string): Promise<number>;
+  /** Cut the node off from its peers only: its probed port stops answering, its processes and API access stay. */
+  partitionFromPeers(node: string): Promise<void>;
+  /** Undo partitionFromPeers. */
+  healPartition(node: string): Promise<void>;
   /** Stop the event-source and/or function replicas on a healthy node (a crashed pod). */
   crashReplicas(node: string, which: { source?: boolean; functions?: string[] }): Promise<void>;
   stop(): Promise<void>;
@@ -220,6 +224,7 @@ export async function startPipelineCluster(
           node: parts.name,
           probe: resolved.probe,
           leaseStaleMs: resolved.suspicion.leaseStaleMs,
+          heartbeatNamespace: NAMESPACE,
         },
       });
       for (const fn of functionNames()) {
@@ -304,6 +309,17 @@ export async function startPipelineCluster(
         return t0;
       },
       crashReplicas: async (name, which) => stopReplicas(nodes.get(name)!, which),
+      partitionFromPeers: async (name) => nodes.get(name)!.listener.kill(),
+      healPartition: async (name) => {
+        const p = nodes.get(name)!;
+        p.listener = ManagedProcess.spawn({
+          name: `kubelet-port-${name}`,
+          command: process.execPath,
+          args: listenerScript(p.probePort),
+          dir,
+        });
+        scope.add({ stop: () => p.listener.stop(500) });
+      },
       stop: () => scope.stopAll(),
     };
   } catch (err) {

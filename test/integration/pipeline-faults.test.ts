@@ -1,6 +1,8 @@
 // Safety of the pipeline on the real stack, with four nodes (so one node's replicas can
 // die and every other node still has two live observers):
 // - the event-source and every function replica crash on a healthy node: nothing is fenced;
+// - a node loses its peers but still reaches the API server (a partial partition): its own
+//   heartbeat Lease keeps being renewed, so it is never fenced;
 // - a node crashes but its BMC never reads back Off (stuck in PoweringOff): its workloads
 //   are never released, and the incident says why (S1).
 import { describe, expect, it } from "vitest";
@@ -33,6 +35,25 @@ describe("pipeline safety", () => {
         expect.arrayContaining([expect.objectContaining({ key: "node.kubernetes.io/out-of-service" })]),
       );
     }
+  });
+
+  it("fences nothing when a node is cut off from its peers but still reaches the API (partial partition)", async () => {
+    const c = env();
+    const victim = "node-a"; // observed by node-c and node-d, both intact
+    await c.partitionFromPeers(victim);
+    const suspected = await waitFor(
+      "the peers' suspicion recorded",
+      async () =>
+        (await incidents(c)).find((i) => i.spec.nodeName === victim && (i.status?.evidence.length ?? 0) >= 2),
+      20_000,
+    );
+    await new Promise((r) => setTimeout(r, 4000));
+    const now = (await incidents(c)).find((i) => i.metadata.name === suspected.metadata.name)!;
+    expect(now.status!.phase).toBe("Suspected");
+    expect(now.status!.reason).toBe("HeartbeatSeen");
+    console.log(`partial partition of ${victim}: ${now.status!.message}`);
+    expect(c.nodes.get(victim)!.bmc.stats.resets).toEqual([]);
+    await c.healPartition(victim);
   });
 
   it("never releases a crashed node whose BMC does not read back Off, and says why", async () => {

@@ -220,6 +220,50 @@ const cases: Case[] = [
     view: view({}),
     expect: { ignored: "not in the API" },
   },
+  {
+    name: "partial partition: the node renewed its heartbeat after the misses began → not confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      incident: susp([evidence("b", "a", NOW - 300)]),
+      heartbeat: {
+        holder: "event-source-a",
+        renewTime: new Date(T0 + NOW + 100).toISOString(),
+        durationMs: 1000,
+      },
+    }),
+    now: NOW + 150,
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
+  },
+  {
+    name: "crash: the last heartbeat came before the misses began → Confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      incident: susp([evidence("b", "a", NOW - 300)]),
+      heartbeat: {
+        holder: "event-source-a",
+        renewTime: new Date(T0 + NOW - 900).toISOString(),
+        durationMs: 1000,
+      },
+    }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "heartbeat veto switched off by policy → a fresh heartbeat does not stop confirmation",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      incident: susp([evidence("b", "a", NOW - 300)]),
+      heartbeat: {
+        holder: "event-source-a",
+        renewTime: new Date(T0 + NOW + 100).toISOString(),
+        durationMs: 1000,
+      },
+      policy: policy({ suspicion: { heartbeatVeto: false } }),
+    }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
 ];
 
 describe("confirm.decide", () => {

@@ -23,9 +23,14 @@ export interface KafkaBusConfig {
   sessionTimeoutMs?: number;
   /** Heartbeat interval, ms. Default sessionTimeoutMs / 3. */
   heartbeatIntervalMs?: number;
-  /** Per-request timeout, ms. Default 3000; a dead broker is given up on after this. */
+  /**
+   * Per-request timeout, ms. Default 1000. A request to a dead broker (metadata, produce)
+   * is given up on after this and retried elsewhere; after a node death every client's
+   * first metadata refresh may pick that broker, so this bounds the detection stall. Too
+   * low for a loaded broker causes needless retries.
+   */
   requestTimeoutMs?: number;
-  /** TCP connect timeout, ms. Default 1000. */
+  /** TCP connect timeout, ms. Default 500 (a dead node's address never answers). */
   connectionTimeoutMs?: number;
   /**
    * Hedged publishing, ms. Default 300. A record goes to one partition (round-robin; events
@@ -82,8 +87,8 @@ export class KafkaJsBus implements Bus {
       clientId: cfg.clientId,
       sessionTimeoutMs,
       heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
-      requestTimeoutMs: cfg.requestTimeoutMs ?? 3000,
-      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
+      requestTimeoutMs: cfg.requestTimeoutMs ?? 1000,
+      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 500,
       hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
       acks: cfg.acks ?? "all",
       ...(cfg.log ? { log: cfg.log } : {}),

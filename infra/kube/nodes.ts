@@ -98,50 +98,53 @@ export class NodeOps {
     const pods = await this.kube.call(`list pods on ${node}`, (a) =>
       a.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }),
     );
-    const deleted: string[] = [];
-    for (const p of pods.items) {
-      const name = p.metadata?.name ?? "";
-      const namespace = p.metadata?.namespace ?? "default";
-      try {
-        await this.kube.call(`delete pod ${namespace}/${name}`, (a) =>
-          a.core.deleteNamespacedPod({
-            name,
-            namespace,
-            gracePeriodSeconds: 0,
-            body: { gracePeriodSeconds: 0 },
-          }),
-        );
-      } catch (err) {
-        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-      }
-      deleted.push(`${namespace}/${name}`);
-    }
-    return deleted;
+    // All at once: the node is off (S1 was checked by the caller); every second counts.
+    return Promise.all(
+      pods.items.map(async (p) => {
+        const name = p.metadata?.name ?? "";
+        const namespace = p.metadata?.namespace ?? "default";
+        try {
+          await this.kube.call(`delete pod ${namespace}/${name}`, (a) =>
+            a.core.deleteNamespacedPod({
+              name,
+              namespace,
+              gracePeriodSeconds: 0,
+              body: { gracePeriodSeconds: 0 },
+            }),
+          );
+        } catch (err) {
+          if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+        }
+        return `${namespace}/${name}`;
+      }),
+    );
   }
 
   /** Deletes every VolumeAttachment of the node, so RWO volumes can attach elsewhere. */
   async deleteVolumeAttachments(node: string): Promise<string[]> {
     const vas = await this.kube.call("list volumeattachments", (a) => a.storage.listVolumeAttachment());
-    const deleted: string[] = [];
-    for (const va of vas.items.filter((v) => v.spec?.nodeName === node)) {
-      const name = va.metadata?.name ?? "";
-      try {
-        if (va.metadata?.finalizers?.length)
-          await this.kube.call(`clear finalizers of volumeattachment ${name}`, (a) =>
-            a.storage.replaceVolumeAttachment({
-              name,
-              body: { ...va, metadata: { ...va.metadata, finalizers: [] } },
-            }),
-          );
-        await this.kube.call(`delete volumeattachment ${name}`, (a) =>
-          a.storage.deleteVolumeAttachment({ name, gracePeriodSeconds: 0 }),
-        );
-      } catch (err) {
-        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-      }
-      deleted.push(name);
-    }
-    return deleted;
+    return Promise.all(
+      vas.items
+        .filter((v) => v.spec?.nodeName === node)
+        .map(async (va) => {
+          const name = va.metadata?.name ?? "";
+          try {
+            if (va.metadata?.finalizers?.length)
+              await this.kube.call(`clear finalizers of volumeattachment ${name}`, (a) =>
+                a.storage.replaceVolumeAttachment({
+                  name,
+                  body: { ...va, metadata: { ...va.metadata, finalizers: [] } },
+                }),
+              );
+            await this.kube.call(`delete volumeattachment ${name}`, (a) =>
+              a.storage.deleteVolumeAttachment({ name, gracePeriodSeconds: 0 }),
+            );
+          } catch (err) {
+            if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+          }
+          return name;
+        }),
+    );
   }
 
   /** Deletes the KubeVirt VirtualMachineInstances that ran on the node (their VMs restart elsewhere). */
@@ -161,26 +164,28 @@ export class NodeOps {
       if (err instanceof KubeApiError && err.status === 404) return []; // KubeVirt not installed
       throw err;
     }
-    const deleted: string[] = [];
-    for (const vmi of (list.items ?? []).filter((v) => v.status?.nodeName === node)) {
-      const name = vmi.metadata?.name ?? "";
-      const namespace = vmi.metadata?.namespace ?? "default";
-      try {
-        await this.kube.call(`delete vmi ${namespace}/${name}`, (a) =>
-          a.custom.deleteNamespacedCustomObject({
-            group: "kubevirt.io",
-            version: "v1",
-            plural: "virtualmachineinstances",
-            namespace,
-            name,
-            gracePeriodSeconds: 0,
-          }),
-        );
-      } catch (err) {
-        if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-      }
-      deleted.push(`${namespace}/${name}`);
-    }
-    return deleted;
+    return Promise.all(
+      (list.items ?? [])
+        .filter((v) => v.status?.nodeName === node)
+        .map(async (vmi) => {
+          const name = vmi.metadata?.name ?? "";
+          const namespace = vmi.metadata?.namespace ?? "default";
+          try {
+            await this.kube.call(`delete vmi ${namespace}/${name}`, (a) =>
+              a.custom.deleteNamespacedCustomObject({
+                group: "kubevirt.io",
+                version: "v1",
+                plural: "virtualmachineinstances",
+                namespace,
+                name,
+                gracePeriodSeconds: 0,
+              }),
+            );
+          } catch (err) {
+            if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+          }
+          return `${namespace}/${name}`;
+        }),
+    );
   }
 }

@@ -143,8 +143,15 @@ export function stageHandler(
     let last: NodeFence | undefined = view.incident;
     const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
     let released = false;
+    let deletes: Promise<void>[] = [];
+    const drain = async () => {
+      const pending = deletes;
+      deletes = [];
+      await Promise.all(pending);
+    };
     for (const a of decision.actions) {
       ctx.signal.throwIfAborted();
+      if (!a.kind.startsWith("delete")) await drain();
       switch (a.kind) {
         case "createIncident":
           try {
@@ -223,20 +230,27 @@ export function stageHandler(
         case "removeTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, false);
           break;
+        // Release deletes are independent of each other: they run concurrently and are
+        // all awaited before anything that follows them.
         case "deletePods":
-          counts.podsDeleted += (await ad.nodes.forceDeletePods(a.node)).length;
+          deletes.push(ad.nodes.forceDeletePods(a.node).then((d) => void (counts.podsDeleted += d.length)));
           released = true;
           break;
         case "deleteVolumeAttachments":
-          counts.volumeAttachmentsDeleted += (await ad.nodes.deleteVolumeAttachments(a.node)).length;
+          deletes.push(
+            ad.nodes
+              .deleteVolumeAttachments(a.node)
+              .then((d) => void (counts.volumeAttachmentsDeleted += d.length)),
+          );
           released = true;
           break;
         case "deleteVMIs":
-          counts.vmisDeleted += (await ad.nodes.deleteVmis(a.node)).length;
+          deletes.push(ad.nodes.deleteVmis(a.node).then((d) => void (counts.vmisDeleted += d.length)));
           released = true;
           break;
       }
     }
+    await drain();
     if (released && hooks.onReleased && last) {
       const follow = hooks.onReleased({
         incident: last,

@@ -133,6 +133,9 @@ export async function startEventSource(opts: {
   const onNode = (n: V1Node) => {
     const name = n.metadata?.name;
     if (!name) return;
+    const previousBoot = nodes.get(name)?.status?.nodeInfo?.bootID;
+    const boot = n.status?.nodeInfo?.bootID;
+    if (previousBoot && boot && previousBoot !== boot) probes.rearm(name);
     nodes.set(name, n);
     targets = probeTargets(config.node, [...nodes.keys()], config.probe.observersPerNode);
     probes.retain(targets);

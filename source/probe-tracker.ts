@@ -1,6 +1,7 @@
 // Per-target probe bookkeeping of one observer replica: turns raw probe results into
 // observation events — one on every miss (with the streak's count and timings) and one
-// "restored" when a node answers again after misses. Pure: takes results and times,
+// "restored" when a node answers again after misses; after a reboot (rearm) misses count
+// only once the node has answered. Pure: takes results and times,
 // returns the observations to publish; never probes, never reads the clock.
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { OutgoingEvent } from "../events/envelope.ts";
@@ -17,6 +18,11 @@ export interface ProbeResult {
 }
 
 interface TargetState {
+  /**
+   * Misses count only once the target answered a probe in its current incarnation: after
+   * a reboot (new boot ID) a node that is still starting up is not "missed".
+   */
+  armed: boolean;
   misses: number;
   firstMissAt?: number;
   lastOkAt?: number;
@@ -30,13 +36,22 @@ export class ProbeTracker {
     this.observer = observer;
   }
 
+  /**
+   * The target booted again (new boot ID): forget its miss streak and report no misses
+   * until it has answered once, so a streak that began in the previous incarnation (while
+   * it was off, or still starting) is never held against the new one.
+   */
+  rearm(target: string): void {
+    this.state.set(target, { armed: false, misses: 0 });
+  }
+
   /** Forget targets no longer probed (ring changed). */
   retain(targets: readonly string[]): void {
     for (const t of [...this.state.keys()]) if (!targets.includes(t)) this.state.delete(t);
   }
 
   onResult(r: ProbeResult): OutgoingEvent<NodeObserved> | undefined {
-    const s = this.state.get(r.target) ?? { misses: 0 };
+    const s = this.state.get(r.target) ?? { armed: true, misses: 0 };
     this.state.set(r.target, s);
     const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
     const base = {
@@ -45,6 +60,10 @@ export class ProbeTracker {
       at: new Date(r.at).toISOString(),
       probe: { kind: "tcp" as const, port: r.port, ...(r.address ? { address: r.address } : {}) },
     };
+    if (!s.armed) {
+      if (!r.ok) return undefined;
+      s.armed = true;
+    }
     if (r.ok) {
       const hadMisses = s.misses > 0;
       const firstMissAt = s.firstMissAt;

@@ -76,3 +76,22 @@ describe("ConditionTracker", () => {
     expect(t.tick(60_000)).toEqual([]);
   });
 });
+
+describe("ProbeTracker after a reboot", () => {
+  it("holds no miss streak against a new incarnation until it has answered once", () => {
+    const t = new ProbeTracker(observer);
+    t.onResult({ target: "node-a", ok: true, at: 0, port: 1 });
+    for (let i = 1; i <= 5; i++)
+      expect(t.onResult({ target: "node-a", ok: false, at: i * 100, port: 1 })).toBeDefined();
+    t.rearm("node-a"); // the informer saw a new boot ID
+    expect(t.onResult({ target: "node-a", ok: false, at: 700, port: 1 })).toBeUndefined();
+    expect(t.onResult({ target: "node-a", ok: false, at: 800, port: 1 })).toBeUndefined();
+    expect(t.onResult({ target: "node-a", ok: true, at: 900, port: 1 })).toBeUndefined();
+    const m = t.onResult({ target: "node-a", ok: false, at: 1000, port: 1 })!;
+    expect(m.data).toMatchObject({
+      result: "missed",
+      consecutiveMisses: 1,
+      firstMissAt: new Date(1000).toISOString(),
+    });
+  });
+});

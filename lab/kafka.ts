@@ -66,7 +66,11 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
   const n = brokers.length;
   const rf = Math.min(3, n);
   const isr = rf >= 3 ? 2 : 1;
-  const clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
+  // A base64url UUID like Kafka's own; never one starting with "-", which the storage
+  // tool's argument parser would take for an option.
+  let clusterId = "";
+  while (!clusterId || clusterId.startsWith("-"))
+    clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
   const voters = brokers
     .slice(0, Math.min(3, n))
     .map((b) => `${b.id}@${b.ip}:${KAFKA_CONTROLLER_PORT}`)

@@ -194,7 +194,10 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
   const t0 = Date.now();
   const timings: Record<string, number> = {};
   // A Kafka cluster id: 16 random bytes, base64url without padding (22 chars).
-  const clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
+  // Never one starting with "-": the storage tool's argument parser would take it for an option.
+  let clusterId = "";
+  while (!clusterId || clusterId.startsWith("-"))
+    clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
   const ports: { id: number; port: number; controllerPort: number }[] = [];
   for (let i = 1; i <= n; i++)
     ports.push({ id: i, port: await freePort(), controllerPort: await freePort() });

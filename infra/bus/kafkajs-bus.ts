@@ -30,7 +30,7 @@ export interface KafkaBusConfig {
    * low for a loaded broker causes needless retries.
    */
   requestTimeoutMs?: number;
-  /** TCP connect timeout, ms. Default 500 (a dead node's address never answers). */
+  /** TCP connect timeout, ms. Default 1000 (a dead node's address never answers). */
   connectionTimeoutMs?: number;
   /**
    * Hedged publishing, ms. Default 300. A record goes to one partition (round-robin; events
@@ -88,7 +88,7 @@ export class KafkaJsBus implements Bus {
       sessionTimeoutMs,
       heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
       requestTimeoutMs: cfg.requestTimeoutMs ?? 1000,
-      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 500,
+      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
       hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
       acks: cfg.acks ?? "all",
       ...(cfg.log ? { log: cfg.log } : {}),
@@ -225,8 +225,14 @@ export class KafkaJsBus implements Bus {
     let resolveReady!: () => void;
     const ready = new Promise<void>((r) => (resolveReady = r));
     consumer.on(consumer.events.GROUP_JOIN, () => resolveReady());
-    await consumer.connect();
-    await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
+    } catch (err) {
+      this.consumers.delete(consumer);
+      await consumer.disconnect().catch(() => undefined);
+      throw err;
+    }
     await consumer.run({
       autoCommit: true,
       autoCommitInterval: 500,

@@ -29,6 +29,8 @@ export interface KafkaRuntimeConfig {
   /** Replica id (pod name), used in the group id and the event `source`. */
   replica: string;
   dispatch?: Partial<DispatchConfig>;
+  /** How long to keep retrying the first subscription, ms. Default 120000 (brokers starting up). */
+  subscribeTimeoutMs?: number;
 }
 
 export interface KafkaRuntime {
@@ -94,14 +96,26 @@ export async function startKafkaRuntime(opts: {
     }
   }
 
-  let sub: Subscription;
-  try {
-    sub = await bus.subscribe({ groupId, topics, fromBeginning: false, onRecord });
-  } catch (err) {
-    throw new FastfenceError("FF_BUS_UNAVAILABLE", `cannot subscribe ${def.name} to ${topics.join(", ")}`, {
-      cause: err,
-      retriable: true,
-    });
+  // Brokers may still be starting (or one may be down): keep trying to join for a while
+  // instead of failing the replica at its first connection error.
+  let sub: Subscription | undefined;
+  const deadline = clock.now() + (config.subscribeTimeoutMs ?? 120_000);
+  for (let attempt = 1; !sub; attempt++) {
+    try {
+      sub = await bus.subscribe({ groupId, topics, fromBeginning: false, onRecord });
+    } catch (err) {
+      if (clock.now() > deadline)
+        throw new FastfenceError(
+          "FF_BUS_UNAVAILABLE",
+          `cannot subscribe ${def.name} to ${topics.join(", ")}`,
+          {
+            cause: err,
+            retriable: true,
+          },
+        );
+      log.warn({ incident: "none", node: "none", attempt, err }, "subscribing failed; retrying");
+      await clock.sleep(Math.min(2000, 200 * attempt));
+    }
   }
   log.info({ incident: "none", node: "none", groupId, topics }, "kafka runtime started");
   return {

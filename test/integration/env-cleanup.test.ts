@@ -105,13 +105,17 @@ describe("test env: interrupting leaves nothing behind", () => {
   });
 
   it("SIGINT in the middle of start-up stops what was started", async () => {
-    const { child, exited } = spawnChild();
+    const { child, exited, ready } = spawnChild();
+    // If the child dies before it gets that far, fail with its output instead of a timeout.
+    let childGone: unknown;
+    ready.catch((err: unknown) => (childGone = err));
     const registry = join(RUN_DIR, `${child.pid}.json`);
     // Wait until etcd and kube-apiserver are running (the broker is not started yet).
     let snap: { groups: { pgid: number }[]; tempDirs: string[] } = { groups: [], tempDirs: [] };
     await until(
       "apiserver spawned",
       () => {
+        if (childGone) throw childGone;
         try {
           snap = JSON.parse(readFileSync(registry, "utf8")) as typeof snap;
         } catch {
@@ -119,7 +123,7 @@ describe("test env: interrupting leaves nothing behind", () => {
         }
         return snap.groups.length >= 2;
       },
-      30_000,
+      90_000,
     );
     const groups = snap.groups.map((g) => g.pgid);
     // Ports any of those processes listen on, read from their command lines.

@@ -3,10 +3,10 @@
 // server.properties and log4j config, formats its storage (on the host, before the node
 // starts) and returns the java command the node launcher runs. Tuned so a dead broker's
 // partitions move within ~2 s (brief stall source 1). Never binds outside the node's netns.
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
-import { kafkaCdsPath, kafkaClasspath } from "../test/env/kafka.ts";
+import { jvmArgs, log4jConfig } from "../test/env/kafka.ts";
 
 export const KAFKA_PORT = 9092;
 export const KAFKA_CONTROLLER_PORT = 9093;
@@ -15,46 +15,6 @@ export interface LabBroker {
   id: number;
   ip: string;
   dir: string;
-}
-
-function jvmArgs(heap: string, log4jPath: string): string[] {
-  const cds = kafkaCdsPath();
-  return [
-    `-Xmx${heap}`,
-    "-Xms64m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:-UsePerfData",
-    "-Djava.awt.headless=true",
-    ...(existsSync(cds)
-      ? [`-XX:SharedArchiveFile=${cds}`, "-Xshare:auto", "-Xlog:cds=off", "-Xlog:class+path=off"]
-      : []),
-    `-Dlog4j2.configurationFile=${log4jPath}`,
-    "-cp",
-    kafkaClasspath(),
-  ];
-}
-
-function log4j(logFile: string): string {
-  return `Configuration:
-  status: warn
-  Appenders:
-    File:
-      name: file
-      fileName: "${logFile}"
-      PatternLayout:
-        pattern: "[%d] %p %m (%c)%n"
-  Loggers:
-    Root:
-      level: INFO
-      AppenderRef:
-        - ref: file
-    Logger:
-      - name: org.apache.kafka.clients
-        level: WARN
-      - name: kafka.request.logger
-        level: WARN
-`;
 }
 
 export function bootstrapOf(brokers: LabBroker[]): string {
@@ -137,7 +97,7 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
           .join("\n") + "\n",
       );
       const log4jPath = join(b.dir, "log4j2.yaml");
-      writeFileSync(log4jPath, log4j(join(b.dir, "kafka.log")));
+      writeFileSync(log4jPath, log4jConfig(join(b.dir, "kafka.log")));
       await new Promise<void>((res, rej) => {
         const c = spawn(
           "java",

@@ -89,7 +89,8 @@ export function kafkaClasspath(): string {
   return [...(slf4j2Path ? [slf4j2Path] : []), ...paths].join(":");
 }
 
-function log4jConfig(logFile: string): string {
+/** The brokers' log4j2 config (YAML): everything to `logFile`, client chatter at WARN. */
+export function log4jConfig(logFile: string): string {
   return [
     "Configuration:",
     "  status: warn",
@@ -127,7 +128,8 @@ export function kafkaCdsPath(): string {
   return join(CACHE, "kafka", "cds", `broker-${h.digest("hex").slice(0, 16)}.jsa`);
 }
 
-function jvmArgs(
+/** JVM flags and classpath of a test/lab broker: small heap, fast start, CDS archive when built. */
+export function jvmArgs(
   heap: string,
   log4jPath: string,
   cds: "use" | "none" | { dumpTo: string } = "use",

@@ -67,7 +67,7 @@ async function main(): Promise<number> {
           const r = await runTrial(lab, sc, { trial });
           results.push(r);
           say(
-            `${sc} #${i + 1} ${r.node}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}`,
+            `${sc} #${i + 1} ${r.node}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
           );
         } catch (err) {
           errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);

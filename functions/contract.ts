@@ -8,6 +8,7 @@ import type { FfEvent, OutgoingEvent } from "../events/envelope.ts";
 import type { Logger } from "../infra/log.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Decision, DecideInput, ViewRequest } from "../core/decision.ts";
+import type { FencingPolicySpec } from "../core/policy.ts";
 
 /** What happened to one delivered event. Every event ends in exactly one outcome. */
 export type Outcome =
@@ -64,6 +65,12 @@ export interface PureStage<I extends DecideInput<FfEvent> = DecideInput<FfEvent>
   emits: readonly string[];
   critical: boolean;
   locate(event: FfEvent): ViewRequest;
+  /**
+   * Optional cheap pre-check from the event and the policy alone: a Decision here (always
+   * "ignored") skips reading the view. It must be a subset of decide's own checks, so
+   * skipping it never changes an outcome; it only spares the API server the reads.
+   */
+  screen?(input: { event: FfEvent; policy: FencingPolicySpec; now: number }): Decision | undefined;
   decide(input: I): Decision;
 }
 

@@ -53,6 +53,10 @@ export const RuntimeConfigSchema = z.object({
   // this time is also sent to another partition. Default 300; 0 = off. Lower gets past a
   // dead partition leader sooner, at the cost of more duplicate records.
   FASTFENCE_KAFKA_HEDGE_MS: z.coerce.number().int().min(0).default(300),
+  // Longest age of the Kafka client's partition-leader map, ms. Default 1000. After a
+  // broker dies, consumers keep failing on its partitions (and pause all their fetches)
+  // until the next refresh; higher means a longer stall, lower more Metadata requests.
+  FASTFENCE_KAFKA_METADATA_MAX_AGE_MS: ms(1000),
   // "all" (default: durable through a broker loss; acks wait ~broker.session.timeout.ms
   // after a broker death) or "leader" (faster through a broker death, may lose a record
   // acknowledged just before its leader died).

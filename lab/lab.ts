@@ -447,7 +447,7 @@ export class Lab {
       );
       const nodeEnv = {
         NODE_OPTIONS: "--disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning",
-        FASTFENCE_LOG_LEVEL: "warn",
+        FASTFENCE_LOG_LEVEL: process.env.FASTFENCE_LAB_LOG_LEVEL ?? "warn",
       };
       const launcherCfg = {
         node: x.name,
@@ -489,8 +489,13 @@ export class Lab {
       writeFileSync(
         x.startScript,
         `#!/bin/sh\n# Power-on of lab node ${x.name}: its launcher as PID 1 of a new PID namespace inside ${x.netns}.\n` +
-          `exec setpriv --pdeathsig KILL -- ip netns exec ${x.netns} unshare -p -f --kill-child=SIGKILL -m -u --mount-proc ` +
-          `env NODE_OPTIONS="${nodeEnv.NODE_OPTIONS}" ${process.execPath} ${join(ROOT, "lab/launcher.ts")} ${lcPath}\n`,
+          `# Dies with its parent (the BMC).\n` +
+          `[ -z "$FFLAB_PDEATH" ] && FFLAB_PDEATH=1 exec setpriv --pdeathsig KILL -- "$0" "$@"\n` +
+          `# Power-off (ipmi_sim sends SIGTERM) is immediate, like cutting power: unshare ignores\n` +
+          `# SIGTERM while its child lives, so SIGKILL it (its child, PID 1, dies with it).\n` +
+          `setpriv --pdeathsig KILL -- ip netns exec ${x.netns} unshare -p -f --kill-child=SIGKILL -m -u --mount-proc ` +
+          `env NODE_OPTIONS="${nodeEnv.NODE_OPTIONS}" ${process.execPath} ${join(ROOT, "lab/launcher.ts")} ${lcPath} &\n` +
+          `child=$!\ntrap 'kill -KILL $child' TERM INT HUP\nwait $child\nwait $child\n`,
       );
       chmodSync(x.startScript, 0o755);
     }
@@ -923,6 +928,10 @@ set_working_mc 0x20
       for (const x of this.nodes)
         for (const f of existsSync(x.dir) ? readdirSync(x.dir).filter((f) => f.endsWith(".log")) : [])
           cpSync(join(x.dir, f), join(keep, x.name, f));
+      for (const x of this.nodes) {
+        const brokerLog = join(x.dir, "kafka", "kafka.log"); // the broker's own log4j file
+        if (existsSync(brokerLog)) cpSync(brokerLog, join(keep, x.name, "broker.log"));
+      }
     }
     // Nodes first (their processes), then the control plane.
     const s = { ...this.state, controller: undefined };

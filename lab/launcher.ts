@@ -143,3 +143,7 @@ for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
 main().catch((err: unknown) => {
   console.error(err);
 });
+// Stay up when every process of the node has died: a crashed node's power stays on until
+// its BMC turns it off (left alone, Node would exit here once its children were gone, and
+// the node would look powered off to ipmi_sim without any fencing).
+setInterval(() => undefined, 1 << 30);

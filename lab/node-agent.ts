@@ -65,7 +65,8 @@ async function main(): Promise<void> {
 
   const replica = (fn: string) => `${fn}-${cfg.node}`;
   const buses: KafkaJsBus[] = [];
-  const srcBus = new KafkaJsBus({ brokers: cfg.brokers, clientId: replica("source") });
+  const kafkaLog = log.child({ component: "kafka" });
+  const srcBus = new KafkaJsBus({ brokers: cfg.brokers, clientId: replica("source"), log: kafkaLog });
   buses.push(srcBus);
   let source: EventSource | undefined = await startEventSource({
     kubeConfig: kc,
@@ -82,7 +83,12 @@ async function main(): Promise<void> {
   });
   const fns: HostedFunction[] = [];
   for (const fn of functionNames()) {
-    const bus = new KafkaJsBus({ brokers: cfg.brokers, clientId: replica(fn), sessionTimeoutMs: 3000 });
+    const bus = new KafkaJsBus({
+      brokers: cfg.brokers,
+      clientId: replica(fn),
+      sessionTimeoutMs: 3000,
+      log: kafkaLog.child({ client: replica(fn) }),
+    });
     buses.push(bus);
     const config = loadRuntimeConfig({
       FASTFENCE_NAMESPACE: cfg.namespace,

@@ -40,6 +40,11 @@ export interface TrialResult {
   timeline: { ms: number; what: string }[];
   events: FfEvent[];
   note?: string;
+  /**
+   * Where the time went, ms from the fault: the first event of each stage in the event
+   * log and the power-off attempt's own timestamps (diagnostics for the bench).
+   */
+  stagesMs?: Record<string, number>;
   /** The reset found the victim powered off again while it rebooted (a booting node fenced). */
   refencedDuringReboot?: number;
 }
@@ -320,8 +325,31 @@ export async function runTrial(
         .map((i) => i.spec.nodeName),
     ),
   ];
+  const stagesMs: Record<string, number> = {};
+  const firstOf = (type: string, key: string) => {
+    const ev = events
+      .filter(
+        (e) => e.type === type && (e.data as { node?: string }).node === victim && Date.parse(e.time) >= t0,
+      )
+      .sort((a, b) => Date.parse(a.time) - Date.parse(b.time))[0];
+    if (ev) stagesMs[key] = Date.parse(ev.time) - t0;
+  };
+  firstOf("io.fastfence.node.suspected.v1", "suspected");
+  firstOf("io.fastfence.fence.requested.v1", "requested");
+  const attempt = st?.attempts.find((a) => a.result === "off-confirmed") ?? st?.attempts[0];
+  for (const [k, v] of [
+    ["attemptStart", attempt?.startedAt],
+    ["offAcked", attempt?.commandAt],
+    ["readBackOff", attempt?.readBackAt],
+  ] as const) {
+    const ms = rel(v);
+    if (ms !== undefined) stagesMs[k] = ms;
+  }
+  firstOf("io.fastfence.node.fenced.v1", "fencedEvent");
+  firstOf("io.fastfence.workloads.released.v1", "releasedEvent");
   const result: TrialResult = {
     scenario,
+    stagesMs,
     trial: opts.trial,
     node: victim,
     t0,

@@ -13,6 +13,7 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { FfEvent } from "../../events/envelope.ts";
+import type { FencingPolicySpec } from "../../core/policy.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeSuspected } from "../../events/schemas.ts";
 
@@ -32,35 +33,65 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   }
 }
 
+/**
+ * The checks of an observation that need only the event and the policy (run before the
+ * view is read, see PureStage.screen, and again by decide). During an outage observers
+ * report a miss every probe interval; only the threshold crossing and every repeatEvery-th
+ * miss after it can become a suspicion, so most observations stop here.
+ */
+function screenObserved(
+  d: DataOf<typeof EVENT_TYPES.nodeObserved>,
+  policy: FencingPolicySpec,
+  now: number,
+): Decision | undefined {
+  const s = policy.suspicion;
+  if (d.result === "restored") return ignored(`probe restored by ${d.observer.replica}: nothing to suspect`);
+  if (d.observer.node === d.target)
+    return ignored(`observer ${d.observer.replica} runs on ${d.target} itself`);
+  const at = ms(d.at);
+  if (now - at > s.maxEventAgeMs)
+    return ignored(`stale observation: ${now - at} ms old (max ${s.maxEventAgeMs})`);
+  const streakStart = ms(d.firstMissAt ?? d.at);
+  const threshold = s.missThreshold;
+  if (d.consecutiveMisses < threshold)
+    return ignored(`below threshold: ${d.consecutiveMisses}/${threshold} misses`);
+  const elapsed = at - streakStart;
+  if (elapsed < s.minSuspectMs)
+    return ignored(`below threshold: streak ${elapsed} ms < ${s.minSuspectMs} ms`);
+  // Emit on the crossing (the first miss meeting both criteria) and every repeatEvery misses after.
+  const prevElapsed = elapsed - policy.probe.intervalMs;
+  const crossing = d.consecutiveMisses === threshold || prevElapsed < s.minSuspectMs;
+  const repeat = (d.consecutiveMisses - threshold) % s.repeatEvery === 0;
+  if (!crossing && !repeat)
+    return ignored(`already suspected at this streak (${d.consecutiveMisses} misses)`);
+  return undefined;
+}
+
+export function screen({
+  event,
+  policy,
+  now,
+}: {
+  event: FfEvent;
+  policy: FencingPolicySpec;
+  now: number;
+}): Decision | undefined {
+  const ev = event as AnyFfEvent;
+  return ev.type === EVENT_TYPES.nodeObserved ? screenObserved(ev.data, policy, now) : undefined;
+}
+
 function onObserved(
   d: DataOf<typeof EVENT_TYPES.nodeObserved>,
   { view, now }: DecideInput<FfEvent>,
 ): Decision {
-  const policy = view.policy.suspicion;
-  if (d.result === "restored") return ignored(`probe restored by ${d.observer.replica}: nothing to suspect`);
-  if (d.observer.node === d.target)
-    return ignored(`observer ${d.observer.replica} runs on ${d.target} itself`);
+  const early = screenObserved(d, view.policy, now);
+  if (early) return early;
   const node = view.node;
   if (!node) return ignored(`node ${d.target} is not in the API`);
-  const at = ms(d.at);
-  if (now - at > policy.maxEventAgeMs)
-    return ignored(`stale observation: ${now - at} ms old (max ${policy.maxEventAgeMs})`);
   const streakStart = ms(d.firstMissAt ?? d.at);
   if (node.bootIdSince && streakStart < ms(node.bootIdSince)) {
     return ignored(`stale incarnation: miss streak began before ${d.target} booted ${node.bootId}`);
   }
-  const threshold = policy.missThreshold;
-  if (d.consecutiveMisses < threshold)
-    return ignored(`below threshold: ${d.consecutiveMisses}/${threshold} misses`);
-  const elapsed = at - streakStart;
-  if (elapsed < policy.minSuspectMs)
-    return ignored(`below threshold: streak ${elapsed} ms < ${policy.minSuspectMs} ms`);
-  // Emit on the crossing (the first miss meeting both criteria) and every repeatEvery misses after.
-  const prevElapsed = elapsed - view.policy.probe.intervalMs;
-  const crossing = d.consecutiveMisses === threshold || prevElapsed < policy.minSuspectMs;
-  const repeat = (d.consecutiveMisses - threshold) % policy.repeatEvery === 0;
-  if (!crossing && !repeat)
-    return ignored(`already suspected at this streak (${d.consecutiveMisses} misses)`);
   const past = pastSuspicion(view.incident, node.bootId);
   if (past) return ignored(past);
   const evidence: Evidence = {

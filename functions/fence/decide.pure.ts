@@ -80,9 +80,15 @@ export function decide(input: FenceDecideInput): Decision {
 
   let round: number;
   let waitUntil: number | undefined;
+  const lease = view.lease;
+  const leaseExpires = lease?.renewTime ? ms(lease.renewTime) + lease.durationMs : Number.NEGATIVE_INFINITY;
+  const drivenByOther = lease?.holder && lease.holder !== self.replica && leaseExpires > now;
   if (st.phase === "Confirmed") {
     if (ev.type !== EVENT_TYPES.fenceRequested)
       return ignored(`fence.failed for an incident in phase Confirmed`);
+    // Another replica took the lease and is about to record phase Fencing: it drives.
+    if (drivenByOther)
+      return ignored(`fencing of ${name} starting by ${lease.holder} (lease until ${iso(leaseExpires)})`);
     round = 1;
   } else if (st.phase === "FenceFailed") {
     if (ev.type !== EVENT_TYPES.fenceFailed)
@@ -95,11 +101,8 @@ export function decide(input: FenceDecideInput): Decision {
     const notBefore = ms(st.retryNotBefore);
     if (Number.isFinite(notBefore) && notBefore > now) waitUntil = notBefore;
   } else if (st.phase === "Fencing") {
-    const lease = view.lease;
-    const expires = lease?.renewTime ? ms(lease.renewTime) + lease.durationMs : Number.NEGATIVE_INFINITY;
-    if (lease?.holder && lease.holder !== self.replica && expires > now) {
-      return ignored(`fencing of ${name} in progress by ${lease.holder} (lease until ${iso(expires)})`);
-    }
+    if (drivenByOther)
+      return ignored(`fencing of ${name} in progress by ${lease.holder} (lease until ${iso(leaseExpires)})`);
     if (lease?.holder === self.replica) return ignored(`fencing of ${name} already driven by this replica`);
     round = Math.max(st.round, 1); // take over the round of a driver whose lease expired
   } else {

@@ -8,6 +8,7 @@ import { FastfenceError } from "../../core/errors.ts";
 import type { Logger } from "../log.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { Bus, BusRecord, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
+import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 
 export interface KafkaBusConfig {
   /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
@@ -32,6 +33,17 @@ export interface KafkaBusConfig {
   requestTimeoutMs?: number;
   /** TCP connect timeout, ms. Default 1000 (a dead node's address never answers). */
   connectionTimeoutMs?: number;
+  /**
+   * Longest age of the client's partition-leader map, ms. Default 1000. kafkajs refreshes
+   * it only when it expires or on a "not leader" answer, not when a leader's broker stops
+   * answering: until the next refresh a consumer keeps fetching from the dead broker, and
+   * every failed fetch stops all of its fetches (healthy brokers too) for a backoff. So this
+   * bounds the consumer stall after a broker death (plus the controller's
+   * broker.session.timeout.ms to move the leaders). Each refresh is one small Metadata
+   * request per client; 1 s costs nothing measurable. Higher (kafkajs: 300000) means a
+   * stall of up to that long.
+   */
+  metadataMaxAgeMs?: number;
   /**
    * Hedged publishing, ms. Default 300. A record goes to one partition (round-robin; events
    * need no cross-partition order, the incident state is in the API); if that partition's
@@ -81,6 +93,11 @@ export class KafkaJsBus implements Bus {
   private readonly cfg: Required<Omit<KafkaBusConfig, "log">> & { log?: Logger };
 
   constructor(cfg: KafkaBusConfig) {
+    if (!applyKafkaJsFailoverFixes())
+      cfg.log?.warn(
+        { incident: "none", node: "none" },
+        "kafkajs internals changed: failover fixes not applied",
+      );
     const sessionTimeoutMs = cfg.sessionTimeoutMs ?? 6000;
     this.cfg = {
       brokers: cfg.brokers,
@@ -89,6 +106,7 @@ export class KafkaJsBus implements Bus {
       heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
       requestTimeoutMs: cfg.requestTimeoutMs ?? 1000,
       connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
+      metadataMaxAgeMs: cfg.metadataMaxAgeMs ?? 1000,
       hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
       acks: cfg.acks ?? "all",
       ...(cfg.log ? { log: cfg.log } : {}),
@@ -116,7 +134,11 @@ export class KafkaJsBus implements Bus {
 
   private producer(): Promise<Producer> {
     this.producerP ??= (async () => {
-      const p = this.kafka.producer({ allowAutoTopicCreation: false, idempotent: false });
+      const p = this.kafka.producer({
+        allowAutoTopicCreation: false,
+        idempotent: false,
+        metadataMaxAge: this.cfg.metadataMaxAgeMs,
+      });
       await p.connect();
       return p;
     })().catch((err: unknown) => {
@@ -212,39 +234,83 @@ export class KafkaJsBus implements Bus {
   }
 
   async subscribe(opts: SubscribeOptions): Promise<Subscription> {
-    const consumer = this.kafka.consumer({
-      groupId: opts.groupId,
-      sessionTimeout: this.cfg.sessionTimeoutMs,
-      heartbeatInterval: this.cfg.heartbeatIntervalMs,
-      rebalanceTimeout: Math.max(this.cfg.sessionTimeoutMs, 3000),
-      maxWaitTimeInMs: 100,
-      allowAutoTopicCreation: false,
-      retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: Number.MAX_SAFE_INTEGER },
-    });
-    this.consumers.add(consumer);
     let resolveReady!: () => void;
     const ready = new Promise<void>((r) => (resolveReady = r));
-    consumer.on(consumer.events.GROUP_JOIN, () => resolveReady());
-    try {
-      await consumer.connect();
-      await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
-    } catch (err) {
-      this.consumers.delete(consumer);
-      await consumer.disconnect().catch(() => undefined);
-      throw err;
-    }
-    await consumer.run({
-      autoCommit: true,
-      autoCommitInterval: 500,
-      eachMessage: async ({ topic, partition, message }) => {
-        await opts.onRecord(toRecord(topic, partition, message));
-      },
-    });
+    let closed = false;
+    let current: Consumer | undefined;
+    let rebuild: NodeJS.Timeout | undefined;
+    const start = async (): Promise<Consumer> => {
+      const consumer = this.kafka.consumer({
+        groupId: opts.groupId,
+        sessionTimeout: this.cfg.sessionTimeoutMs,
+        heartbeatInterval: this.cfg.heartbeatIntervalMs,
+        rebalanceTimeout: Math.max(this.cfg.sessionTimeoutMs, 3000),
+        // How long a broker holds an empty fetch. It adds no latency (a fetch returns as
+        // soon as a record arrives), it only bounds idle polling: 100 ms cost every replica
+        // ~10 fetches per second per broker, a visible share of a small node's CPU.
+        maxWaitTimeInMs: 500,
+        metadataMaxAge: this.cfg.metadataMaxAgeMs,
+        allowAutoTopicCreation: false,
+        // A failed fetch round (e.g. a partition leader that just died) pauses every fetch
+        // of this consumer for the backoff, so keep it short. After 10 failures in a row
+        // kafkajs restarts the consumer (reconnect, re-join): a last resort, since the
+        // failover fixes (kafkajs-failover.ts) handle a dead leader or coordinator.
+        retry: { initialRetryTime: 100, maxRetryTime: 250, retries: 10 },
+      });
+      consumer.on(consumer.events.GROUP_JOIN, () => resolveReady());
+      consumer.on(consumer.events.CRASH, (e) => {
+        const { error, restart } = e.payload as { error: unknown; restart: boolean };
+        this.cfg.log?.warn(
+          { incident: "none", node: "none", groupId: opts.groupId, restart, err: error },
+          "Kafka consumer crashed",
+        );
+        // kafkajs restarts by itself after retriable errors only; after any other error
+        // the consumer would stay dead, so build a new one.
+        if (!restart && !closed && current === consumer) {
+          this.consumers.delete(consumer);
+          rebuild = setTimeout(() => void restartLater(), 1000);
+        }
+      });
+      this.consumers.add(consumer);
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
+        await consumer.run({
+          autoCommit: true,
+          autoCommitInterval: 500,
+          eachMessage: async ({ topic, partition, message }) => {
+            await opts.onRecord(toRecord(topic, partition, message));
+          },
+        });
+      } catch (err) {
+        this.consumers.delete(consumer);
+        await consumer.disconnect().catch(() => undefined);
+        throw err;
+      }
+      return consumer;
+    };
+    const restartLater = async (): Promise<void> => {
+      if (closed) return;
+      try {
+        current = await start();
+      } catch (err) {
+        this.cfg.log?.warn(
+          { incident: "none", node: "none", groupId: opts.groupId, err },
+          "Kafka consumer restart failed",
+        );
+        rebuild = setTimeout(() => void restartLater(), 1000);
+      }
+    };
+    current = await start();
     return {
       ready,
       close: async () => {
-        this.consumers.delete(consumer);
-        await consumer.disconnect();
+        closed = true;
+        clearTimeout(rebuild);
+        if (current) {
+          this.consumers.delete(current);
+          await current.disconnect();
+        }
       },
     };
   }

@@ -108,6 +108,7 @@ export async function hostFunction(opts: {
     trustedConfirmers: trustedConfirmers(config),
   };
   const handler = def.create(deps);
+  await warmUp(deps.adapters.incidents, log);
   const ownBus = !opts.bus;
   const needBus = "kafka" in opts.mode;
   let bus = opts.bus;
@@ -119,6 +120,7 @@ export async function hostFunction(opts: {
       clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`,
       sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
       hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
+      metadataMaxAgeMs: config.FASTFENCE_KAFKA_METADATA_MAX_AGE_MS,
       acks: config.FASTFENCE_KAFKA_ACKS,
       log,
     });
@@ -197,5 +199,25 @@ export async function postToSink(url: string, events: FfEvent[], timeoutMs: numb
     }
     if (!res.ok)
       throw new FastfenceError("FF_BUS_UNAVAILABLE", `sink answered HTTP ${res.status}`, { retriable: true });
+  }
+}
+
+/**
+ * Reads the incident store once before taking events. The apiserver builds a custom
+ * resource's storage and watch cache on its first request and answers lists with 429 until
+ * the cache is ready (about a second); that must not happen during the first incident. A
+ * failure is only logged: the API may be briefly down, and every handler retries on its
+ * own. An identity that may not list NodeFences (403) simply never lists them.
+ */
+async function warmUp(incidents: IncidentStore, log: Logger): Promise<void> {
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    try {
+      await incidents.list();
+      return;
+    } catch (err) {
+      if (err instanceof FastfenceError && !err.retriable) return;
+      if (attempt === 5) log.warn({ incident: "none", node: "none", err }, "cannot read NodeFences yet");
+      else await new Promise((r) => setTimeout(r, 300 * attempt));
+    }
   }
 }

@@ -269,6 +269,11 @@ export function stageHandler(
 
   return async (event: FfEvent, ctx: HandlerContext): Promise<HandlerResult> => {
     const req = stage.locate(event);
+    if (stage.screen) {
+      const now = ctx.clock.now();
+      const early = stage.screen({ event, policy: await ad.policy.get(now), now });
+      if (early) return { outcome: early.outcome, emit: [] };
+    }
     for (let round = 1; ; round++) {
       const now = ctx.clock.now();
       const view = await readView(req, now);

@@ -1,6 +1,6 @@
 // detect: observation / condition → suspicion, as a table of named cases.
 import { describe, expect, test } from "vitest";
-import { decide } from "../../../functions/detect/handler.ts";
+import { decide, screen } from "../../../functions/detect/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { NodeSuspected } from "../../../events/schemas.ts";
 import {
@@ -196,5 +196,34 @@ describe("detect.decide", () => {
       expect(d.outcome.kind === "ignored" && d.outcome.reason).toContain(expected);
       expect(d.emit).toEqual([]);
     }
+  });
+});
+
+describe("detect.screen (the pre-check that skips reading the view)", () => {
+  test.each(cases)("%s: never disagrees with decide", (_name, input) => {
+    const early = screen({ event: input.event, policy: input.view.policy, now: input.now });
+    // Whatever screen decides, decide decides too: skipping the view changes no outcome.
+    if (early) expect(early).toEqual(decide(input));
+  });
+  test("screens out a dead node's misses between repeats, lets the crossing and repeats through", () => {
+    const policy = view({ node: node("a") }).policy;
+    const verdict = (misses: number) =>
+      screen({
+        event: observed("b", "a", misses, NOW, { firstMissMs: NOW - (misses - 1) * policy.probe.intervalMs }),
+        policy,
+        now: T0 + NOW,
+      })?.outcome.kind ?? "read the view";
+    // One miss per probe interval; policy: threshold 3 misses and 400 ms, repeat every 5.
+    expect(policy.probe.intervalMs).toBeGreaterThanOrEqual(200);
+    expect([3, 4, 5, 6, 7, 8, 9, 13].map(verdict)).toEqual([
+      "read the view", // the crossing
+      "ignored",
+      "ignored",
+      "ignored",
+      "ignored",
+      "read the view", // repeat (every 5 misses after the threshold)
+      "ignored",
+      "read the view",
+    ]);
   });
 });

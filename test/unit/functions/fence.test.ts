@@ -106,6 +106,22 @@ const cases: [string, FenceDecideInput, Expect][] = [
     { ignored: "in progress by fence-1" },
   ],
   [
+    "another replica took the lease, incident still Confirmed → nothing (it drives)",
+    input({
+      incident: confirmed("a"),
+      lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 100), durationMs: 15_000 },
+    }),
+    { ignored: "starting by fence-1" },
+  ],
+  [
+    "expired lease of another replica, incident still Confirmed → fence",
+    input({
+      incident: confirmed("a"),
+      lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 20_000), durationMs: 15_000 },
+    }),
+    { fence: 1 },
+  ],
+  [
     "holder died (lease expired) → take over the round",
     input({
       incident: confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: OTHER_FENCE.replica }),

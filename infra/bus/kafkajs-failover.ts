@@ -8,8 +8,9 @@
 //    broker: when it dies, every heartbeat fails with a connection error, which kafkajs
 //    treats as a generic failure (pause all fetches for a backoff, re-deliver uncommitted
 //    records, repeat) and never looks the coordinator up again until the consumer crashes
-//    and restarts. We report such a heartbeat failure as NOT_COORDINATOR, which kafkajs
-//    answers by re-joining — and joining looks the coordinator up afresh.
+//    and restarts. After such a failure we look the coordinator up again (as the Java
+//    client does) and retry the heartbeat once; if the group has not moved yet, the
+//    original error goes on as before.
 // 2. Dead partition leader. kafkajs fetches from each broker separately, but a connection
 //    error from one of them stops them all for a backoff, again and again until the
 //    partition-leader map (refreshed only when it expires) no longer names the dead
@@ -21,18 +22,23 @@ import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 
-interface KafkaJsError extends Error {
-  type?: string;
-}
-
 interface ConsumerGroupProto {
   heartbeat(this: ConsumerGroupLike, opts: unknown): Promise<unknown>;
   recoverFromFetch(this: ConsumerGroupLike, e: unknown): Promise<unknown>;
   __fastfenceFailover?: true;
 }
 
+interface BrokerLike {
+  nodeId: number;
+}
+
 interface ConsumerGroupLike {
-  cluster?: { brokerPool?: { metadataExpireAt: number | null } };
+  groupId?: string;
+  coordinator?: BrokerLike;
+  cluster?: {
+    brokerPool?: { metadataExpireAt: number | null };
+    findGroupCoordinator?(q: { groupId: string }): Promise<BrokerLike>;
+  };
 }
 
 const CONNECTION_ERRORS = new Set([
@@ -58,9 +64,6 @@ let applied = false;
 export function applyKafkaJsFailoverFixes(): boolean {
   if (applied) return true;
   const ConsumerGroup = require("kafkajs/src/consumer/consumerGroup.js") as { prototype: ConsumerGroupProto };
-  const { createErrorFromCode } = require("kafkajs/src/protocol/error.js") as {
-    createErrorFromCode: (code: number) => KafkaJsError;
-  };
   const proto = ConsumerGroup.prototype;
   if (typeof proto.heartbeat !== "function" || typeof proto.recoverFromFetch !== "function") return false;
   if (proto.__fastfenceFailover) return (applied = true);
@@ -70,10 +73,12 @@ export function applyKafkaJsFailoverFixes(): boolean {
     try {
       return await heartbeat.call(this, opts);
     } catch (e) {
-      if (!isConnectionError(e)) throw e;
-      const notCoordinator = createErrorFromCode(16); // NOT_COORDINATOR: kafkajs re-joins
-      notCoordinator.cause = e;
-      throw notCoordinator;
+      const cluster = this.cluster;
+      if (!isConnectionError(e) || !cluster?.findGroupCoordinator || !this.groupId) throw e;
+      const found = await cluster.findGroupCoordinator({ groupId: this.groupId }).catch(() => undefined);
+      if (!found || found.nodeId === this.coordinator?.nodeId) throw e;
+      this.coordinator = found;
+      return await heartbeat.call(this, opts);
     }
   };
   proto.recoverFromFetch = async function (e) {

@@ -1,10 +1,14 @@
 // The Kafka bus (kafkajs) against a real Apache Kafka 4 broker in KRaft mode: a
 // CloudEvent produced in binary content mode is consumed back in a consumer group with
-// its ce_* headers intact, and the bus keeps working across a broker restart.
+// its ce_* headers intact, and the bus keeps working across a broker restart; with three
+// brokers, past a dead partition leader (hedging) and a dead group coordinator (the
+// failover fixes in infra/bus/kafkajs-failover.ts).
 import { describe, expect, it } from "vitest";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
+import { Kafka, logLevel } from "kafkajs";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createLogger } from "../../infra/log.ts";
 import type { BusRecord } from "../../infra/bus/bus.ts";
 import { startKafka, withEnv } from "../env/index.ts";
 
@@ -141,6 +145,73 @@ describe("hedged publishing (stall source 1: a partition leader on a dead broker
       expect(Math.max(...times)).toBeLessThan(1000);
     } finally {
       kafka.brokers[0]!.thaw();
+      await bus.close();
+    }
+  });
+
+  it("a consumer whose group coordinator dies joins the new one and keeps consuming", async () => {
+    const { kafka } = three();
+    const lines: string[] = [];
+    const log = createLogger("bus-test", {
+      level: "warn",
+      destination: { write: (l: string) => void lines.push(l) },
+    });
+    const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "coord", sessionTimeoutMs: 3000, log });
+    const groupId = "g-coordinator-death";
+    const admin = new Kafka({
+      clientId: "coord-admin",
+      brokers: kafka.bootstrap.split(","),
+      logLevel: logLevel.NOTHING,
+    }).admin();
+    try {
+      await bus.ensureTopics([
+        { topic: "t.coord", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
+      ]);
+      const seen = new Set<number>();
+      const sub = await bus.subscribe({
+        groupId,
+        topics: ["t.coord"],
+        fromBeginning: true,
+        onRecord: async (r) => void seen.add((decodeKafka(r).data as { n: number }).n),
+      });
+      await sub.ready;
+      await bus.publish("t.coord", [encodeKafka(testEvent(1))]);
+      await until("event 1", () => (seen.has(1) ? true : undefined));
+      // The group's coordinator is the leader of __consumer_offsets partition
+      // |Java hashCode(groupId)| mod offsets.topic.num.partitions (6 here), as Kafka's Utils.abs.
+      let h = 0;
+      for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
+      await admin.connect();
+      const md = await admin.fetchTopicMetadata({ topics: ["__consumer_offsets"] });
+      const coordinator = md.topics[0]!.partitions.find((p) => p.partitionId === Math.abs(h) % 6)!.leader;
+      await admin.disconnect();
+      await kafka.brokers[coordinator - 1]!.kill();
+      const t = Date.now();
+      for (let i = 0; ; i++) {
+        try {
+          await bus.publish("t.coord", [encodeKafka(testEvent(2))]);
+          break;
+        } catch (err) {
+          if (i > 20) throw err;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      }
+      await until("event 2 after the coordinator died", () => (seen.has(2) ? true : undefined), 20_000);
+      console.log(`record consumed ${Date.now() - t} ms after the coordinator (broker ${coordinator}) died`);
+      // Heartbeats still going to the dead broker would let the new coordinator expire the
+      // member after the session timeout; instead it re-joined the new one and stays.
+      await new Promise((r) => setTimeout(r, 3000 + 2000));
+      await admin.connect();
+      const { groups } = await admin.describeGroups([groupId]);
+      expect(groups[0]?.state).toBe("Stable");
+      expect(groups[0]?.members).toHaveLength(1);
+      // kafkajs may still restart the consumer once on a transient answer of the new
+      // coordinator (e.g. COORDINATOR_LOAD_IN_PROGRESS while it loads the group); never
+      // because it kept heartbeating a dead broker until its retries ran out.
+      expect(lines.filter((l) => l.includes("KafkaJSNumberOfRetriesExceeded"))).toEqual([]);
+      await sub.close();
+    } finally {
+      await admin.disconnect().catch(() => undefined);
       await bus.close();
     }
   });

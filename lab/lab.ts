@@ -6,7 +6,8 @@
 // namespace: kwok, the kubelet-port listener, a Kafka broker and one node agent (event
 // source + one replica of every function). Each node's BMC runs on the host side: the lab
 // Redfish emulator (in this process; power-off kills the node's namespace, power-on
-// starts the launcher) or OpenIPMI ipmi_sim (startcmd = the launcher). Faults: crash,
+// starts the launcher) or OpenIPMI ipmi_sim (its chassis_control program asks the lab to
+// start or kill the launcher). Faults: crash,
 // hang/resume, partition/heal, partial partitions, BMC faults, function-only crash.
 // Everything made is recorded in .cache/lab/state.json first (lab/state.ts), so any
 // process can tear it down. It never touches a namespace, link or process it did not make
@@ -86,8 +87,7 @@ export interface LabNode extends NodeRecord {
   startScript: string;
   /** Power actions the BMC carried out (for the invariant checker). */
   powerLog: { at: number; action: "off" | "on"; by: "bmc" | "lab" }[];
-  /** IPMI nodes: launcher seen alive at the last watcher tick; lab-initiated action pending. */
-  wasUp?: boolean;
+  /** IPMI nodes: a lab-initiated power action (reset) is pending, so log it as "lab". */
   labAction?: boolean;
 }
 
@@ -491,8 +491,8 @@ export class Lab {
         `#!/bin/sh\n# Power-on of lab node ${x.name}: its launcher as PID 1 of a new PID namespace inside ${x.netns}.\n` +
           `# Dies with its parent (the BMC).\n` +
           `[ -z "$FFLAB_PDEATH" ] && FFLAB_PDEATH=1 exec setpriv --pdeathsig KILL -- "$0" "$@"\n` +
-          `# Power-off (ipmi_sim sends SIGTERM) is immediate, like cutting power: unshare ignores\n` +
-          `# SIGTERM while its child lives, so SIGKILL it (its child, PID 1, dies with it).\n` +
+          `# A SIGTERM (teardown) takes the node down at once: unshare ignores SIGTERM while its\n` +
+          `# child lives, so SIGKILL it (its child, PID 1, dies with it).\n` +
           `setpriv --pdeathsig KILL -- ip netns exec ${x.netns} unshare -p -f --kill-child=SIGKILL -m -u --mount-proc ` +
           `env NODE_OPTIONS="${nodeEnv.NODE_OPTIONS}" ${process.execPath} ${join(ROOT, "lab/launcher.ts")} ${lcPath} &\n` +
           `child=$!\ntrap 'kill -KILL $child' TERM INT HUP\nwait $child\nwait $child\n`,
@@ -500,16 +500,19 @@ export class Lab {
       chmodSync(x.startScript, 0o755);
     }
 
-    // Power on: ipmi_sim starts its node itself (startnow); Redfish nodes through the emulator.
+    // Power on. Both kinds of BMC switch a node through the lab (startLauncher / killNode):
+    // the Redfish emulator by hooks, ipmi_sim through its chassis_control program.
+    await this.startPowerEndpoint();
     for (const x of this.nodes) {
-      if (x.bmc === "ipmi") await this.startIpmiSim(x);
-      else {
+      if (x.bmc === "ipmi") {
+        await this.startIpmiSim(x);
+        await this.startLauncher(x, "lab");
+      } else {
         x.redfish!.power = "PoweringOn";
         await this.startLauncher(x, "lab");
         x.redfish!.power = "On";
       }
     }
-    this.startPowerWatcher();
     this.log(
       `nodes powered on (${Date.now() - t0} ms); waiting for kwok, brokers${agentOn ? ", agents" : ""}`,
     );
@@ -541,6 +544,20 @@ export class Lab {
   private async startIpmiSim(x: LabNode): Promise<void> {
     const serialPort = await freePort();
     const conf = join(x.dir, "lan.conf");
+    // ipmi_sim runs this for every chassis power request ("get power", "set power 0|1")
+    // and answers from it: the node's power is whether its processes run, switched at
+    // once by the lab (startcmd would only act on ipmi_sim's 1 s timer, twice).
+    const chassis = join(x.dir, "chassis.sh");
+    const url = `http://127.0.0.1:${this.powerPort}/power/${x.name}`;
+    writeFileSync(
+      chassis,
+      `#!/bin/sh\n# ipmi_sim chassis_control for lab node ${x.name}: power through the lab's power endpoint.\n` +
+        `case "$1 $2" in\n` +
+        `  "get power") v=$(curl -sf --max-time 5 ${url}) || exit 1; echo "power:$v" ;;\n` +
+        `  "set power") if [ "$3" = 0 ]; then a=off; else a=on; fi; curl -sf --max-time 10 -X POST ${url}/$a >/dev/null ;;\n` +
+        `  *) exit 1 ;;\nesac\n`,
+    );
+    chmodSync(chassis, 0o755);
     writeFileSync(
       conf,
       `name "ff${x.index}"
@@ -555,12 +572,9 @@ set_working_mc 0x20
     guid a123456789abcdefa123456789abcde${x.index}
   endlan
   serial 15 127.0.0.1 ${serialPort} codec VM
-  startcmd "${x.startScript}"
-  startnow true
-  poweroff_wait 0
-  kill_wait 1
   user 1 true  ""  "test" user 10 none md2 md5 straight
   user 2 true  "admin" "${x.ipmiPassword}" admin 10 none md2 md5 straight
+chassis_control "${chassis}"
 `,
       { mode: 0o600 },
     );
@@ -581,20 +595,31 @@ set_working_mc 0x20
     await waitUntil(`ipmi_sim ${x.name}`, async () => (await this.ipmiPower(x)) !== undefined, 15_000, 300);
   }
 
-  private watcher?: NodeJS.Timeout;
-  /** Ground truth for IPMI nodes: the launcher (PID 1) appearing / vanishing is ipmi_sim's power action. */
-  private startPowerWatcher(): void {
-    const tick = () => {
-      for (const x of this.nodes) {
-        if (x.bmc !== "ipmi") continue;
-        const up = this.nodePids(x.name).launcher !== undefined;
-        if (x.wasUp !== undefined && up !== x.wasUp)
-          x.powerLog.push({ at: Date.now(), action: up ? "on" : "off", by: x.labAction ? "lab" : "bmc" });
-        x.wasUp = up;
-      }
-    };
-    this.watcher = setInterval(tick, 50);
-    this.watcher.unref();
+  private powerServer?: import("node:http").Server;
+  private powerPort = 0;
+  /**
+   * The power switch of IPMI nodes, for ipmi_sim's chassis_control program (127.0.0.1
+   * only): GET /power/<node> → 1|0 (its launcher runs), POST /power/<node>/on|off. Every
+   * action is recorded in the node's power log (the invariant checker's ground truth), as
+   * "lab" when the lab itself asked the BMC (resets), else "bmc".
+   */
+  private async startPowerEndpoint(): Promise<void> {
+    const { createServer: createHttpServer } = await import("node:http");
+    const server = createHttpServer((req, res) => {
+      const m = /^\/power\/([^/]+)(?:\/(on|off))?$/.exec(req.url ?? "");
+      const x = m ? this.nodes.find((n) => n.name === m[1]) : undefined;
+      if (!m || !x) return void res.writeHead(404).end();
+      if (req.method === "GET" && !m[2]) return void res.end(x.launcher?.running ? "1" : "0");
+      if (req.method !== "POST" || !m[2]) return void res.writeHead(405).end();
+      const by = x.labAction ? "lab" : "bmc";
+      (m[2] === "off" ? this.killNode(x, by) : this.startLauncher(x, by)).then(
+        () => res.end("ok"),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    this.powerServer = server;
+    this.powerPort = (server.address() as { port: number }).port;
   }
 
   async ipmitool(x: LabNode, args: string[]): Promise<string> {
@@ -818,7 +843,6 @@ set_working_mc 0x20
           10_000,
           100,
         );
-        await sleep(1500); // ipmi_sim's kill_wait tick
       } finally {
         x.labAction = false;
       }
@@ -914,7 +938,6 @@ set_working_mc 0x20
   async down(): Promise<string[]> {
     if (this.stopped) return [];
     this.stopped = true;
-    if (this.watcher) clearInterval(this.watcher);
     this.state.phase = "stopping";
     this.save();
     for (const x of this.nodes) await x.redfish?.stop().catch(() => undefined);
@@ -922,6 +945,8 @@ set_working_mc 0x20
     for (const x of this.nodes) {
       if (x.ipmi) process.kill(x.ipmi.pid, "SIGCONT");
     }
+    this.powerServer?.close();
+    this.powerServer?.closeAllConnections();
     if (process.env.FASTFENCE_LAB_KEEP_LOGS) {
       const { cpSync, readdirSync } = await import("node:fs");
       const keep = join(ROOT, ".cache", "lab-logs");

@@ -1,5 +1,5 @@
 // The simulated node's "hardware": PID 1 of the node's PID namespace (inside its network
-// namespace), started by the node's BMC (ipmi_sim startcmd or the Redfish emulator's
+// namespace), started by the node's BMC (ipmi_sim's chassis_control or the Redfish emulator's
 // power-on hook). At each start it writes a fresh boot ID into the Node status (a new
 // incarnation), then starts the node's processes: the kubelet-port listener, kwok for
 // this node, a Kafka broker and one node agent (event source + one replica of every

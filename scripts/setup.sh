@@ -20,7 +20,7 @@ ETCD_VERSION="$(cat "$ROOT/tools/etcd/VERSION")"
 KWOK_VERSION=v0.7.0
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/tools/kafka/pom.xml")"
 SUSHY_VERSION="$(sed -n 's/^sushy-tools==//p' "$ROOT/tools/sushy/requirements.txt")"
-APT_PACKAGES="openipmi ipmitool fence-agents kcat iproute2 procps"
+APT_PACKAGES="openipmi ipmitool fence-agents kcat iproute2 procps curl"
 
 say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # run STEP VERSION CMD...: runs CMD once per STEP+VERSION, logging to .cache/logs/STEP.log

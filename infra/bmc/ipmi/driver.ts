@@ -1,5 +1,5 @@
 // Native IPMI v2.0 (RMCP+, lanplus) BMC driver: keeps one authenticated, encrypted session
-// per BMC and reuses it for status polls; reopens it once when the BMC stops answering on
+// per BMC and reuses it for status polls (a fresh one after 10 s idle); reopens it once when the BMC stops answering on
 // it (session timed out, BMC restarted). Power off = Chassis Control "power down"; status =
 // Get Chassis Status bit 0. Calls on one driver are serialised (one session, one exchange
 // at a time). Never reveals the credentials in errors, logs or the target string.
@@ -36,6 +36,13 @@ export interface IpmiDriverOptions {
 
 /** Budget for a command on a kept session before it is presumed dead and reopened. */
 const REUSE_PROBE_MS = 1500;
+/**
+ * A kept session idle for longer than this is not reused: BMCs drop idle sessions (the
+ * IPMI default is 60 s, some use 30 s or less, ipmi_sim's is shorter still) and a dead one
+ * costs REUSE_PROBE_MS before the reopen, while a fresh session costs four round trips.
+ * Status polls during a fence keep it well inside this.
+ */
+const IDLE_REOPEN_MS = 10_000;
 
 /** Completion codes that mean "the BMC cannot do this". */
 const UNSUPPORTED_CC = new Set([0xc1, 0xc9, 0xcc, 0xd5, 0xd6]);
@@ -47,6 +54,8 @@ export class IpmiDriver implements BmcDriver {
   readonly target: string;
   private readonly opts: IpmiDriverOptions;
   private session: IpmiSession | undefined;
+  /** When the kept session last answered (ms since epoch); see IDLE_REOPEN_MS. */
+  private lastUsedAt = 0;
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(opts: IpmiDriverOptions) {
@@ -115,6 +124,11 @@ export class IpmiDriver implements BmcDriver {
       const d = deadline(opts);
       try {
         for (let attempt = 0; ; attempt++) {
+          if (this.session?.active && Date.now() - this.lastUsedAt > IDLE_REOPEN_MS) {
+            const idle = this.session;
+            this.session = undefined;
+            void idle.close(0);
+          }
           const fresh = !this.session?.active;
           try {
             if (fresh) {
@@ -139,11 +153,17 @@ export class IpmiDriver implements BmcDriver {
                 throw err;
               }
             }
-            if (fresh) return await fn(this.session!, d.signal);
+            if (fresh) {
+              const r = await fn(this.session!, d.signal);
+              this.lastUsedAt = Date.now();
+              return r;
+            }
             // A reused session may have died (BMC restarted, idle timeout): give it a short
             // budget, then start a fresh session within the caller's deadline.
             const probe = AbortSignal.any([d.signal, AbortSignal.timeout(REUSE_PROBE_MS)]);
-            return await fn(this.session!, probe);
+            const r = await fn(this.session!, probe);
+            this.lastUsedAt = Date.now();
+            return r;
           } catch (err) {
             if (
               !fresh &&

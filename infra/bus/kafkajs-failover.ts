@@ -1,16 +1,18 @@
-// Two fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
+// Three fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
 // ConsumerGroup class. kafkajs is pinned and no longer released, so these live here,
 // small and tested (test/integration/bus-kafka.test.ts kills the group coordinator),
-// instead of in a fork. Both only change what happens after a connection error; they
-// never touch offsets, records or the group protocol itself.
+// instead of in a fork. They only change what happens after a connection error or while
+// the group coordinator is unavailable; they never touch records or the group protocol,
+// and an offset commit that does not happen only means a record is delivered again
+// (every handler is idempotent).
 //
 // 1. Dead group coordinator. kafkajs finds the coordinator when it joins and keeps that
 //    broker: when it dies, every heartbeat fails with a connection error, which kafkajs
 //    treats as a generic failure (pause all fetches for a backoff, re-deliver uncommitted
 //    records, repeat) and never looks the coordinator up again until the consumer crashes
-//    and restarts. After such a failure we look the coordinator up again (as the Java
-//    client does) and retry the heartbeat once; if the group has not moved yet, the
-//    original error goes on as before.
+//    and restarts. Instead a failed heartbeat is retried after the heartbeat interval
+//    while the coordinator is looked up again in the background (as the Java client
+//    does); fetching goes on meanwhile.
 // 2. Dead partition leader. kafkajs fetches from each broker separately, but a connection
 //    error from one of them stops them all for a backoff, again and again until the
 //    partition-leader map (refreshed only when it expires) no longer names the dead
@@ -18,15 +20,14 @@
 //    broker's fetch returns nothing (after a short pause, so it does not spin), the others
 //    go on, and the map is expired so the next fetch reads the new leaders as soon as the
 //    controller has moved them.
+// 3. Commits while the coordinator moves. kafkajs commits after every batch and waits for
+//    it; while the group's coordinator is being re-elected that wait (its lookup retries)
+//    takes seconds and no record is handled meanwhile. A commit is now waited for at most
+//    COMMIT_WAIT_MS (its failure within that time still surfaces as before); a slower one
+//    finishes in the background, and no second one starts until it has.
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
-
-interface ConsumerGroupProto {
-  heartbeat(this: ConsumerGroupLike, opts: unknown): Promise<unknown>;
-  recoverFromFetch(this: ConsumerGroupLike, e: unknown): Promise<unknown>;
-  __fastfenceFailover?: true;
-}
 
 interface BrokerLike {
   nodeId: number;
@@ -35,10 +36,20 @@ interface BrokerLike {
 interface ConsumerGroupLike {
   groupId?: string;
   coordinator?: BrokerLike;
+  lastRequest?: number;
   cluster?: {
     brokerPool?: { metadataExpireAt: number | null };
     findGroupCoordinator?(q: { groupId: string }): Promise<BrokerLike>;
   };
+  __ffLookup?: Promise<void>;
+  __ffCommit?: Promise<unknown>;
+}
+
+interface ConsumerGroupProto {
+  heartbeat(this: ConsumerGroupLike, opts: unknown): Promise<unknown>;
+  recoverFromFetch(this: ConsumerGroupLike, e: unknown): Promise<unknown>;
+  commitOffsets(this: ConsumerGroupLike, offsets?: unknown): Promise<unknown>;
+  __fastfenceFailover?: true;
 }
 
 const CONNECTION_ERRORS = new Set([
@@ -57,36 +68,77 @@ function isConnectionError(e: unknown): boolean {
 
 /** How long a fetch from an unreachable broker pauses before that broker is tried again. */
 const DEAD_BROKER_PAUSE_MS = 100;
+/** How long record handling waits for an offset commit (see fix 3). */
+const COMMIT_WAIT_MS = 250;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
 
 let applied = false;
 
-/** Applies both fixes (idempotent). Returns false if kafkajs' internals are not as expected. */
+/** Applies the fixes (idempotent). Returns false if kafkajs' internals are not as expected. */
 export function applyKafkaJsFailoverFixes(): boolean {
   if (applied) return true;
   const ConsumerGroup = require("kafkajs/src/consumer/consumerGroup.js") as { prototype: ConsumerGroupProto };
   const proto = ConsumerGroup.prototype;
-  if (typeof proto.heartbeat !== "function" || typeof proto.recoverFromFetch !== "function") return false;
+  if (
+    typeof proto.heartbeat !== "function" ||
+    typeof proto.recoverFromFetch !== "function" ||
+    typeof proto.commitOffsets !== "function"
+  )
+    return false;
   if (proto.__fastfenceFailover) return (applied = true);
   const heartbeat = proto.heartbeat;
   const recoverFromFetch = proto.recoverFromFetch;
+  const commitOffsets = proto.commitOffsets;
+
   proto.heartbeat = async function (opts) {
     try {
       return await heartbeat.call(this, opts);
     } catch (e) {
       const cluster = this.cluster;
-      if (!isConnectionError(e) || !cluster?.findGroupCoordinator || !this.groupId) throw e;
-      const found = await cluster.findGroupCoordinator({ groupId: this.groupId }).catch(() => undefined);
-      if (!found || found.nodeId === this.coordinator?.nodeId) throw e;
-      this.coordinator = found;
-      return await heartbeat.call(this, opts);
+      const groupId = this.groupId;
+      if (!isConnectionError(e) || !cluster?.findGroupCoordinator || !groupId) throw e;
+      this.lastRequest = Date.now(); // next try after the heartbeat interval, not at once
+      if (!this.__ffLookup) {
+        const dead = this.coordinator?.nodeId;
+        this.__ffLookup = cluster
+          .findGroupCoordinator({ groupId })
+          .then(
+            (found) => {
+              if (found.nodeId !== dead) this.coordinator = found;
+            },
+            () => undefined,
+          )
+          .finally(() => {
+            this.__ffLookup = undefined;
+          });
+      }
+      return undefined;
     }
   };
+
   proto.recoverFromFetch = async function (e) {
     if (!isConnectionError(e)) return recoverFromFetch.call(this, e);
     if (this.cluster?.brokerPool) this.cluster.brokerPool.metadataExpireAt = null;
-    await new Promise((r) => setTimeout(r, DEAD_BROKER_PAUSE_MS));
+    await sleep(DEAD_BROKER_PAUSE_MS);
     return undefined; // this broker's fetch yields no batches; the other brokers' go on
   };
+
+  proto.commitOffsets = function (offsets) {
+    if (this.__ffCommit) return Promise.resolve(); // one is still on its way
+    const commit = commitOffsets.call(this, offsets);
+    const tracked = commit.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.__ffCommit = tracked;
+    void tracked.finally(() => {
+      if (this.__ffCommit === tracked) this.__ffCommit = undefined;
+    });
+    // Within the wait the commit's own outcome (errors included) is the answer.
+    return Promise.race([commit, sleep(COMMIT_WAIT_MS)]);
+  };
+
   proto.__fastfenceFailover = true;
   return (applied = true);
 }

@@ -61,7 +61,11 @@ async function main(): Promise<number> {
     let trial = 0;
     for (const sc of SCENARIOS) {
       const n = sc === "crash" ? K : K2;
-      for (let i = 0; i < n; i++) {
+      // n measured trials; a trial that fails outside the measurement (setting up its
+      // workloads, resetting the lab afterwards) is reported and another one is run, up to
+      // 3 failures per scenario.
+      let failures = 0;
+      for (let i = 0; i < n + failures; i++) {
         trial++;
         try {
           const r = await runTrial(lab, sc, { trial });
@@ -72,7 +76,8 @@ async function main(): Promise<number> {
         } catch (err) {
           errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
           say(`${sc} #${i + 1} FAILED: ${errors[errors.length - 1]}`);
-          break;
+          if (++failures >= 3) break;
+          await recoverLab(lab, say);
         }
       }
     }
@@ -221,3 +226,17 @@ main().then(
     process.exit(1);
   },
 );
+
+/** After a failed trial: heal, resume and power on every node, then let the lab settle. */
+async function recoverLab(l: Lab, say: (s: string) => void): Promise<void> {
+  for (const x of l.nodes) {
+    try {
+      l.resume(x.name);
+      await l.heal(x.name);
+      if ((await l.powerState(x.name)) === "Off") await l.powerOn(x.name);
+    } catch (err) {
+      say(`  (recovering ${x.name} failed: ${err instanceof Error ? err.message : String(err)})`);
+    }
+  }
+  await new Promise((r) => setTimeout(r, 20_000));
+}

@@ -1,4 +1,4 @@
-// Three fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
+// Fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
 // ConsumerGroup class. kafkajs is pinned and no longer released, so these live here,
 // small and tested (test/integration/bus-kafka.test.ts kills the group coordinator),
 // instead of in a fork. They only change what happens after a connection error or while
@@ -24,7 +24,10 @@
 //    it; while the group's coordinator is being re-elected that wait (its lookup retries)
 //    takes seconds and no record is handled meanwhile. A commit is now waited for at most
 //    COMMIT_WAIT_MS (its failure within that time still surfaces as before); a slower one
-//    finishes in the background, and no second one starts until it has.
+//    finishes in the background, and no second one starts until it has. And the offset
+//    manager, which keeps its own copy of the coordinator from join time and otherwise
+//    fails every commit once that broker has left the cluster's metadata (until the
+//    consumer crashes), looks the coordinator up again.
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -49,7 +52,18 @@ interface ConsumerGroupProto {
   heartbeat(this: ConsumerGroupLike, opts: unknown): Promise<unknown>;
   recoverFromFetch(this: ConsumerGroupLike, e: unknown): Promise<unknown>;
   commitOffsets(this: ConsumerGroupLike, offsets?: unknown): Promise<unknown>;
+  commitOffsetsIfNecessary(this: ConsumerGroupLike): Promise<unknown>;
   __fastfenceFailover?: true;
+}
+
+interface OffsetManagerLike {
+  groupId?: string;
+  coordinator?: BrokerLike;
+  cluster?: { findGroupCoordinator?(q: { groupId: string }): Promise<BrokerLike> };
+}
+
+interface OffsetManagerProto {
+  getCoordinator(this: OffsetManagerLike): Promise<BrokerLike>;
 }
 
 const CONNECTION_ERRORS = new Set([
@@ -79,17 +93,25 @@ let applied = false;
 export function applyKafkaJsFailoverFixes(): boolean {
   if (applied) return true;
   const ConsumerGroup = require("kafkajs/src/consumer/consumerGroup.js") as { prototype: ConsumerGroupProto };
+  const OffsetManager = require("kafkajs/src/consumer/offsetManager/index.js") as {
+    prototype: OffsetManagerProto;
+  };
   const proto = ConsumerGroup.prototype;
+  const om = OffsetManager.prototype;
   if (
     typeof proto.heartbeat !== "function" ||
     typeof proto.recoverFromFetch !== "function" ||
-    typeof proto.commitOffsets !== "function"
+    typeof proto.commitOffsets !== "function" ||
+    typeof proto.commitOffsetsIfNecessary !== "function" ||
+    typeof om.getCoordinator !== "function"
   )
     return false;
   if (proto.__fastfenceFailover) return (applied = true);
   const heartbeat = proto.heartbeat;
   const recoverFromFetch = proto.recoverFromFetch;
   const commitOffsets = proto.commitOffsets;
+  const commitOffsetsIfNecessary = proto.commitOffsetsIfNecessary;
+  const getCoordinator = om.getCoordinator;
 
   proto.heartbeat = async function (opts) {
     try {
@@ -124,21 +146,36 @@ export function applyKafkaJsFailoverFixes(): boolean {
     return undefined; // this broker's fetch yields no batches; the other brokers' go on
   };
 
-  proto.commitOffsets = function (offsets) {
-    if (this.__ffCommit) return Promise.resolve(); // one is still on its way
-    const commit = commitOffsets.call(this, offsets);
+  const bounded = (group: ConsumerGroupLike, run: () => Promise<unknown>): Promise<unknown> => {
+    if (group.__ffCommit) return Promise.resolve(); // one is still on its way
+    const commit = run();
     const tracked = commit.then(
       () => undefined,
       () => undefined,
     );
-    this.__ffCommit = tracked;
+    group.__ffCommit = tracked;
     void tracked.finally(() => {
-      if (this.__ffCommit === tracked) this.__ffCommit = undefined;
+      if (group.__ffCommit === tracked) group.__ffCommit = undefined;
     });
     // Within the wait the commit's own outcome (errors included) is the answer.
     return Promise.race([commit, sleep(COMMIT_WAIT_MS)]);
   };
-
+  proto.commitOffsets = function (offsets) {
+    return bounded(this, () => commitOffsets.call(this, offsets));
+  };
+  proto.commitOffsetsIfNecessary = function () {
+    return bounded(this, () => commitOffsetsIfNecessary.call(this));
+  };
+  om.getCoordinator = async function () {
+    try {
+      return await getCoordinator.call(this);
+    } catch (e) {
+      const groupId = this.groupId;
+      if (!groupId || !this.cluster?.findGroupCoordinator) throw e;
+      this.coordinator = await this.cluster.findGroupCoordinator({ groupId });
+      return this.coordinator;
+    }
+  };
   proto.__fastfenceFailover = true;
   return (applied = true);
 }

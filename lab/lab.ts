@@ -535,6 +535,7 @@ export class Lab {
         120_000,
         300,
       );
+    await this.waitLeadersBalanced();
     if (this.opts.workloads ?? true) await this.createDefaultWorkloads();
     s.phase = "ready";
     this.save();
@@ -895,6 +896,31 @@ chassis_control "${chassis}"
   }
 
   /** The node that hosts the most of the pipeline: most partition leaders (ties: first). */
+  /**
+   * Steady state before anything is measured: brokers that started late lead nothing until
+   * Kafka's leader rebalance (every 5 s here) hands them their preferred partitions back;
+   * a crash before that would take down most leaders at once, which a running cluster
+   * never has. Waits up to 30 s for every broker to lead at least its share minus one.
+   */
+  async waitLeadersBalanced(timeoutMs = 30_000): Promise<void> {
+    const t0 = Date.now();
+    for (;;) {
+      const { leaders } = await this.kafkaMeta().catch(() => ({ leaders: {} as Record<number, number> }));
+      const counts = this.nodes.map((x) => leaders[x.index + 1] ?? 0);
+      const total = counts.reduce((a, b) => a + b, 0);
+      const share = Math.floor(total / this.nodes.length);
+      if (total > 0 && counts.every((c) => c >= share - 1)) {
+        this.log(`partition leaders balanced (${counts.join("/")}) in ${Date.now() - t0} ms`);
+        return;
+      }
+      if (Date.now() - t0 > timeoutMs) {
+        this.log(`partition leaders still unbalanced after ${timeoutMs} ms (${counts.join("/")}); going on`);
+        return;
+      }
+      await sleep(1000);
+    }
+  }
+
   async busiestNode(): Promise<string> {
     const { leaders } = await this.kafkaMeta();
     let best = this.nodes[0]!;

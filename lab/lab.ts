@@ -23,6 +23,7 @@ import {
 } from "@kubernetes/client-node";
 import { randomUUID } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
@@ -596,7 +597,7 @@ chassis_control "${chassis}"
     await waitUntil(`ipmi_sim ${x.name}`, async () => (await this.ipmiPower(x)) !== undefined, 15_000, 300);
   }
 
-  private powerServer?: import("node:http").Server;
+  private powerServer?: HttpServer;
   private powerPort = 0;
   /**
    * The power switch of IPMI nodes, for ipmi_sim's chassis_control program (127.0.0.1
@@ -605,7 +606,6 @@ chassis_control "${chassis}"
    * "lab" when the lab itself asked the BMC (resets), else "bmc".
    */
   private async startPowerEndpoint(): Promise<void> {
-    const { createServer: createHttpServer } = await import("node:http");
     const server = createHttpServer((req, res) => {
       const m = /^\/power\/([^/]+)(?:\/(on|off))?$/.exec(req.url ?? "");
       const x = m ? this.nodes.find((n) => n.name === m[1]) : undefined;

@@ -37,6 +37,19 @@ function testEvent(n: number): FfEvent {
   );
 }
 
+/** Publish, retrying (up to 21 tries, `pauseMs` apart) while the cluster recovers from a broker loss. */
+async function publishRetrying(bus: KafkaJsBus, topic: string, ev: FfEvent, pauseMs: number): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      await bus.publish(topic, [encodeKafka(ev)]);
+      return;
+    } catch (err) {
+      if (i > 20) throw err;
+      await new Promise((r) => setTimeout(r, pauseMs));
+    }
+  }
+}
+
 describe("kafkajs bus on Kafka 4", () => {
   it("round-trips a CloudEvent in binary mode through a consumer group, headers intact", async () => {
     const bus = new KafkaJsBus({ brokers: env().kafka.bootstrap, clientId: "bus-test" });
@@ -93,15 +106,7 @@ describe("kafkajs bus on Kafka 4", () => {
       await kafka.brokers[0]!.stop();
       await kafka.brokers[0]!.start();
       // the producer reconnects (its retries outlast the restart) ...
-      for (let i = 0; ; i++) {
-        try {
-          await bus.publish("t.restart", [encodeKafka(testEvent(2))]);
-          break;
-        } catch (err) {
-          if (i > 20) throw err;
-          await new Promise((r) => setTimeout(r, 500));
-        }
-      }
+      await publishRetrying(bus, "t.restart", testEvent(2), 500);
       // ... and the group consumer receives what was produced after the restart.
       await until("event 2 after the restart", () => (seen.has(2) ? true : undefined), 60_000);
       expect([...seen].sort()).toEqual([1, 2]);
@@ -187,15 +192,7 @@ describe("hedged publishing (stall source 1: a partition leader on a dead broker
       await admin.disconnect();
       await kafka.brokers[coordinator - 1]!.kill();
       const t = Date.now();
-      for (let i = 0; ; i++) {
-        try {
-          await bus.publish("t.coord", [encodeKafka(testEvent(2))]);
-          break;
-        } catch (err) {
-          if (i > 20) throw err;
-          await new Promise((r) => setTimeout(r, 250));
-        }
-      }
+      await publishRetrying(bus, "t.coord", testEvent(2), 250);
       await until("event 2 after the coordinator died", () => (seen.has(2) ? true : undefined), 20_000);
       console.log(`record consumed ${Date.now() - t} ms after the coordinator (broker ${coordinator}) died`);
       // Heartbeats still going to the dead broker would let the new coordinator expire the

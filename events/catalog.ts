@@ -64,6 +64,12 @@ export interface CatalogEntry<S extends z.ZodType = z.ZodType> {
    * one is replaced by the next. One-shot events wait for every in-sync replica.
    */
   repeated?: boolean;
+  /**
+   * For events that several replicas emit from the same cause (every detect replica
+   * turns the same observation into a suspicion): what makes two of them the same fact.
+   * A consumer replica handles one event per fact (see factKey). Default: the event id.
+   */
+  sameFact?: (data: Record<string, unknown>) => string | undefined;
 }
 
 /** Kafka acks for an event type: leader-only for repeated events, all in-sync replicas otherwise. */
@@ -105,6 +111,11 @@ export const CATALOG = {
     description: "One observer's evidence crossed the suspicion threshold.",
     subjectField: "node",
     repeated: true,
+    sameFact: (d) => {
+      const e = d.evidence as Record<string, unknown> | undefined;
+      const parts = [d.incident, e?.observer, e?.kind, e?.at];
+      return parts.every((p) => typeof p === "string") ? parts.join("|") : undefined;
+    },
   }),
   [EVENT_TYPES.fenceRequested]: entry({
     type: EVENT_TYPES.fenceRequested,
@@ -179,6 +190,25 @@ export function isEventType(type: string): type is EventType {
 
 export function catalogEntry(type: EventType): CatalogEntry {
   return CATALOG[type];
+}
+
+/**
+ * The identity of the fact an (unvalidated) envelope reports: `type|sameFact(data)` for
+ * types that define sameFact, else its id; undefined if it has neither. Copies of one
+ * fact (hedged onto two partitions, or emitted by two replicas from the same cause)
+ * share it. Only for skipping repeated work — never a validation.
+ */
+export function factKey(raw: Record<string, unknown>): string | undefined {
+  const { type, data, id } = raw;
+  if (typeof type === "string" && isEventType(type)) {
+    const same = (CATALOG[type] as CatalogEntry).sameFact;
+    const key =
+      same && typeof data === "object" && data !== null && !Array.isArray(data)
+        ? same(data as Record<string, unknown>)
+        : undefined;
+    if (key !== undefined) return `${type}|${key}`;
+  }
+  return typeof id === "string" ? id : undefined;
 }
 
 /** Event types a component consumes / emits, from the catalog. */

@@ -47,6 +47,11 @@ export interface Bus {
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /** Every record currently in the topics, from the beginning (no consumer group). */
   readAll(topics: readonly string[], opts?: { timeoutMs?: number }): Promise<BusRecord[]>;
+  /**
+   * Creates the topics that do not exist yet. Throws a retriable FF_BUS_UNAVAILABLE while
+   * fewer brokers are running than the largest replication factor asks for (a topic made
+   * while a broker is still starting never gets that broker as a preferred leader).
+   */
   ensureTopics(specs: readonly TopicSpec[]): Promise<void>;
   close(): Promise<void>;
 }

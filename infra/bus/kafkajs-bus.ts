@@ -10,6 +10,14 @@ import type { KafkaRecord } from "../../events/codec.ts";
 import type { Bus, BusRecord, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 
+/**
+ * How long a partition that missed the hedge deadline is avoided as a first choice, ms.
+ * Covers a dead leader until the controller moves it (broker.session.timeout.ms, plus a
+ * controller election if the controller died too); a healthy partition is tried again
+ * as the third hedge choice meanwhile, and cleared as soon as it answers in time.
+ */
+const SLOW_PARTITION_MS = 5000;
+
 export interface KafkaBusConfig {
   /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
   brokers: string;
@@ -48,8 +56,10 @@ export interface KafkaBusConfig {
    * Hedged publishing, ms. Default 300. A record goes to one partition (round-robin; events
    * need no cross-partition order, the incident state is in the API); if that partition's
    * leader has not acknowledged within this time (it may sit on a dead node), the same
-   * record is also sent to the next partition, and so on (up to 3). Duplicates are harmless
-   * (every consumer write is resourceVersion-guarded). 0 turns hedging off.
+   * record is also sent to the next partition, and so on (up to 3), and later records
+   * start elsewhere for a few seconds. Duplicates are harmless (every consumer write is
+   * resourceVersion-guarded; consumers skip copies of an event they handled). 0 turns
+   * hedging off.
    */
   hedgeAfterMs?: number;
   /**
@@ -89,6 +99,8 @@ export class KafkaJsBus implements Bus {
   private producerP: Promise<Producer> | undefined;
   private readonly partitions = new Map<string, Promise<number>>();
   private nextPartition = 0;
+  /** "topic/partition" → until when publishes avoid starting there (ms epoch). */
+  private readonly slowUntil = new Map<string, number>();
   private readonly consumers = new Set<Consumer>();
   private readonly cfg: Required<Omit<KafkaBusConfig, "log">> & { log?: Logger };
 
@@ -151,6 +163,22 @@ export class KafkaJsBus implements Bus {
     return this.producerP;
   }
 
+  /**
+   * The partition a publish starts on: round-robin, skipping partitions that recently
+   * missed the hedge deadline (their leader is probably on a dead node, until the
+   * controller moves it) unless all of them did.
+   */
+  private firstPartition(topic: string, n: number): number {
+    const now = Date.now();
+    const start = this.nextPartition++;
+    for (let i = 0; i < n; i++) {
+      const p = (start + i) % n;
+      const until = this.slowUntil.get(`${topic}/${p}`);
+      if (until === undefined || until <= now) return p;
+    }
+    return start % n;
+  }
+
   /** Partition count of a topic (cached; 1 if it cannot be read, which disables hedging). */
   private partitionCount(topic: string): Promise<number> {
     let n = this.partitions.get(topic);
@@ -181,7 +209,7 @@ export class KafkaJsBus implements Bus {
     const acks = opts.acks ?? this.cfg.acks;
     const p = await this.producer();
     const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
-    const first = this.nextPartition++ % n;
+    const first = this.firstPartition(topic, n);
     const maxSends = Math.min(n, 3);
     const send = (partition: number | undefined) =>
       p.send({
@@ -216,8 +244,13 @@ export class KafkaJsBus implements Bus {
       const launch = () => {
         const partition = n > 1 ? (first + sent) % n : undefined;
         sent++;
+        const started = Date.now();
         send(partition).then(
-          () => finish(),
+          () => {
+            if (partition !== undefined && Date.now() - started < this.cfg.hedgeAfterMs)
+              this.slowUntil.delete(`${topic}/${partition}`);
+            finish();
+          },
           (err: unknown) => {
             failed++;
             if (sent < maxSends) launch();
@@ -228,7 +261,10 @@ export class KafkaJsBus implements Bus {
       launch();
       if (maxSends > 1)
         timer = setInterval(() => {
-          if (!done && sent < maxSends) launch();
+          if (done) return;
+          // The partition tried last has not answered in time: start elsewhere for a while.
+          this.slowUntil.set(`${topic}/${(first + sent - 1) % n}`, Date.now() + SLOW_PARTITION_MS);
+          if (sent < maxSends) launch();
         }, this.cfg.hedgeAfterMs);
     });
   }
@@ -377,6 +413,19 @@ export class KafkaJsBus implements Bus {
       const existing = new Set(await admin.listTopics());
       const missing = specs.filter((s) => !existing.has(s.topic));
       if (missing.length === 0) return;
+      // A broker that is still starting (registered but fenced) is placed in replica sets
+      // but never first, so it would never be a preferred leader: the topic's leaders stay
+      // on the other brokers for good, and one broker death stalls most partitions at
+      // once. Create topics only when as many brokers are up as the largest replication
+      // factor asks for (the metadata lists unfenced brokers only).
+      const needed = Math.max(...missing.map((s) => s.replicationFactor));
+      const up = (await admin.describeCluster()).brokers.length;
+      if (up < needed)
+        throw new FastfenceError(
+          "FF_BUS_UNAVAILABLE",
+          `creating ${missing.map((s) => s.topic).join(", ")} needs ${needed} running brokers (replication factor ${needed}); ${up} are up`,
+          { retriable: true },
+        );
       await admin.createTopics({
         waitForLeaders: true,
         topics: missing.map((s) => ({
@@ -387,6 +436,7 @@ export class KafkaJsBus implements Bus {
         })),
       });
     } catch (err) {
+      if (err instanceof FastfenceError) throw err;
       throw new FastfenceError("FF_BUS_UNAVAILABLE", "creating topics failed", {
         cause: err,
         retriable: true,

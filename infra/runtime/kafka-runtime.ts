@@ -1,12 +1,13 @@
 // Hosts one function as a plain Kafka consumer (local runner, lab, tests). Each record
 // goes through the shared dispatcher; emitted events are published to their catalog
 // topics and the offset is committed only after that (at-least-once; handlers are
-// idempotent through resourceVersion-guarded writes). Invalid or failed records go to
-// the dead-letter topic with the original bytes. It never commits an offset for a
+// idempotent through resourceVersion-guarded writes); copies of a fact it already
+// handled (events/catalog.ts factKey) are skipped. Invalid or failed
+// records go to the dead-letter topic with the original bytes. It never commits an offset for a
 // record whose outcome was not recorded.
 import { FastfenceError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
-import { acksFor } from "../../events/catalog.ts";
+import { acksFor, factKey } from "../../events/catalog.ts";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import type { EventHandler, FunctionDefinition } from "../../functions/contract.ts";
@@ -31,6 +32,23 @@ export interface KafkaRuntimeConfig {
   dispatch?: Partial<DispatchConfig>;
   /** How long to keep retrying the first subscription, ms. Default 120000 (brokers starting up). */
   subscribeTimeoutMs?: number;
+}
+
+/** A bounded set of the most recently added ids (oldest forgotten first). */
+export class RecentIds {
+  private readonly ids = new Set<string>();
+  private readonly max: number;
+  constructor(max: number) {
+    this.max = max;
+  }
+  has(id: string): boolean {
+    return this.ids.has(id);
+  }
+  add(id: string): void {
+    this.ids.delete(id);
+    this.ids.add(id);
+    if (this.ids.size > this.max) this.ids.delete(this.ids.values().next().value as string);
+  }
 }
 
 export interface KafkaRuntime {
@@ -58,8 +76,30 @@ export async function startKafkaRuntime(opts: {
   const groupId =
     config.groupMode === "shared" ? `fastfence-${def.name}` : `fastfence-${def.name}-${config.replica}`;
 
+  // Facts this replica has fully handled (outcome recorded, emitted events published).
+  // Hedged publishing can put one event on several partitions, and every detect replica
+  // emits the same suspicion from the same observation; their copies are skipped here
+  // instead of re-running the handler (API reads, re-emits) on machines that are busy
+  // fencing. An optimisation only: every handler is idempotent.
+  const handled = new RecentIds(4096);
+
   async function onRecord(rec: BusRecord): Promise<void> {
-    const result = await dispatcher.dispatch(() => decodeKafka(rec), stopping.signal);
+    let raw: Record<string, unknown> | undefined;
+    try {
+      raw = decodeKafka(rec);
+    } catch {
+      // the dispatcher decodes again and dead-letters it with the reason
+    }
+    const fact = raw ? factKey(raw) : undefined;
+    if (fact !== undefined && handled.has(fact)) {
+      opts.metrics.outcomes.inc({ function: def.name, outcome: "duplicate" });
+      log.debug(
+        { incident: "none", node: rec.key ?? "unknown", eventId: raw?.id, fact },
+        "copy of a handled event skipped",
+      );
+      return;
+    }
+    const result = await dispatcher.dispatch(() => raw ?? decodeKafka(rec), stopping.signal);
     if (result.kind === "dead-letter" && stopping.signal.aborted) {
       // Shutting down mid-delivery: leave the offset uncommitted so the record is
       // redelivered (to this group's next member or this replica's restart), not dead-lettered.
@@ -92,6 +132,7 @@ export async function startKafkaRuntime(opts: {
         const [topic, acks] = key.split("\u0000") as [string, "leader" | "all"];
         await bus.publish(topic, evs.map(encodeKafka), { acks });
       }
+      if (fact !== undefined) handled.add(fact);
       opts.onResult?.(rec, result.emitted);
     }
   }

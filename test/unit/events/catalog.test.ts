@@ -2,7 +2,15 @@
 // events and names every bad field of malformed ones (S5); the AsyncAPI 3 document.
 /* eslint-disable @typescript-eslint/no-explicit-any -- walking an untyped AsyncAPI document */
 import { describe, expect, test } from "vitest";
-import { CATALOG, EVENT_TYPES, TOPICS, consumedBy, emittedBy, parseEvent } from "../../../events/catalog.ts";
+import {
+  CATALOG,
+  EVENT_TYPES,
+  TOPICS,
+  consumedBy,
+  emittedBy,
+  factKey,
+  parseEvent,
+} from "../../../events/catalog.ts";
 import { asyncApiDocument } from "../../../events/asyncapi.ts";
 import { envelope } from "../../../events/envelope.ts";
 import { DeadLetterSchema } from "../../../events/schemas.ts";
@@ -160,5 +168,24 @@ describe("dead letter and AsyncAPI", () => {
       const target = m[1]!.split("/").reduce((o: any, k) => o?.[k], doc);
       expect(target, m[1]).toBeDefined();
     }
+  });
+});
+
+describe("factKey (which copies a consumer replica skips)", () => {
+  test("two detect replicas' suspicions from the same observation are one fact", () => {
+    const one = suspected("b", "a", 1000) as unknown as Record<string, unknown>;
+    const other = { ...one, id: "another-id", source: "/fastfence/detect/detect-node-c" };
+    expect(factKey(other)).toBe(factKey(one));
+  });
+  test("evidence from another observer or another time is another fact", () => {
+    const one = suspected("b", "a", 1000) as unknown as Record<string, unknown>;
+    expect(factKey(suspected("c", "a", 1000) as unknown as Record<string, unknown>)).not.toBe(factKey(one));
+    expect(factKey(suspected("b", "a", 1200) as unknown as Record<string, unknown>)).not.toBe(factKey(one));
+  });
+  test("other types are identified by their id; malformed input by its id or nothing", () => {
+    const ev = observed("b", "a", 3, 1000) as unknown as Record<string, unknown>;
+    expect(factKey(ev)).toBe(ev.id);
+    expect(factKey({ type: EVENT_TYPES.nodeSuspected, id: "x1", data: "not an object" })).toBe("x1");
+    expect(factKey({ type: 42 })).toBeUndefined();
   });
 });

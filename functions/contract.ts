@@ -71,6 +71,13 @@ export interface PureStage<I extends DecideInput<FfEvent> = DecideInput<FfEvent>
    * skipping it never changes an outcome; it only spares the API server the reads.
    */
   screen?(input: { event: FfEvent; policy: FencingPolicySpec; now: number }): Decision | undefined;
+  /**
+   * Optional, for stages whose locate asks for the cluster lists (all nodes, open
+   * incidents): given the view read without them (both empty), whether decide would use
+   * them. When false, the adapter decides on that view and never lists the cluster. It
+   * must be exact — false only if decide's result cannot depend on the lists.
+   */
+  clusterNeeded?(input: I): boolean;
   decide(input: I): Decision;
 }
 

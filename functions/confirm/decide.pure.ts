@@ -56,7 +56,37 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   return onSuspected(ev.data, input);
 }
 
-function onSuspected(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>): Decision {
+/** What onSuspected has worked out when it reaches the guards (the only part that needs the cluster). */
+interface AtGuards {
+  inc: NodeFence | undefined;
+  name: string;
+  current: NodeFenceStatus | undefined;
+  base: NodeFenceStatus;
+  evidence: NodeFenceStatus["evidence"];
+  fresh: NodeFenceStatus["evidence"];
+  refreshUseful: boolean;
+  nowIso: string;
+}
+
+/**
+ * Whether decide needs the cluster lists (all nodes, open incidents) for this input: only
+ * when a quorum is reached and the guards must run. The executor reads the view without
+ * them first and skips those two lists when this is false — most suspicions are repeats
+ * for an incident already past Suspected, and during a burst each list costs the API
+ * server a full read.
+ */
+export function clusterNeeded(input: DecideInput<FfEvent>): boolean {
+  const ev = input.event as AnyFfEvent;
+  return ev.type === EVENT_TYPES.nodeSuspected && !("outcome" in beforeGuards(ev.data, input));
+}
+
+function onSuspected(d: NodeSuspected, input: DecideInput<FfEvent>): Decision {
+  const at = beforeGuards(d, input);
+  return "outcome" in at ? at : guarded(d, input, at);
+}
+
+/** Every check and write that needs no cluster view: a Decision, or where the guards start. */
+function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): Decision | AtGuards {
   const { policy } = view;
   const node = view.node;
   if (!node) return ignored(`node ${d.node} is not in the API`);
@@ -115,7 +145,12 @@ function onSuspected(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>
       `not confirming ${d.node}: ${tally}`,
     );
   }
+  return { inc, name, current, base, evidence, fresh, refreshUseful, nowIso };
+}
 
+/** The storm guard and the etcd-quorum rule, then Blocked or Confirmed (needs the cluster view). */
+function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at: AtGuards): Decision {
+  const { inc, name, current, base, evidence, fresh, refreshUseful, nowIso } = at;
   const verdict = guards(d, view, now);
   if (!verdict.ok) {
     if (current?.phase === "Blocked" && current.reason === verdict.reason) {

@@ -4,7 +4,7 @@
 // runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
 import { CATALOG, consumedBy, emittedBy } from "../../events/catalog.ts";
-import { decide, locate } from "./decide.pure.ts";
+import { clusterNeeded, decide, locate } from "./decide.pure.ts";
 
 export * from "./decide.pure.ts";
 
@@ -21,5 +21,6 @@ export const stage: PureStage = {
   emits: emittedBy("confirm"),
   critical: true,
   locate,
+  clusterNeeded,
   decide,
 };

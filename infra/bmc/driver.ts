@@ -31,6 +31,11 @@ export interface BmcDriver {
   off(opts: BmcCallOptions): Promise<void>;
   on(opts: BmcCallOptions): Promise<void>;
   cycle?(opts: BmcCallOptions): Promise<void>;
+  /**
+   * Gets ready for a command without changing power: logs in, opens the session,
+   * discovers the system, so the off that follows is one round trip. Optional.
+   */
+  prepare?(opts: BmcCallOptions): Promise<void>;
   /** Releases sessions and connections (best effort, never throws). */
   close?(): Promise<void>;
 }

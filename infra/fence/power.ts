@@ -70,7 +70,7 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly secretNamespace: string;
   private readonly clock: Clock;
   private readonly metal3: KubeMetal3Api;
-  private readonly drivers = new Map<string, BmcDriver>();
+  private readonly drivers = new Map<string, Promise<BmcDriver>>();
 
   /** `metal3` carries the BareMetalHost namespaces (FASTFENCE_METAL3_NAMESPACES); default cluster-wide. */
   constructor(kube: Kube, secretNamespace: string, clock: Clock, metal3?: KubeMetal3Api) {
@@ -88,12 +88,27 @@ export class BmcPowerExecutor implements PowerExecutor {
   private async driverFor(level: PolicyLevel): Promise<BmcDriver> {
     const namespace = level.discovered?.namespace ?? this.secretNamespace;
     const key = `${level.address}|${namespace}/${level.credentialsSecret}|${JSON.stringify(level.options ?? {})}`;
-    const cached = this.drivers.get(key);
-    if (cached) return cached;
-    const creds = await this.metal3.readCredentials({ namespace, name: level.credentialsSecret });
-    const d = buildDriver(level.address, creds, levelOptions(level.options, level.timeoutMs));
-    this.drivers.set(key, d);
+    let d = this.drivers.get(key);
+    if (!d) {
+      // The promise is cached, so a prepare and the power-off that follows share one read.
+      d = this.metal3
+        .readCredentials({ namespace, name: level.credentialsSecret })
+        .then((creds) => buildDriver(level.address, creds, levelOptions(level.options, level.timeoutMs)));
+      this.drivers.set(key, d);
+      d.catch(() => this.drivers.delete(key));
+    }
     return d;
+  }
+
+  async prepare(a: Extract<Action, { kind: "powerOff" }>, signal: AbortSignal): Promise<void> {
+    const level = a.levels[0];
+    if (!level) return;
+    try {
+      const d = await this.driverFor(level);
+      await d.prepare?.({ timeoutMs: Math.min(level.timeoutMs, 2000), signal });
+    } catch {
+      // Only a head start: the power-off reports any real problem with this level.
+    }
   }
 
   private async resolve(levels: PolicyLevel[]): Promise<{ driver: DriverLevel[]; failed: Attempt[] }> {

@@ -36,6 +36,11 @@ export interface PowerExecutor {
     policy: FencingPolicySpec,
     signal: AbortSignal,
   ): Promise<Attempt[]>;
+  /**
+   * Gets the first level's BMC ready (credentials read, session open) without changing
+   * power, so the power-off that follows is one round trip. Best effort: never throws.
+   */
+  prepare?(a: Extract<Action, { kind: "powerOff" }>, signal: AbortSignal): Promise<void>;
   powerOn(
     a: Extract<Action, { kind: "powerOn" }>,
     policy: FencingPolicySpec,
@@ -149,6 +154,10 @@ export function stageHandler(
       deletes = [];
       await Promise.all(pending);
     };
+    // A power-off comes after the lease and the Fencing write: open the BMC session
+    // meanwhile, so the off itself is one round trip (it changes no power state).
+    const off = decision.actions.find((a) => a.kind === "powerOff");
+    if (off && ad.power?.prepare) void ad.power.prepare(off, ctx.signal);
     for (const a of decision.actions) {
       ctx.signal.throwIfAborted();
       if (!a.kind.startsWith("delete")) await drain();
@@ -276,8 +285,20 @@ export function stageHandler(
     }
     for (let round = 1; ; round++) {
       const now = ctx.clock.now();
-      const view = await readView(req, now);
-      const extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
+      let view: View;
+      let extra: Record<string, unknown>;
+      if (req.cluster && stage.clusterNeeded) {
+        // The view without the cluster lists first; list them only if decide needs them.
+        view = await readView({ ...req, cluster: false }, now);
+        extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
+        if (stage.clusterNeeded({ event, view, now, self, ...extra })) {
+          const [nodes, openIncidents] = await Promise.all([ad.nodes.list(), ad.incidents.listOpen()]);
+          view = { ...view, nodes: nodes.map(toCoreNode), openIncidents };
+        }
+      } else {
+        view = await readView(req, now);
+        extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
+      }
       const decision = stage.decide({ event, view, now, self, ...extra });
       try {
         const { emit } = await execute(decision, view, ctx);

@@ -2,7 +2,7 @@
 // duplicates — a table of named cases. Each case: the suspicion, the incident state, the
 // expected phase written (or the ignore reason) and the emitted event type.
 import { describe, expect, test } from "vitest";
-import { decide } from "../../../functions/confirm/handler.ts";
+import { clusterNeeded, decide } from "../../../functions/confirm/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { Action } from "../../../core/decision.ts";
 import type { NodeFenceStatus } from "../../../core/incident.ts";
@@ -299,5 +299,38 @@ describe("confirm.decide", () => {
       expect(status?.timestamps.confirmed).toBeDefined();
     }
     expect(d.emit.map((e) => e.type)).toEqual(c.expect.emit ? [c.expect.emit] : []);
+  });
+});
+
+describe("confirm.clusterNeeded (the executor skips listing the cluster when false)", () => {
+  test.each(cases.map((c) => [c.name, c] as const))("%s: exact", (_n, c) => {
+    const now = T0 + (c.now ?? NOW);
+    const narrow = { ...c.view, nodes: [], openIncidents: [] };
+    const input = { event: c.event, view: narrow, now, self: CONFIRM };
+    if (!clusterNeeded(input)) {
+      // Deciding without the lists gives exactly the decision with them.
+      expect(decide(input)).toEqual(decide({ ...input, view: c.view }));
+    }
+  });
+  test("a repeat suspicion for an incident already past Suspected needs no cluster lists", () => {
+    const c = cases.find((x) => x.expect.ignored?.includes("already"));
+    expect(c, "a case with an incident past Suspected").toBeDefined();
+    const input = {
+      event: c!.event,
+      view: { ...c!.view, nodes: [], openIncidents: [] },
+      now: T0 + (c!.now ?? NOW),
+      self: CONFIRM,
+    };
+    expect(clusterNeeded(input)).toBe(false);
+  });
+  test("a suspicion that completes the quorum needs them (storm guard, etcd-quorum rule)", () => {
+    const c = cases.find((x) => x.expect.phase === "Confirmed");
+    const input = {
+      event: c!.event,
+      view: { ...c!.view, nodes: [], openIncidents: [] },
+      now: T0 + (c!.now ?? NOW),
+      self: CONFIRM,
+    };
+    expect(clusterNeeded(input)).toBe(true);
   });
 });

@@ -17,6 +17,7 @@ import { heartbeatLeaseName } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
+import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
 import { acksFor, catalogEntry, type EventType } from "../events/catalog.ts";
 import { encodeKafka } from "../events/codec.ts";
 import { envelope, type OutgoingEvent } from "../events/envelope.ts";
@@ -122,8 +123,8 @@ export async function startEventSource(opts: {
     }
   }
 
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const coord = kubeConfig.makeApiClient(CoordinationV1Api);
+  const core = makePooledApiClient(kubeConfig, CoreV1Api);
+  const coord = makePooledApiClient(kubeConfig, CoordinationV1Api);
   const nodeInformer = makeInformer<V1Node>(kubeConfig, "/api/v1/nodes", () => core.listNode());
   const leaseInformer = makeInformer<V1Lease>(
     kubeConfig,

@@ -11,13 +11,12 @@ import {
   CustomObjectsApi,
   KubeConfig,
   StorageV1Api,
-  ServerConfiguration,
-  createConfiguration,
   type Middleware,
   type RequestContext,
   type ResponseContext,
 } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
+import { pooledConfiguration } from "./pooled-auth.ts";
 
 export interface KubeClientConfig {
   /**
@@ -95,11 +94,7 @@ export class Kube {
         contexts: kc.contexts,
         currentContext: kc.currentContext,
       });
-      const config = createConfiguration({
-        baseServer: new ServerConfiguration(server, {}),
-        authMethods: { default: k },
-        promiseMiddleware: [timeoutMiddleware(timeout)],
-      });
+      const config = pooledConfiguration(k, server, [timeoutMiddleware(timeout)]);
       return {
         server,
         apis: {

@@ -3,7 +3,7 @@
 // taint (resourceVersion-guarded replace, retried on conflict with a fresh read); force-
 // delete the node's pods, its VolumeAttachments and the KubeVirt VMIs that ran there.
 // It never decides whether releasing is safe: callers do that from incident state (S1).
-import type { V1Node, V1Taint } from "@kubernetes/client-node";
+import { PatchStrategy, setHeaderOptions, type V1Node, type V1Taint } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
@@ -70,6 +70,25 @@ export class NodeOps {
 
   /** Adds (present=true) or removes the taint; a conflicting write is retried on a fresh read. */
   async setTaint(name: string, taint: V1Taint, present: boolean): Promise<boolean> {
+    if (present) {
+      // One request on the release path: append to the list without reading the node.
+      // The API server refuses it (422) when the node has no taints list yet or already
+      // carries a taint with this key and effect; then the read-modify-write below decides.
+      try {
+        await this.kube.call(`add taint ${taint.key} to node ${name}`, (a) =>
+          a.core.patchNode(
+            {
+              name,
+              body: [{ op: "add", path: "/spec/taints/-", value: { ...taint, timeAdded: new Date() } }],
+            },
+            setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
+          ),
+        );
+        return true;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && err.status === 422)) throw err;
+      }
+    }
     for (let attempt = 0; attempt < 5; attempt++) {
       const node = await this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
       const taints = node.spec?.taints ?? [];

@@ -24,6 +24,16 @@ function traceChain(events: FfEvent[], incident: string): FfEvent[] {
 }
 
 const GOALS = { releasedMs: 4000, replacementRunningMs: 6000 };
+/** Names of TrialResult.stagesMs keys, for people. */
+const STAGE_LABELS: Record<string, string> = {
+  suspected: "first suspicion published",
+  requested: "fence requested",
+  attemptStart: "power-off attempt started",
+  offAcked: "BMC acknowledged off",
+  readBackOff: "read back Off",
+  fencedEvent: "node.fenced published",
+  releasedEvent: "workloads.released published",
+};
 const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${l}`);
 
@@ -68,6 +78,10 @@ async function main(): Promise<number> {
     const chain = traceChain(r.events, r.incident.metadata.name);
     console.log(`\nfastfence trace ${r.incident.metadata.name}\n${formatTrace(traceRows(chain))}`);
   }
+  const stages = Object.entries(r.stagesMs ?? {})
+    .sort((a, b) => a[1] - b[1])
+    .map(([k, v]) => `${STAGE_LABELS[k] ?? k} +${v}`);
+  if (stages.length) console.log(`\nwhere the time went (ms from the crash): ${stages.join(", ")}`);
   const milestones = [
     { label: "detected (first suspicion)", ms: r.detectedMs },
     { label: "confirmed (quorum of observers)", ms: r.confirmedMs },
@@ -95,6 +109,8 @@ async function main(): Promise<number> {
     ),
     "",
     `VMIs released: ${r.vmsReleased}. Safety violations (S1–S6, healthy node fenced): ${r.safetyViolations}.`,
+    "",
+    `Where the time went (ms from the crash): ${stages.join(", ") || "(no stages recorded)"}.`,
     ...r.violations.map((v) => `- ${v.rule} ${v.incident ?? ""}: ${v.detail}`),
     "",
     `![timeline](demo-${stamp}.svg)`,

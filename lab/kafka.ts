@@ -63,22 +63,38 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
         "share.coordinator.state.topic.min.isr": isr,
         "group.initial.rebalance.delay.ms": 0,
         "auto.create.topics.enable": false,
-        // Stall source 1: a dead broker is fenced by the controller within ~2 s.
-        "broker.session.timeout.ms": 1000,
-        "broker.heartbeat.interval.ms": 200,
+        // Stall source 1: a dead broker is fenced by the controller after a broker
+        // session without heartbeats. Until then it stays in the ISR of every partition it
+        // replicates, and a record is visible to consumers only once every in-sync replica
+        // has it: the whole pipeline waits (Kafka's defaults 9000/2000 ms). Lower means a
+        // broker starved of CPU for this long is fenced too (its leaderships move; no record
+        // is lost); 700 ms is 5 missed heartbeats.
+        "broker.session.timeout.ms": 700,
+        "broker.heartbeat.interval.ms": 140,
         // ... and when the dead node was the active KRaft controller, the others notice
-        // within fetch.timeout and elect a new one within election.timeout (Kafka's
-        // defaults 2000/1000 made the first crash of every lab ~2 s slower). Lower risks
-        // needless elections when the machine is starved; each costs ~100 ms of metadata.
-        "controller.quorum.fetch.timeout.ms": 1000,
-        "controller.quorum.election.timeout.ms": 500,
-        "controller.quorum.election.backoff.max.ms": 500,
+        // within fetch.timeout and elect a new one (pre-vote, then vote; a failed round
+        // waits election.timeout to 2x it). Kafka's defaults 2000/1000 made the first crash
+        // of every lab ~2 s slower. A follower's fetch is answered at the latest when the
+        // leader appends its no-op record (metadata.max.idle.interval.ms, 200 ms here), so
+        // 600 ms is three missed answers; pre-vote keeps one starved follower from
+        // unseating a live controller.
+        "controller.quorum.fetch.timeout.ms": 600,
+        "controller.quorum.election.timeout.ms": 300,
+        "controller.quorum.election.backoff.max.ms": 300,
+        "metadata.max.idle.interval.ms": 200,
         "group.min.session.timeout.ms": 500,
         "group.consumer.min.session.timeout.ms": 500,
         "group.consumer.session.timeout.ms": 6000,
         "group.consumer.min.heartbeat.interval.ms": 100,
         "group.consumer.heartbeat.interval.ms": 1000,
-        "replica.lag.time.max.ms": 5000,
+        // A leader also drops a dead follower from a partition's ISR by itself, sooner than
+        // the controller when the controller died too: once the partition got a record the
+        // follower lacks and it has not caught up for replica.lag.time.max.ms (checked every
+        // half of it; Kafka: 30 s). Lower drops live followers that are slow to start
+        // fetching after leaderships moved (seen at 750 ms on 2 cores): partitions fall
+        // below min.insync.replicas and refuse writes for a moment.
+        "replica.lag.time.max.ms": 1000,
+        "replica.fetch.wait.max.ms": 250,
         "replica.socket.timeout.ms": 3000,
         // A rebooted broker gets its preferred leaderships back soon (so each bench trial
         // crashes a node that leads partitions again).

@@ -10,7 +10,7 @@ import type { FfEvent } from "../events/envelope.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
 import { checkInvariants, type TrialFacts, type Violation } from "./invariants.ts";
 import { NAMESPACE, type Lab } from "./lab.ts";
-import { createWorkloads, deleteWorkloads, podsOn } from "./workloads.ts";
+import { createWorkloads, deleteWorkloads, podsOn, vmisGone, vmisOn } from "./workloads.ts";
 
 export type Scenario =
   | "crash"
@@ -32,6 +32,7 @@ export interface TrialResult {
   releasedMs?: number;
   replacementRunningMs?: number;
   statefulReplacementMs?: number;
+  /** VMIs that ran on the victim before the fault and were gone after the release. */
   vmsReleased: number;
   fencedNodes: string[];
   safetyViolations: number;
@@ -157,6 +158,7 @@ export async function runTrial(
   const powerMark = new Map(lab.nodes.map((x) => [x.name, x.powerLog.length]));
   const wl = await createWorkloads(lab, sfx, victim);
   const placed = (await podsOn(lab, victim)).map((p) => p.metadata!.name!);
+  const vmisPlaced = await vmisOn(lab, victim);
   const webPod = (await lab.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${wl.web}` }))
     .items[0];
   const webOnVictim = webPod?.spec?.nodeName === victim;
@@ -361,7 +363,9 @@ export async function runTrial(
     releasedMs: rel(st?.timestamps.released),
     replacementRunningMs,
     statefulReplacementMs,
-    vmsReleased: st?.released?.vmisDeleted ?? 0,
+    // Ground truth, not the event's count: two replicas may release at once, and the one
+    // whose write wins may have found the other's deletions already done.
+    vmsReleased: st?.timestamps.released ? await vmisGone(lab, vmisPlaced).catch(() => 0) : 0,
     fencedNodes,
     safetyViolations: violations.length,
     violations,

@@ -16,16 +16,24 @@ const image = "registry.invalid/fake:1";
 const NS = "default";
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+/** Polls fn until it returns a value; on timeout the error says what was last seen. */
+async function until<T>(
+  what: string,
+  fn: (seen: (state: string) => void) => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
+  let last = "nothing read yet";
+  const seen = (state: string) => void (last = state);
   for (;;) {
     try {
-      const v = await fn();
+      const v = await fn(seen);
       if (v !== undefined) return v;
-    } catch {
-      // retry
+    } catch (err) {
+      last = `error: ${err instanceof Error ? err.message : String(err)}`;
     }
-    if (Date.now() > end) throw new Error(`workloads: timed out waiting for ${what}`);
+    if (Date.now() > end)
+      throw new Error(`workloads: timed out after ${timeoutMs} ms waiting for ${what} (last seen: ${last})`);
     await sleep(100);
   }
 }
@@ -150,8 +158,14 @@ export async function createWorkloads(
       },
     },
   });
-  const dbPod = await until(`${n.dbPod} Running`, async () => {
+  const dbPod = await until(`${n.dbPod} Running`, async (seen) => {
     const p = await c.core.readNamespacedPod({ name: n.dbPod, namespace: NS });
+    const conds = (p.status?.conditions ?? []).map(
+      (x) => `${x.type}=${x.status}${x.reason ? `(${x.reason})` : ""}`,
+    );
+    seen(
+      `phase ${p.status?.phase ?? "?"}, node ${p.spec?.nodeName ?? "none"}, ${conds.join(" ") || "no conditions"}`,
+    );
     return p.status?.phase === "Running" ? p : undefined;
   });
   await c.storage.createVolumeAttachment({
@@ -238,4 +252,34 @@ export async function deleteWorkloads(c: Apis, sfx: string): Promise<void> {
 
 export async function podsOn(c: Apis, node: string): Promise<V1Pod[]> {
   return (await c.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
+}
+
+/** VirtualMachineInstances whose status says they run on the node ("namespace/name@uid"). */
+export async function vmisOn(c: Apis, node: string): Promise<string[]> {
+  const l = (await c.custom.listClusterCustomObject({
+    group: "kubevirt.io",
+    version: "v1",
+    plural: "virtualmachineinstances",
+  })) as {
+    items?: {
+      metadata?: { name?: string; namespace?: string; uid?: string };
+      status?: { nodeName?: string };
+    }[];
+  };
+  return (l.items ?? [])
+    .filter((v) => v.status?.nodeName === node)
+    .map((v) => `${v.metadata?.namespace}/${v.metadata?.name}@${v.metadata?.uid}`);
+}
+
+/** Of these VMIs ("namespace/name@uid"), how many no longer exist (deleted, or replaced by a new one). */
+export async function vmisGone(c: Apis, vmis: readonly string[]): Promise<number> {
+  const l = (await c.custom.listClusterCustomObject({
+    group: "kubevirt.io",
+    version: "v1",
+    plural: "virtualmachineinstances",
+  })) as { items?: { metadata?: { name?: string; namespace?: string; uid?: string } }[] };
+  const now = new Set(
+    (l.items ?? []).map((v) => `${v.metadata?.namespace}/${v.metadata?.name}@${v.metadata?.uid}`),
+  );
+  return vmis.filter((v) => !now.has(v)).length;
 }

@@ -215,3 +215,40 @@ describe("knative/render.ts", () => {
     expect(images.detect).toMatch(/\/fastfence:/);
   });
 });
+
+describe("knative/kafka-cluster", () => {
+  // Strimzi's KafkaClusterSpec: spec.kafka.config keys with these prefixes are ignored
+  // (with a warning in the operator's log, nowhere else), except the listed ones. The CRD
+  // only says "certain prefixes"; the lists are Strimzi's FORBIDDEN_PREFIXES and
+  // FORBIDDEN_PREFIX_EXCEPTIONS.
+  const FORBIDDEN =
+    "listeners, advertised., broker., listener., host.name, port, inter.broker.listener.name, sasl., ssl., security., password., log.dir, zookeeper.connect, zookeeper.set.acl, zookeeper.ssl, zookeeper.clientCnxnSocket, authorizer., super.user, cruise.control.metrics.topic, cruise.control.metrics.reporter.bootstrap.servers, node.id, process.roles, controller., metadata.log.dir, zookeeper.metadata.migration.enable".split(
+      ", ",
+    );
+  const EXCEPTIONS = new Set([
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+  ]);
+  const kafka = render(join(ROOT, "knative/kafka-cluster")).find((o) => o.kind === "Kafka") as KubeObject & {
+    spec: { kafka: { config: Record<string, unknown> } };
+  };
+
+  it("sets only broker options Strimzi passes on (a refused one would be silently ignored)", () => {
+    const refused = Object.keys(kafka.spec.kafka.config).filter(
+      (k) => !EXCEPTIONS.has(k) && FORBIDDEN.some((p) => k.startsWith(p)),
+    );
+    expect(refused).toEqual([]);
+  });
+
+  it("keeps durability (RF 3, min ISR 2, no unclean election) and the failover settings", () => {
+    const c = kafka.spec.kafka.config;
+    expect(c["default.replication.factor"]).toBe(3);
+    expect(c["min.insync.replicas"]).toBe(2);
+    expect(c["unclean.leader.election.enable"]).toBe(false);
+    expect(Number(c["replica.lag.time.max.ms"])).toBeLessThanOrEqual(2000);
+    expect(Number(c["controller.quorum.fetch.timeout.ms"])).toBeGreaterThanOrEqual(
+      3 * Number(c["metadata.max.idle.interval.ms"]),
+    );
+  });
+});

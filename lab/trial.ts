@@ -4,7 +4,7 @@
 // delete the workloads) so the next trial starts from a healthy cluster. Used by
 // lab/demo.ts and bench/lab.ts. It only drives the lab; it never fences anything itself.
 import type { NodeFence } from "../core/incident.ts";
-import { parseEvent, TOPICS } from "../events/catalog.ts";
+import { EVENT_TYPES, parseEvent, TOPICS } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
@@ -317,7 +317,7 @@ export async function runTrial(
   const suspectedEv = events
     .filter(
       (e) =>
-        e.type === "io.fastfence.node.suspected.v1" &&
+        e.type === EVENT_TYPES.nodeSuspected &&
         (e.data as { node?: string }).node === victim &&
         Date.parse(e.time) >= t0,
     )
@@ -338,8 +338,8 @@ export async function runTrial(
       .sort((a, b) => Date.parse(a.time) - Date.parse(b.time))[0];
     if (ev) stagesMs[key] = Date.parse(ev.time) - t0;
   };
-  firstOf("io.fastfence.node.suspected.v1", "suspected");
-  firstOf("io.fastfence.fence.requested.v1", "requested");
+  firstOf(EVENT_TYPES.nodeSuspected, "suspected");
+  firstOf(EVENT_TYPES.fenceRequested, "requested");
   const attempt = st?.attempts.find((a) => a.result === "off-confirmed") ?? st?.attempts[0];
   for (const [k, v] of [
     ["attemptStart", attempt?.startedAt],
@@ -349,8 +349,8 @@ export async function runTrial(
     const ms = rel(v);
     if (ms !== undefined) stagesMs[k] = ms;
   }
-  firstOf("io.fastfence.node.fenced.v1", "fencedEvent");
-  firstOf("io.fastfence.workloads.released.v1", "releasedEvent");
+  firstOf(EVENT_TYPES.nodeFenced, "fencedEvent");
+  firstOf(EVENT_TYPES.workloadsReleased, "releasedEvent");
   const result: TrialResult = {
     scenario,
     stagesMs,

@@ -254,32 +254,27 @@ export async function podsOn(c: Apis, node: string): Promise<V1Pod[]> {
   return (await c.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
 }
 
-/** VirtualMachineInstances whose status says they run on the node ("namespace/name@uid"). */
-export async function vmisOn(c: Apis, node: string): Promise<string[]> {
+type Vmi = { metadata?: { name?: string; namespace?: string; uid?: string }; status?: { nodeName?: string } };
+
+async function listVmis(c: Apis): Promise<Vmi[]> {
   const l = (await c.custom.listClusterCustomObject({
     group: "kubevirt.io",
     version: "v1",
     plural: "virtualmachineinstances",
-  })) as {
-    items?: {
-      metadata?: { name?: string; namespace?: string; uid?: string };
-      status?: { nodeName?: string };
-    }[];
-  };
-  return (l.items ?? [])
-    .filter((v) => v.status?.nodeName === node)
-    .map((v) => `${v.metadata?.namespace}/${v.metadata?.name}@${v.metadata?.uid}`);
+  })) as { items?: Vmi[] };
+  return l.items ?? [];
 }
 
-/** Of these VMIs ("namespace/name@uid"), how many no longer exist (deleted, or replaced by a new one). */
+/** "namespace/name@uid": a recreated VMI of the same name is another one. */
+const vmiKey = (v: Vmi) => `${v.metadata?.namespace}/${v.metadata?.name}@${v.metadata?.uid}`;
+
+/** VirtualMachineInstances whose status says they run on the node (as vmiKey). */
+export async function vmisOn(c: Apis, node: string): Promise<string[]> {
+  return (await listVmis(c)).filter((v) => v.status?.nodeName === node).map(vmiKey);
+}
+
+/** Of these VMIs (as vmiKey), how many no longer exist (deleted, or replaced by a new one). */
 export async function vmisGone(c: Apis, vmis: readonly string[]): Promise<number> {
-  const l = (await c.custom.listClusterCustomObject({
-    group: "kubevirt.io",
-    version: "v1",
-    plural: "virtualmachineinstances",
-  })) as { items?: { metadata?: { name?: string; namespace?: string; uid?: string } }[] };
-  const now = new Set(
-    (l.items ?? []).map((v) => `${v.metadata?.namespace}/${v.metadata?.name}@${v.metadata?.uid}`),
-  );
+  const now = new Set((await listVmis(c)).map(vmiKey));
   return vmis.filter((v) => !now.has(v)).length;
 }

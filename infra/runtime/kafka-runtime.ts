@@ -2,9 +2,9 @@
 // goes through the shared dispatcher; emitted events are published to their catalog
 // topics and the offset is committed only after that (at-least-once; handlers are
 // idempotent through resourceVersion-guarded writes); copies of a fact it already
-// handled (events/catalog.ts factKey) are skipped. Invalid or failed
-// records go to the dead-letter topic with the original bytes. It never commits an offset for a
-// record whose outcome was not recorded.
+// handled (events/catalog.ts factKey) are skipped. Invalid or failed records go to the
+// dead-letter topic with the original bytes. It never commits an offset for a record
+// whose outcome was not recorded.
 import { FastfenceError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { acksFor, factKey } from "../../events/catalog.ts";

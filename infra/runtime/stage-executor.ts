@@ -113,9 +113,15 @@ export function stageHandler(
   self: Self,
   hooks: StageHooks = {},
 ): EventHandler {
+  /** All nodes and all open incidents (View.nodes, View.openIncidents). */
+  async function readCluster(): Promise<Pick<View, "nodes" | "openIncidents">> {
+    const [nodes, openIncidents] = await Promise.all([ad.nodes.list(), ad.incidents.listOpen()]);
+    return { nodes: nodes.map(toCoreNode), openIncidents };
+  }
+
   async function readView(req: ViewRequest, now: number): Promise<View> {
     const policy = await ad.policy.get(now);
-    const [node, incident, lease, heartbeat, nodes, openIncidents] = await Promise.all([
+    const [node, incident, lease, heartbeat, cluster] = await Promise.all([
       ad.nodes.get(req.node),
       req.incident
         ? ad.incidents.get(req.incident)
@@ -124,16 +130,14 @@ export function stageHandler(
           : Promise.resolve(undefined),
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
       req.heartbeat ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.heartbeat) : Promise.resolve(undefined),
-      req.cluster ? ad.nodes.list() : Promise.resolve([]),
-      req.cluster ? ad.incidents.listOpen() : Promise.resolve([]),
+      req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
     ]);
     return {
       ...(incident ? { incident } : {}),
       ...(node ? { node: toCoreNode(node) } : {}),
       ...(lease ? { lease } : {}),
       ...(heartbeat ? { heartbeat } : {}),
-      openIncidents,
-      nodes: nodes.map(toCoreNode),
+      ...cluster,
       policy,
     };
   }
@@ -285,20 +289,13 @@ export function stageHandler(
     }
     for (let round = 1; ; round++) {
       const now = ctx.clock.now();
-      let view: View;
-      let extra: Record<string, unknown>;
-      if (req.cluster && stage.clusterNeeded) {
-        // The view without the cluster lists first; list them only if decide needs them.
-        view = await readView({ ...req, cluster: false }, now);
-        extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
-        if (stage.clusterNeeded({ event, view, now, self, ...extra })) {
-          const [nodes, openIncidents] = await Promise.all([ad.nodes.list(), ad.incidents.listOpen()]);
-          view = { ...view, nodes: nodes.map(toCoreNode), openIncidents };
-        }
-      } else {
-        view = await readView(req, now);
-        extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
-      }
+      // A stage that can tell whether it needs the cluster lists gets the view without
+      // them first; they are listed only if decide would use them.
+      const deferCluster = req.cluster && stage.clusterNeeded !== undefined;
+      let view = await readView(deferCluster ? { ...req, cluster: false } : req, now);
+      const extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
+      if (deferCluster && stage.clusterNeeded!({ event, view, now, self, ...extra }))
+        view = { ...view, ...(await readCluster()) };
       const decision = stage.decide({ event, view, now, self, ...extra });
       try {
         const { emit } = await execute(decision, view, ctx);

@@ -9,7 +9,7 @@ import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { Kafka, logLevel } from "kafkajs";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { createLogger } from "../../infra/log.ts";
-import type { BusRecord } from "../../infra/bus/bus.ts";
+import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
 import { startKafka, withEnv } from "../env/index.ts";
 
 const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 1 })) }));
@@ -48,6 +48,28 @@ async function publishRetrying(bus: KafkaJsBus, topic: string, ev: FfEvent, paus
       await new Promise((r) => setTimeout(r, pauseMs));
     }
   }
+}
+
+/**
+ * Subscribes a group to a topic from the beginning, publishes event 1 and waits until
+ * the group has consumed it. Returns the subscription and the set of `n`s it has seen.
+ */
+async function consumingGroup(
+  bus: KafkaJsBus,
+  groupId: string,
+  topic: string,
+): Promise<{ sub: Subscription; seen: Set<number> }> {
+  const seen = new Set<number>();
+  const sub = await bus.subscribe({
+    groupId,
+    topics: [topic],
+    fromBeginning: true,
+    onRecord: async (r) => void seen.add((decodeKafka(r).data as { n: number }).n),
+  });
+  await sub.ready;
+  await bus.publish(topic, [encodeKafka(testEvent(1))]);
+  await until("event 1", () => (seen.has(1) ? true : undefined));
+  return { sub, seen };
 }
 
 describe("kafkajs bus on Kafka 4", () => {
@@ -93,16 +115,7 @@ describe("kafkajs bus on Kafka 4", () => {
     const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "bus-restart" });
     try {
       await bus.ensureTopics([{ topic: "t.restart", partitions: 1, replicationFactor: 1 }]);
-      const seen = new Set<number>();
-      const sub = await bus.subscribe({
-        groupId: "g-restart",
-        topics: ["t.restart"],
-        fromBeginning: true,
-        onRecord: async (r) => void seen.add((decodeKafka(r).data as { n: number }).n),
-      });
-      await sub.ready;
-      await bus.publish("t.restart", [encodeKafka(testEvent(1))]);
-      await until("event 1", () => (seen.has(1) ? true : undefined));
+      const { sub, seen } = await consumingGroup(bus, "g-restart", "t.restart");
       await kafka.brokers[0]!.stop();
       await kafka.brokers[0]!.start();
       // the producer reconnects (its retries outlast the restart) ...
@@ -172,16 +185,7 @@ describe("hedged publishing (stall source 1: a partition leader on a dead broker
       await bus.ensureTopics([
         { topic: "t.coord", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
       ]);
-      const seen = new Set<number>();
-      const sub = await bus.subscribe({
-        groupId,
-        topics: ["t.coord"],
-        fromBeginning: true,
-        onRecord: async (r) => void seen.add((decodeKafka(r).data as { n: number }).n),
-      });
-      await sub.ready;
-      await bus.publish("t.coord", [encodeKafka(testEvent(1))]);
-      await until("event 1", () => (seen.has(1) ? true : undefined));
+      const { sub, seen } = await consumingGroup(bus, groupId, "t.coord");
       // The group's coordinator is the leader of __consumer_offsets partition
       // |Java hashCode(groupId)| mod offsets.topic.num.partitions (6 here), as Kafka's Utils.abs.
       let h = 0;

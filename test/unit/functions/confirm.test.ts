@@ -303,10 +303,15 @@ describe("confirm.decide", () => {
 });
 
 describe("confirm.clusterNeeded (the executor skips listing the cluster when false)", () => {
+  /** A case's input as the executor first reads it: the view without the cluster lists. */
+  const withoutCluster = (c: Case) => ({
+    event: c.event,
+    view: { ...c.view, nodes: [], openIncidents: [] },
+    now: T0 + (c.now ?? NOW),
+    self: CONFIRM,
+  });
   test.each(cases.map((c) => [c.name, c] as const))("%s: exact", (_n, c) => {
-    const now = T0 + (c.now ?? NOW);
-    const narrow = { ...c.view, nodes: [], openIncidents: [] };
-    const input = { event: c.event, view: narrow, now, self: CONFIRM };
+    const input = withoutCluster(c);
     if (!clusterNeeded(input)) {
       // Deciding without the lists gives exactly the decision with them.
       expect(decide(input)).toEqual(decide({ ...input, view: c.view }));
@@ -315,22 +320,11 @@ describe("confirm.clusterNeeded (the executor skips listing the cluster when fal
   test("a repeat suspicion for an incident already past Suspected needs no cluster lists", () => {
     const c = cases.find((x) => x.expect.ignored?.includes("already"));
     expect(c, "a case with an incident past Suspected").toBeDefined();
-    const input = {
-      event: c!.event,
-      view: { ...c!.view, nodes: [], openIncidents: [] },
-      now: T0 + (c!.now ?? NOW),
-      self: CONFIRM,
-    };
-    expect(clusterNeeded(input)).toBe(false);
+    expect(clusterNeeded(withoutCluster(c!))).toBe(false);
   });
   test("a suspicion that completes the quorum needs them (storm guard, etcd-quorum rule)", () => {
     const c = cases.find((x) => x.expect.phase === "Confirmed");
-    const input = {
-      event: c!.event,
-      view: { ...c!.view, nodes: [], openIncidents: [] },
-      now: T0 + (c!.now ?? NOW),
-      self: CONFIRM,
-    };
-    expect(clusterNeeded(input)).toBe(true);
+    expect(c, "a case that confirms").toBeDefined();
+    expect(clusterNeeded(withoutCluster(c!))).toBe(true);
   });
 });

@@ -33,7 +33,7 @@ import { PROBE_ADDRESS_ANNOTATION } from "../source/event-source.ts";
 import { LabRedfishServer } from "../test/emulators/redfish/server.ts";
 import { applyObjects, readManifests } from "../test/env/apply.ts";
 import { startControlPlane, type ControlPlane } from "../test/env/controlplane.ts";
-import { ManagedProcess, freePort } from "../test/env/process.ts";
+import { ManagedProcess, THIRD_PARTY_CRDS, freePort } from "../test/env/process.ts";
 import { bootstrapOf, prepareBrokers } from "./kafka.ts";
 import { blackhole, createBridge, createNodeNet, netnsName, nodeIp, setLink, vethName } from "./net.ts";
 import {
@@ -345,7 +345,7 @@ export class Lab {
 
     await applyObjects(this.kc, [
       ...readManifests(join(ROOT, "knative/base/crds")),
-      ...readManifests(join(ROOT, "../shared/crds/kubevirt.io")),
+      ...readManifests(join(THIRD_PARTY_CRDS, "kubevirt.io")),
     ]);
     await this.core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
     for (const x of this.nodes) {

@@ -33,7 +33,16 @@ import { applyObjects, readManifests } from "./apply.ts";
 import { startControlPlane, type ControlPlane } from "./controlplane.ts";
 import { startKafka, type KafkaCluster } from "./kafka.ts";
 import { startKwokNodes, type KwokNodes } from "./kwok.ts";
-import { EnvScope, ManagedProcess, ROOT, freePort, makeTempDir, removeTempDir, sleep } from "./process.ts";
+import {
+  EnvScope,
+  ManagedProcess,
+  ROOT,
+  THIRD_PARTY_CRDS,
+  freePort,
+  makeTempDir,
+  removeTempDir,
+  sleep,
+} from "./process.ts";
 
 export const NAMESPACE = "fastfence-system";
 
@@ -94,7 +103,7 @@ export async function startPipelineCluster(
     const core = kc.makeApiClient(CoreV1Api);
     await applyObjects(kc, [
       ...readManifests(join(ROOT, "knative/base/crds")),
-      ...readManifests(join(ROOT, "../shared/crds/kubevirt.io")),
+      ...readManifests(join(THIRD_PARTY_CRDS, "kubevirt.io")),
     ]);
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
     // Every component runs as its own service-account identity with exactly the RBAC of

@@ -24,6 +24,8 @@ import { FastfenceError } from "../../core/errors.ts";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const CACHE = join(ROOT, ".cache");
+/** Unchanged upstream CRDs (KubeVirt, Knative, Strimzi, metal3, medik8s, OpenShift); see third_party/crds/SOURCES.md. */
+export const THIRD_PARTY_CRDS = join(ROOT, "third_party/crds");
 export const BIN = join(CACHE, "bin");
 export const RUN_DIR = join(CACHE, "run");
 

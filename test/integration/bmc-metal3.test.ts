@@ -22,7 +22,7 @@ import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { systemClock } from "../../core/clock.ts";
 import { LabRedfishServer } from "../emulators/redfish/server.ts";
 import { applyObjects, readManifests } from "../env/apply.ts";
-import { ROOT, startControlPlane, withEnv, type ControlPlane } from "../env/index.ts";
+import { ROOT, THIRD_PARTY_CRDS, startControlPlane, withEnv, type ControlPlane } from "../env/index.ts";
 
 const HOST_NS = "metal3";
 const FF_NS = "fastfence-system";
@@ -46,7 +46,7 @@ const env = withEnv<Env>(async (scope) => {
   const cp = scope.add(await startControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
-    ...readManifests(join(ROOT, "../shared/crds/metal3.io")),
+    ...readManifests(join(THIRD_PARTY_CRDS, "metal3.io")),
     ...readManifests(join(ROOT, "knative/base/crds"), (o) => o.kind === "CustomResourceDefinition"),
   ]);
   const core = kc.makeApiClient(CoreV1Api);

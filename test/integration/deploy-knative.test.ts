@@ -1,5 +1,5 @@
 // make test-deploy: the deployment manifests against a real kube-apiserver. Installs the
-// real third-party CRDs (../shared/crds: Knative, Strimzi, metal3, medik8s, KubeVirt,
+// real third-party CRDs (third_party/crds: Knative, Strimzi, metal3, medik8s, KubeVirt,
 // OpenShift machine API) and the project's CRDs, then applies every object of every
 // overlay (and knative/examples) with server-side dry-run and strict field validation
 // (create, or patch when it exists). Then, per overlay, it really applies the RBAC objects
@@ -24,11 +24,11 @@ import {
   type ResponseContext,
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
-import { startControlPlane, type ControlPlane } from "../env/index.ts";
+import { THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../env/index.ts";
 import { groupOf, objectId, readYamlDocs, render, type KubeObject } from "../../knative/render.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
-const SHARED_CRDS = join(ROOT, "../shared/crds");
+
 const OVERLAYS = ["openshift", "vanilla"] as const;
 const NAMESPACE = "fastfence-system";
 
@@ -194,7 +194,7 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
 
     // Install the CRDs for real: the third-party ones, then every CRD the manifests carry.
     const crds = new Map<string, V1CustomResourceDefinition>();
-    for (const c of crdsUnder(SHARED_CRDS)) crds.set(c.metadata!.name!, c);
+    for (const c of crdsUnder(THIRD_PARTY_CRDS)) crds.set(c.metadata!.name!, c);
     for (const c of crdsUnder(join(ROOT, "knative/base/crds"))) crds.set(c.metadata!.name!, c);
     for (const list of Object.values(RENDERED))
       for (const o of list)

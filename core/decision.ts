@@ -17,6 +17,7 @@ import type { OutgoingEvent } from "../events/envelope.ts";
 import type { Outcome } from "../functions/contract.ts";
 import type { NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
+import type { IgnoreCode, RejectCode } from "./reasons.ts";
 
 export type ConditionStatus = "True" | "False" | "Unknown";
 
@@ -27,8 +28,7 @@ export interface NodeInfo {
   bootId: string;
   /** The Ready condition's status. */
   ready: ConditionStatus;
-  /** Has the control-plane role (runs an etcd member). */
-  controlPlane: boolean;
+  /** The node's labels (fencing level selectors; control-plane role: core/rules.ts isControlPlane). */
   labels: Record<string, string>;
   /** When the adapter first saw this bootId (RFC 3339), if known. */
   bootIdSince?: string;
@@ -130,12 +130,14 @@ export interface Decision {
   emit: OutgoingEvent[];
 }
 
-export function ignored(reason: string): Decision {
-  return { outcome: { kind: "ignored", reason }, actions: [], emit: [] };
+/** Nothing to do: a stable code (core/reasons.ts) and the human reason. */
+export function ignored(code: IgnoreCode, reason: string): Decision {
+  return { outcome: { kind: "ignored", code, reason }, actions: [], emit: [] };
 }
 
-export function rejected(reason: string): Decision {
-  return { outcome: { kind: "rejected", reason }, actions: [], emit: [] };
+/** Unusable event (dead-lettered): a stable code (core/reasons.ts) and the human reason. */
+export function rejected(code: RejectCode, reason: string): Decision {
+  return { outcome: { kind: "rejected", code, reason }, actions: [], emit: [] };
 }
 
 export function processed(detail: string, actions: Action[], emit: OutgoingEvent[] = []): Decision {

@@ -1,7 +1,8 @@
 // Typed errors for the whole project. Every error fastfence raises on purpose is a
-// FastfenceError with a stable `code`, a `retriable` flag (which drives the one retry
-// helper, infra/retry.ts) and an optional `cause`. Callers branch on `code` or on the
-// class, never on `message` text. Messages must never contain secrets.
+// FastfenceError with a stable `code`, a `retriable` flag (which drives the dispatcher's
+// retries, infra/runtime/dispatch.ts) and an optional `cause`. Callers branch on `code` or
+// on the class, never on `message` text. Messages must never contain secrets.
+import type { RejectCode } from "./reasons.ts";
 
 export type ErrorCode =
   | "FF_INVALID_EVENT"
@@ -56,8 +57,20 @@ export class CancelledError extends FastfenceError {
   }
 }
 
-export function isRetriable(err: unknown): boolean {
-  return err instanceof FastfenceError && err.retriable;
+/**
+ * A valid event a stage rejected (a "rejected" outcome): dead-lettered, never retried.
+ * `reasonCode` is the stage's stable code (core/reasons.ts); the message is its human reason.
+ */
+export class RejectedEventError extends FastfenceError {
+  readonly reasonCode: RejectCode;
+  constructor(reasonCode: RejectCode, reason: string) {
+    super("FF_INVALID_EVENT", reason);
+    this.reasonCode = reasonCode;
+  }
+
+  override toJSON(): ReturnType<FastfenceError["toJSON"]> & { reasonCode: RejectCode } {
+    return { ...super.toJSON(), reasonCode: this.reasonCode };
+  }
 }
 
 /** Wraps anything thrown into a FastfenceError, keeping typed ones as they are. */

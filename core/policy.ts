@@ -80,14 +80,20 @@ export const StormGuardSettingsSchema = z
   })
   .prefault({});
 
+/** Default of controlPlane.roleLabels: the well-known control-plane role labels. */
+const CONTROL_PLANE_ROLE_LABELS = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
+
 /** Never fence a control-plane node if that would cost etcd its quorum. */
 export const ControlPlaneSettingsSchema = z
   .object({
     // Refuse to fence a control-plane node when the control-plane nodes left (not fenced,
     // not in an incident, Ready) would be fewer than a majority. Default true.
     protectEtcdQuorum: z.boolean().default(true),
-    // Node label that marks control-plane (etcd) nodes.
-    roleLabel: z.string().min(1).default("node-role.kubernetes.io/control-plane"),
+    // Node labels that mark control-plane (etcd) nodes for the rule above: a node carrying
+    // any of them, with any value, is one. Default the well-known
+    // node-role.kubernetes.io/control-plane and node-role.kubernetes.io/master (older
+    // clusters and OpenShift set the latter). A list of your own replaces the default.
+    roleLabels: z.array(z.string().min(1)).min(1).default(CONTROL_PLANE_ROLE_LABELS),
   })
   .prefault({});
 

@@ -121,6 +121,14 @@ export function stormGuard(
   return { ok: true };
 }
 
+/**
+ * Whether the policy counts `node` as a control-plane (etcd) node: it carries one of
+ * controlPlane.roleLabels (any value). The only place control-plane nodes are identified.
+ */
+export function isControlPlane(node: Pick<NodeInfo, "labels">, policy: FencingPolicySpec): boolean {
+  return policy.controlPlane.roleLabels.some((l) => Object.hasOwn(node.labels, l));
+}
+
 /** Majority needed by an etcd cluster of `members`. */
 export function etcdQuorum(members: number): number {
   return Math.floor(members / 2) + 1;
@@ -137,8 +145,8 @@ export function controlPlaneRule(
   now: number,
   policy: FencingPolicySpec,
 ): GuardVerdict {
-  if (!policy.controlPlane.protectEtcdQuorum || !node.controlPlane) return { ok: true };
-  const cp = nodes.filter((n) => n.controlPlane);
+  if (!policy.controlPlane.protectEtcdQuorum || !isControlPlane(node, policy)) return { ok: true };
+  const cp = nodes.filter((n) => isControlPlane(n, policy));
   if (!cp.some((n) => n.name === node.name)) cp.push(node);
   const busy = nodesInIncidents(openIncidents, node.name, now, policy);
   const remaining = cp.filter((n) => n.name !== node.name && n.ready === "True" && !busy.has(n.name)).length;

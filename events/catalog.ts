@@ -299,10 +299,3 @@ export function parseEvent(raw: unknown): AnyFfEvent {
   const { data: _ignored, ...attrs } = env.data;
   return { ...attrs, data: parsedData } as AnyFfEvent;
 }
-
-/** Validates the data of an event a handler is about to emit (catches bugs before Kafka does). */
-export function validateOutgoingData(type: EventType, data: unknown): void {
-  const r = CATALOG[type].schema.safeParse(data);
-  if (!r.success)
-    throw new InvalidInputError("FF_INVALID_EVENT", `invalid outgoing ${type}`, issuesOf(r.error, "data"));
-}

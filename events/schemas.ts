@@ -169,6 +169,13 @@ export const DeadLetterSchema = z
   .object({
     reason: z.string().min(1),
     code: z.string().min(1).describe("FastfenceError code, e.g. FF_INVALID_EVENT"),
+    reasonCode: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "for an event a stage rejected: its stable reason code (core/reasons.ts), e.g. PowerOffUnproven",
+      ),
     issues: z.array(z.string()).optional(),
     consumer: z.string().min(1).describe("function and replica that gave up"),
     topic: z.string().min(1),

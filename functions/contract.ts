@@ -9,15 +9,20 @@ import type { Logger } from "../infra/log.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Decision, DecideInput, ViewRequest } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
+import type { IgnoreCode, RejectCode } from "../core/reasons.ts";
 
-/** What happened to one delivered event. Every event ends in exactly one outcome. */
+/**
+ * What happened to one delivered event. Every event ends in exactly one outcome. An ignored
+ * or rejected outcome carries a stable `code` (core/reasons.ts: match on it) and a human
+ * `reason` (free text for logs and operators: never match on it).
+ */
 export type Outcome =
   /** The handler acted on it (state written and/or events emitted). */
   | { kind: "processed"; detail?: string }
-  /** Valid but nothing to do (duplicate, stale, below threshold); reason is recorded. */
-  | { kind: "ignored"; reason: string }
-  /** Valid envelope but unusable content; goes to the dead-letter topic with the reason. */
-  | { kind: "rejected"; reason: string };
+  /** Valid but nothing to do (duplicate, stale, below threshold); code and reason are recorded. */
+  | { kind: "ignored"; code: IgnoreCode; reason: string }
+  /** Valid envelope but unusable content; goes to the dead-letter topic with the code and reason. */
+  | { kind: "rejected"; code: RejectCode; reason: string };
 
 export interface HandlerResult {
   outcome: Outcome;

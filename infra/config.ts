@@ -27,7 +27,9 @@ export const RuntimeConfigSchema = z.object({
   // Pod name from the Downward API; used as FASTFENCE_REPLICA when that is not set.
   FASTFENCE_POD_NAME: z.string().min(1).optional(),
   // Publish every event to this one topic instead of the catalog's per-stage topics
-  // (Knative mode: the Kafka Broker's topic). Default: unset, catalog topics.
+  // (Knative mode: the Kafka Broker's topic); `run --kafka` also consumes from it (each
+  // function skips the types it does not handle). Dead letters keep their own topic.
+  // Default: unset, catalog topics.
   FASTFENCE_KAFKA_TOPIC: z.string().min(1).optional(),
   // Knative sink URL (the Broker) for events beyond the one an HTTP reply carries.
   // Set by Knative SinkBinding or the manifests. Default: unset (then Kafka, if configured).

@@ -52,7 +52,8 @@ export function locate(event: FfEvent): ViewRequest {
 
 export function decide(input: DecideInput<FfEvent>): Decision {
   const ev = input.event as AnyFfEvent;
-  if (ev.type !== EVENT_TYPES.nodeSuspected) return ignored(`confirm does not handle ${ev.type}`);
+  if (ev.type !== EVENT_TYPES.nodeSuspected)
+    return ignored("UnhandledEventType", `confirm does not handle ${ev.type}`);
   return onSuspected(ev.data, input);
 }
 
@@ -89,34 +90,40 @@ function onSuspected(d: NodeSuspected, input: DecideInput<FfEvent>): Decision {
 function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): Decision | AtGuards {
   const { policy } = view;
   const node = view.node;
-  if (!node) return ignored(`node ${d.node} is not in the API`);
+  if (!node) return ignored("NodeNotFound", `node ${d.node} is not in the API`);
   if (d.bootId !== node.bootId) {
     return ignored(
+      "StaleIncarnation",
       `stale incarnation: suspicion for boot ${d.bootId}, ${d.node} now runs boot ${node.bootId}`,
     );
   }
   const name = incidentName(d.node, d.bootId);
   if (d.incident !== name)
-    return rejected(`incident ${d.incident} does not match node ${d.node} boot ${d.bootId} (${name})`);
-  const e = d.evidence;
-  if (e.node !== d.node) return rejected(`evidence is about ${e.node}, not ${d.node}`);
-  if (observerKey(e, policy) === undefined) {
-    return ignored(
-      e.kind === "probe"
-        ? `observer ${e.observer} runs on the suspected node ${d.node}: not independent`
-        : "policy: node conditions do not count as observers",
+    return rejected(
+      "InconsistentEvent",
+      `incident ${d.incident} does not match node ${d.node} boot ${d.bootId} (${name})`,
     );
+  const e = d.evidence;
+  if (e.node !== d.node) return rejected("InconsistentEvent", `evidence is about ${e.node}, not ${d.node}`);
+  if (observerKey(e, policy) === undefined) {
+    return e.kind === "probe"
+      ? ignored(
+          "ObserverOnNode",
+          `observer ${e.observer} runs on the suspected node ${d.node}: not independent`,
+        )
+      : ignored("ConditionsNotCounted", "policy: node conditions do not count as observers");
   }
   const window = policy.corroboration.evidenceWindowMs;
   const age = now - ms(e.at);
-  if (age > window) return ignored(`stale evidence from ${e.observer}: ${age} ms old (window ${window} ms)`);
+  if (age > window)
+    return ignored("StaleEvent", `stale evidence from ${e.observer}: ${age} ms old (window ${window} ms)`);
 
   const inc = view.incident;
   if (inc && inc.metadata.name !== name)
-    return rejected(`view holds incident ${inc.metadata.name}, expected ${name}`);
+    return rejected("ViewMismatch", `view holds incident ${inc.metadata.name}, expected ${name}`);
   const current = inc ? statusOf(inc) : undefined;
   if (current && current.phase !== "Suspected" && current.phase !== "Blocked") {
-    return ignored(`incident ${name} already ${current.phase}`);
+    return ignored("PhasePassed", `incident ${name} already ${current.phase}`);
   }
   // A refresh of an observer's still-fresh evidence is not worth a write (bounded write rate).
   const prior = current?.evidence.find((x) => x.observer === e.observer && x.kind === e.kind);
@@ -128,7 +135,8 @@ function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): De
 
   if (!hasQuorum(fresh, policy)) {
     const tally = `${fresh.length}/${policy.corroboration.quorum} independent observers`;
-    if (!refreshUseful) return ignored(`duplicate evidence from ${e.observer} (${tally})`);
+    if (!refreshUseful)
+      return ignored("DuplicateEvidence", `duplicate evidence from ${e.observer} (${tally})`);
     return write(inc, d, { ...base, evidence }, `suspected ${d.node}: ${tally}`);
   }
 
@@ -137,7 +145,7 @@ function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): De
   const alive = heartbeatAfterStreak(view.heartbeat?.renewTime, fresh, policy.suspicion.heartbeatVeto);
   if (alive) {
     const tally = `${fresh.length} observers miss ${d.node}, but it renewed its heartbeat at ${alive} (after the misses began): partitioned from its peers, not dead`;
-    if (!refreshUseful) return ignored(tally);
+    if (!refreshUseful) return ignored("HeartbeatSeen", tally);
     return write(
       inc,
       d,
@@ -154,7 +162,8 @@ function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at
   const verdict = guards(d, view, now);
   if (!verdict.ok) {
     if (current?.phase === "Blocked" && current.reason === verdict.reason) {
-      if (!refreshUseful) return ignored(`still blocked (${verdict.reason}): ${verdict.message}`);
+      if (!refreshUseful)
+        return ignored("StillBlocked", `still blocked (${verdict.reason}): ${verdict.message}`);
       return write(inc, d, { ...current, evidence }, `still blocked (${verdict.reason}), evidence refreshed`);
     }
     const status = transition({ ...base, evidence }, "Blocked", nowIso, {
@@ -226,7 +235,11 @@ function write(
     action = { kind: "createIncident", incident: newIncident(d.node, d.bootId, status) };
   } else {
     const rv = inc.metadata.resourceVersion;
-    if (!rv) return rejected(`incident ${inc.metadata.name} was read without a resourceVersion`);
+    if (!rv)
+      return rejected(
+        "MissingResourceVersion",
+        `incident ${inc.metadata.name} was read without a resourceVersion`,
+      );
     action = { kind: "updateIncidentStatus", name: inc.metadata.name, expectedResourceVersion: rv, status };
   }
   return processed(detail, [action], emit);

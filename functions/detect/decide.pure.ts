@@ -29,7 +29,7 @@ export function decide(input: DecideInput<FfEvent>): Decision {
     case EVENT_TYPES.nodeCondition:
       return onCondition(ev.data, input);
     default:
-      return ignored(`detect does not handle ${ev.type}`);
+      return ignored("UnhandledEventType", `detect does not handle ${ev.type}`);
   }
 }
 
@@ -45,25 +45,26 @@ function screenObserved(
   now: number,
 ): Decision | undefined {
   const s = policy.suspicion;
-  if (d.result === "restored") return ignored(`probe restored by ${d.observer.replica}: nothing to suspect`);
+  if (d.result === "restored")
+    return ignored("ProbeRestored", `probe restored by ${d.observer.replica}: nothing to suspect`);
   if (d.observer.node === d.target)
-    return ignored(`observer ${d.observer.replica} runs on ${d.target} itself`);
+    return ignored("ObserverOnNode", `observer ${d.observer.replica} runs on ${d.target} itself`);
   const at = ms(d.at);
   if (now - at > s.maxEventAgeMs)
-    return ignored(`stale observation: ${now - at} ms old (max ${s.maxEventAgeMs})`);
+    return ignored("StaleEvent", `stale observation: ${now - at} ms old (max ${s.maxEventAgeMs})`);
   const streakStart = ms(d.firstMissAt ?? d.at);
   const threshold = s.missThreshold;
   if (d.consecutiveMisses < threshold)
-    return ignored(`below threshold: ${d.consecutiveMisses}/${threshold} misses`);
+    return ignored("TooFewMisses", `below threshold: ${d.consecutiveMisses}/${threshold} misses`);
   const elapsed = at - streakStart;
   if (elapsed < s.minSuspectMs)
-    return ignored(`below threshold: streak ${elapsed} ms < ${s.minSuspectMs} ms`);
+    return ignored("StreakTooShort", `below threshold: streak ${elapsed} ms < ${s.minSuspectMs} ms`);
   // Emit on the crossing (the first miss meeting both criteria) and every repeatEvery misses after.
   const prevElapsed = elapsed - policy.probe.intervalMs;
   const crossing = d.consecutiveMisses === threshold || prevElapsed < s.minSuspectMs;
   const repeat = (d.consecutiveMisses - threshold) % s.repeatEvery === 0;
   if (!crossing && !repeat)
-    return ignored(`already suspected at this streak (${d.consecutiveMisses} misses)`);
+    return ignored("SuspicionNotDue", `already suspected at this streak (${d.consecutiveMisses} misses)`);
   return undefined;
 }
 
@@ -87,13 +88,16 @@ function onObserved(
   const early = screenObserved(d, view.policy, now);
   if (early) return early;
   const node = view.node;
-  if (!node) return ignored(`node ${d.target} is not in the API`);
+  if (!node) return ignored("NodeNotFound", `node ${d.target} is not in the API`);
   const streakStart = ms(d.firstMissAt ?? d.at);
   if (node.bootIdSince && streakStart < ms(node.bootIdSince)) {
-    return ignored(`stale incarnation: miss streak began before ${d.target} booted ${node.bootId}`);
+    return ignored(
+      "StaleIncarnation",
+      `stale incarnation: miss streak began before ${d.target} booted ${node.bootId}`,
+    );
   }
   const past = pastSuspicion(view.incident, node.bootId);
-  if (past) return ignored(past);
+  if (past) return ignored("PhasePassed", past);
   const evidence: Evidence = {
     observer: d.observer.replica,
     observerNode: d.observer.node,
@@ -111,29 +115,35 @@ function onCondition(
   { view, now }: DecideInput<FfEvent>,
 ): Decision {
   const policy = view.policy.suspicion;
-  if (d.change === "bootId") return ignored("boot ID change: recover's business");
-  if (!policy.countNodeCondition) return ignored("policy: node conditions do not count as observers");
+  if (d.change === "bootId") return ignored("BootIdChanged", "boot ID change: recover's business");
+  if (!policy.countNodeCondition)
+    return ignored("ConditionsNotCounted", "policy: node conditions do not count as observers");
   const node = view.node;
-  if (!node) return ignored(`node ${d.node} is not in the API`);
+  if (!node) return ignored("NodeNotFound", `node ${d.node} is not in the API`);
   if (node.bootId !== d.bootId)
-    return ignored(`stale incarnation: event for boot ${d.bootId}, node now ${node.bootId}`);
+    return ignored(
+      "StaleIncarnation",
+      `stale incarnation: event for boot ${d.bootId}, node now ${node.bootId}`,
+    );
   const at = ms(d.at);
-  if (now - at > policy.maxEventAgeMs) return ignored(`stale condition event: ${now - at} ms old`);
+  if (now - at > policy.maxEventAgeMs)
+    return ignored("StaleEvent", `stale condition event: ${now - at} ms old`);
   const past = pastSuspicion(view.incident, node.bootId);
   let reason: NodeSuspected["reason"];
   let kind: Evidence["kind"];
   if (d.change === "ready") {
-    if (d.ready === "True") return ignored(`${d.node} is Ready`);
+    if (d.ready === "True") return ignored("NodeReady", `${d.node} is Ready`);
     reason = "NotReady";
     kind = "condition";
   } else {
     const renew = ms(d.leaseRenewAt);
-    if (!Number.isFinite(renew)) return ignored("lease change without renewTime");
-    if (now - renew < policy.leaseStaleMs) return ignored(`kubelet lease renewed ${now - renew} ms ago`);
+    if (!Number.isFinite(renew)) return ignored("LeaseNotStale", "lease change without renewTime");
+    if (now - renew < policy.leaseStaleMs)
+      return ignored("LeaseNotStale", `kubelet lease renewed ${now - renew} ms ago`);
     reason = "LeaseStale";
     kind = "lease";
   }
-  if (past) return ignored(past);
+  if (past) return ignored("PhasePassed", past);
   return suspect(d.node, node.bootId, reason, {
     observer: d.observer.replica,
     observerNode: d.observer.node,

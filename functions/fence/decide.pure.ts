@@ -30,6 +30,7 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { ErrorCode } from "../../core/errors.ts";
+import type { RejectCode } from "../../core/reasons.ts";
 import { resolveLevels, type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
@@ -61,19 +62,24 @@ export function locate(event: FfEvent): ViewRequest {
 export function decide(input: FenceDecideInput): Decision {
   const ev = input.event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.fenceRequested && ev.type !== EVENT_TYPES.fenceFailed) {
-    return ignored(`fence does not handle ${ev.type}`);
+    return ignored("UnhandledEventType", `fence does not handle ${ev.type}`);
   }
   const { view, now, self } = input;
   const policy = view.policy;
   const name = ev.data.incident;
   const inc = view.incident;
   if (!inc || inc.metadata.name !== name)
-    return ignored(`no incident ${name} in the API: an event alone fences nothing (S6)`);
+    return ignored("IncidentNotFound", `no incident ${name} in the API: an event alone fences nothing (S6)`);
   const st = statusOf(inc);
   const node = view.node;
-  if (!node) return ignored(`node ${inc.spec.nodeName} is not in the API: cannot verify its incarnation`);
+  if (!node)
+    return ignored(
+      "NodeNotFound",
+      `node ${inc.spec.nodeName} is not in the API: cannot verify its incarnation`,
+    );
   if (node.bootId !== inc.spec.bootId) {
     return ignored(
+      "StaleIncarnation",
       `stale incarnation: ${node.name} booted ${node.bootId} since incident boot ${inc.spec.bootId}; not powering off (S3)`,
     );
   }
@@ -85,37 +91,50 @@ export function decide(input: FenceDecideInput): Decision {
   const drivenByOther = lease?.holder && lease.holder !== self.replica && leaseExpires > now;
   if (st.phase === "Confirmed") {
     if (ev.type !== EVENT_TYPES.fenceRequested)
-      return ignored(`fence.failed for an incident in phase Confirmed`);
+      return ignored("WrongPhase", `fence.failed for an incident in phase Confirmed`);
     // Another replica took the lease and is about to record phase Fencing: it drives.
     if (drivenByOther)
-      return ignored(`fencing of ${name} starting by ${lease.holder} (lease until ${iso(leaseExpires)})`);
+      return ignored(
+        "DrivenByOtherReplica",
+        `fencing of ${name} starting by ${lease.holder} (lease until ${iso(leaseExpires)})`,
+      );
     round = 1;
   } else if (st.phase === "FenceFailed") {
     if (ev.type !== EVENT_TYPES.fenceFailed)
-      return ignored(`incident ${name} already FenceFailed (retries follow fence.failed)`);
+      return ignored("PhasePassed", `incident ${name} already FenceFailed (retries follow fence.failed)`);
     if (ev.data.round !== st.round)
-      return ignored(`fence.failed of round ${ev.data.round}, incident is at round ${st.round}`);
+      return ignored(
+        "StaleRound",
+        `fence.failed of round ${ev.data.round}, incident is at round ${st.round}`,
+      );
     if (ev.data.final || st.round >= policy.fencing.maxRounds)
-      return ignored(`fencing of ${name} gave up after ${st.round} rounds`);
+      return ignored("FencingGaveUp", `fencing of ${name} gave up after ${st.round} rounds`);
     round = st.round + 1;
     const notBefore = ms(st.retryNotBefore);
     if (Number.isFinite(notBefore) && notBefore > now) waitUntil = notBefore;
   } else if (st.phase === "Fencing") {
     if (drivenByOther)
-      return ignored(`fencing of ${name} in progress by ${lease.holder} (lease until ${iso(leaseExpires)})`);
-    if (lease?.holder === self.replica) return ignored(`fencing of ${name} already driven by this replica`);
+      return ignored(
+        "DrivenByOtherReplica",
+        `fencing of ${name} in progress by ${lease.holder} (lease until ${iso(leaseExpires)})`,
+      );
+    if (lease?.holder === self.replica)
+      return ignored("DrivenByThisReplica", `fencing of ${name} already driven by this replica`);
     round = Math.max(st.round, 1); // take over the round of a driver whose lease expired
   } else {
-    return ignored(`incident ${name} already ${st.phase}`);
+    // Suspected/Blocked: confirm has not confirmed it (an early or forged request); later
+    // phases: fencing already happened (a duplicate or reordered request).
+    const early = st.phase === "Suspected" || st.phase === "Blocked";
+    return ignored(early ? "WrongPhase" : "PhasePassed", `incident ${name} already ${st.phase}`);
   }
 
-  const trust = checkConfirmation(inc, st, node, policy, input.trustedConfirmers);
-  if (trust) return rejected(trust);
+  const distrust = checkConfirmation(inc, st, node, policy, input.trustedConfirmers);
+  if (distrust) return rejected(distrust.code, distrust.reason);
 
   const levels = resolveLevels(policy, node, input.discoveredLevels);
   const leaseName = fenceLeaseName(node.name);
   const rv = inc.metadata.resourceVersion;
-  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   if (!levels) {
     const status = transition(st, "FenceFailed", iso(now), {
       reason: "NoFencingLevels",
@@ -172,15 +191,22 @@ function checkConfirmation(
   node: NodeInfo,
   policy: FencingPolicySpec,
   trusted: readonly string[],
-): string | undefined {
+): { code: RejectCode; reason: string } | undefined {
   if (!st.confirmedBy || !trusted.includes(st.confirmedBy)) {
-    return `incident ${inc.metadata.name} confirmedBy "${st.confirmedBy ?? ""}" is not a trusted confirm identity (S6)`;
+    return {
+      code: "UntrustedConfirmation",
+      reason: `incident ${inc.metadata.name} confirmedBy "${st.confirmedBy ?? ""}" is not a trusted confirm identity (S6)`,
+    };
   }
   const confirmedAt = ms(st.timestamps.confirmed);
-  if (!Number.isFinite(confirmedAt)) return `incident ${inc.metadata.name} has no confirmed timestamp`;
+  if (!Number.isFinite(confirmedAt))
+    return { code: "NoConfirmationTime", reason: `incident ${inc.metadata.name} has no confirmed timestamp` };
   const fresh = freshIndependentEvidence(st.evidence, node.name, confirmedAt, policy);
   if (!hasQuorum(fresh, policy)) {
-    return `incident ${inc.metadata.name} records ${fresh.length} independent observers, quorum is ${policy.corroboration.quorum} (S2)`;
+    return {
+      code: "ConfirmationBelowQuorum",
+      reason: `incident ${inc.metadata.name} records ${fresh.length} independent observers, quorum is ${policy.corroboration.quorum} (S2)`,
+    };
   }
   return undefined;
 }
@@ -225,11 +251,11 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
   const name = inc.metadata.name;
   const st = statusOf(inc);
   if (st.phase !== "Fencing")
-    return ignored(`incident ${name} is ${st.phase}, not Fencing: result not recorded`);
+    return ignored("PhasePassed", `incident ${name} is ${st.phase}, not Fencing: result not recorded`);
   if (st.fencingBy !== self.replica)
-    return ignored(`incident ${name} is driven by ${st.fencingBy ?? "nobody"} now`);
+    return ignored("DrivenByOtherReplica", `incident ${name} is driven by ${st.fencingBy ?? "nobody"} now`);
   const rv = inc.metadata.resourceVersion;
-  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const attempts = [...st.attempts, ...result.attempts].slice(-50);
   const release: Action = {
     kind: "releaseLease",

@@ -42,7 +42,7 @@ export function decide(input: RecoverDecideInput): Decision {
     case EVENT_TYPES.workloadsReleased:
       return onReleased(ev.data, input);
     default:
-      return ignored(`recover does not handle ${ev.type}`);
+      return ignored("UnhandledEventType", `recover does not handle ${ev.type}`);
   }
 }
 
@@ -50,19 +50,21 @@ function onCondition(
   d: DataOf<typeof EVENT_TYPES.nodeCondition>,
   { view, now }: DecideInput<FfEvent>,
 ): Decision {
-  if (d.ready !== "True") return ignored(`${d.node} is not Ready`);
+  if (d.ready !== "True") return ignored("NodeNotReady", `${d.node} is not Ready`);
   const inc = view.incident;
-  if (!inc) return ignored(`no open incident for ${d.node}`);
+  if (!inc) return ignored("IncidentNotFound", `no open incident for ${d.node}`);
   const st = statusOf(inc);
   const name = inc.metadata.name;
-  if (isTerminal(st.phase)) return ignored(`incident ${name} already ${st.phase}`);
+  if (isTerminal(st.phase)) return ignored("PhasePassed", `incident ${name} already ${st.phase}`);
   const current = view.node?.bootId ?? d.bootId;
-  if (d.bootId !== current) return ignored(`stale condition event for boot ${d.bootId}; node now ${current}`);
+  if (d.bootId !== current)
+    return ignored("StaleIncarnation", `stale condition event for boot ${d.bootId}; node now ${current}`);
   if (current === inc.spec.bootId)
-    return ignored(`${d.node} Ready with the incident's own boot ${current}: not a recovery`);
-  if (st.phase === "Fencing") return ignored(`fencing of ${name} in progress; recovery waits for its result`);
+    return ignored("NotARecovery", `${d.node} Ready with the incident's own boot ${current}: not a recovery`);
+  if (st.phase === "Fencing")
+    return ignored("FencingInProgress", `fencing of ${name} in progress; recovery waits for its result`);
   const rv = inc.metadata.resourceVersion;
-  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const fenced = st.phase === "FencedOff" || st.phase === "Released" || st.phase === "FenceFailed";
   const to = fenced ? "Recovered" : "Closed";
   const taintRemoved = st.phase === "FencedOff" || st.phase === "Released";
@@ -91,17 +93,22 @@ function onReleased(
   { view, now, discoveredLevels }: RecoverDecideInput,
 ): Decision {
   const inc = view.incident;
-  if (!inc || inc.metadata.name !== d.incident) return ignored(`no incident ${d.incident} in the API`);
+  if (!inc || inc.metadata.name !== d.incident)
+    return ignored("IncidentNotFound", `no incident ${d.incident} in the API`);
   const st = statusOf(inc);
-  if (st.phase !== "Released") return ignored(`incident ${d.incident} is ${st.phase}, not Released`);
-  if (!view.policy.powerOnAfterFence) return ignored("policy powerOnAfterFence is off: the node stays off");
-  if (st.powerOnRequestedAt) return ignored(`power-on already requested at ${st.powerOnRequestedAt}`);
+  if (st.phase !== "Released")
+    return ignored("WrongPhase", `incident ${d.incident} is ${st.phase}, not Released`);
+  if (!view.policy.powerOnAfterFence)
+    return ignored("PowerOnDisabled", "policy powerOnAfterFence is off: the node stays off");
+  if (st.powerOnRequestedAt)
+    return ignored("PowerOnRequested", `power-on already requested at ${st.powerOnRequestedAt}`);
   if (view.node && view.node.bootId !== inc.spec.bootId)
-    return ignored(`${d.node} is already back (boot ${view.node.bootId})`);
+    return ignored("StaleIncarnation", `${d.node} is already back (boot ${view.node.bootId})`);
   const levels = resolveLevels(view.policy, view.node ?? { name: d.node }, discoveredLevels);
-  if (!levels) return ignored(`no fencing levels for ${d.node}: cannot power it on`);
+  if (!levels) return ignored("NoFencingLevels", `no fencing levels for ${d.node}: cannot power it on`);
   const rv = inc.metadata.resourceVersion;
-  if (!rv) return rejected(`incident ${d.incident} was read without a resourceVersion`);
+  if (!rv)
+    return rejected("MissingResourceVersion", `incident ${d.incident} was read without a resourceVersion`);
   // Claim first (resourceVersion-guarded), so a duplicate delivery does not power on twice.
   const status = { ...st, powerOnRequestedAt: iso(now) };
   return processed(`powering ${d.node} back on`, [

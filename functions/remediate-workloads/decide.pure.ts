@@ -32,24 +32,31 @@ export function locate(event: FfEvent): ViewRequest {
 
 export function decide(input: DecideInput<FfEvent>): Decision {
   const ev = input.event as AnyFfEvent;
-  if (ev.type !== EVENT_TYPES.nodeFenced) return ignored(`remediate-workloads does not handle ${ev.type}`);
+  if (ev.type !== EVENT_TYPES.nodeFenced)
+    return ignored("UnhandledEventType", `remediate-workloads does not handle ${ev.type}`);
   const { view } = input;
   const name = ev.data.incident;
   const inc = view.incident;
   if (!inc || inc.metadata.name !== name)
-    return ignored(`no incident ${name} in the API: an event alone releases nothing`);
+    return ignored("IncidentNotFound", `no incident ${name} in the API: an event alone releases nothing`);
   const st = statusOf(inc);
   if (st.phase === "Released" || st.phase === "Recovered" || st.phase === "Closed") {
-    return ignored(`incident ${name} already ${st.phase}`);
+    return ignored("PhasePassed", `incident ${name} already ${st.phase}`);
   }
   if (st.phase !== "FencedOff")
-    return ignored(`incident ${name} is ${st.phase}, not FencedOff: workloads stay (S1)`);
+    return ignored("WrongPhase", `incident ${name} is ${st.phase}, not FencedOff: workloads stay (S1)`);
   const proof = confirmingAttempt(st.attempts);
   if (!st.powerOffConfirmedAt || !proof) {
-    return rejected(`incident ${name} is FencedOff without a recorded Off read-back: workloads stay (S1)`);
+    return rejected(
+      "PowerOffUnproven",
+      `incident ${name} is FencedOff without a recorded Off read-back: workloads stay (S1)`,
+    );
   }
   if (view.node && view.node.bootId !== inc.spec.bootId) {
-    return ignored(`${inc.spec.nodeName} already runs a new boot ${view.node.bootId}: nothing to release`);
+    return ignored(
+      "StaleIncarnation",
+      `${inc.spec.nodeName} already runs a new boot ${view.node.bootId}: nothing to release`,
+    );
   }
   const node = inc.spec.nodeName;
   const r = view.policy.remediation;
@@ -80,9 +87,10 @@ export function onReleased(input: ReleasedInput): Decision {
   const { incident: inc, counts, now } = input;
   const name = inc.metadata.name;
   const st = statusOf(inc);
-  if (st.phase !== "FencedOff") return ignored(`incident ${name} is ${st.phase}, not FencedOff`);
+  if (st.phase !== "FencedOff")
+    return ignored("PhasePassed", `incident ${name} is ${st.phase}, not FencedOff`);
   const rv = inc.metadata.resourceVersion;
-  if (!rv) return rejected(`incident ${name} was read without a resourceVersion`);
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const status = transition(st, "Released", iso(now), {
     released: { taint: TAINT_STRING, ...counts },
     reason: "WorkloadsReleased",

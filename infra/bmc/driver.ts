@@ -111,18 +111,6 @@ export class BmcProtocolError extends BmcError {
   }
 }
 
-/** Removes userinfo (user:password@) from a URL string so it can be shown. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = "";
-    u.password = "";
-    return u.toString().replace(/\/$/, "");
-  } catch {
-    return url.replace(/\/\/[^@/]*@/, "//");
-  }
-}
-
 /**
  * An AbortSignal that fires on the caller's signal or after timeoutMs, whichever comes
  * first; `timedOut()` tells the two apart. Call `done()` to clear the timer.

@@ -1,5 +1,5 @@
 // Node-level reads and the release actions of remediate-workloads and recover: read a
-// node's incarnation (boot ID), readiness and roles; set or remove the out-of-service
+// node's incarnation (boot ID), readiness and labels; set or remove the out-of-service
 // taint (resourceVersion-guarded replace, retried on conflict with a fresh read); force-
 // delete the node's pods, its VolumeAttachments and the KubeVirt VMIs that ran there.
 // It never decides whether releasing is safe: callers do that from incident state (S1).
@@ -12,14 +12,13 @@ export const OUT_OF_SERVICE_TAINT: V1Taint = {
   value: "nodeshutdown",
   effect: "NoExecute",
 };
-const CONTROL_PLANE_LABELS = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"];
 
 export interface NodeInfo {
   name: string;
   bootId: string;
   /** The Ready condition's status ("Unknown" when absent). */
   ready: "True" | "False" | "Unknown";
-  controlPlane: boolean;
+  /** Roles are read from these by policy (controlPlane.roleLabels, core/rules.ts isControlPlane). */
   labels: Record<string, string>;
   taints: V1Taint[];
   resourceVersion: string;
@@ -33,7 +32,6 @@ export function nodeInfo(n: V1Node): NodeInfo {
     name: n.metadata?.name ?? "",
     bootId: n.status?.nodeInfo?.bootID ?? "",
     ready,
-    controlPlane: CONTROL_PLANE_LABELS.some((l) => l in labels),
     labels,
     taints: n.spec?.taints ?? [],
     resourceVersion: n.metadata?.resourceVersion ?? "",

@@ -1,7 +1,8 @@
 // Builds dead-letter records in the catalog's DeadLetter shape (events/schemas.ts): the
-// reason and error code, which consumer gave up, where the original came from, and the
-// original bytes and headers — so nothing received is ever lost (S5). Pure.
-import type { FastfenceError } from "../../core/errors.ts";
+// reason and error code (and, for an event a stage rejected, the outcome's stable reason
+// code), which consumer gave up, where the original came from, and the original bytes and
+// headers — so nothing received is ever lost (S5). Pure.
+import { RejectedEventError, type FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { DeadLetter } from "../../events/schemas.ts";
 
@@ -23,6 +24,7 @@ export function deadLetterRecord(
   const body: DeadLetter = {
     reason: error.message,
     code: error.code,
+    ...(error instanceof RejectedEventError ? { reasonCode: error.reasonCode } : {}),
     ...(issues.length ? { issues } : {}),
     ...origin,
     ...(original.key !== null ? { key: original.key } : {}),
@@ -36,6 +38,7 @@ export function deadLetterRecord(
     headers: {
       "content-type": "application/json",
       "fastfence-dlq-code": error.code,
+      ...(error instanceof RejectedEventError ? { "fastfence-dlq-reason-code": error.reasonCode } : {}),
       "fastfence-dlq-consumer": origin.consumer,
     },
   };

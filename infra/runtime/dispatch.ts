@@ -2,9 +2,15 @@
 // validate against the catalog, skip types the function does not subscribe to, run the
 // handler with a deadline, retry retriable failures with backoff, and turn everything
 // into exactly one recorded outcome (S5): processed / ignored with the emitted events,
-// or a dead-letter record with the reason. It never throws for bad input, and it never
-// drops an event silently.
-import { FastfenceError, InvalidInputError, asFastfenceError } from "../../core/errors.ts";
+// or a dead-letter record with the reason (a rejected outcome's stable code included).
+// Every ignored or rejected log line carries the outcome's code (core/reasons.ts). It
+// never throws for bad input, and it never drops an event silently.
+import {
+  FastfenceError,
+  InvalidInputError,
+  RejectedEventError,
+  asFastfenceError,
+} from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import type { EventHandler, FunctionDefinition, Outcome } from "../../functions/contract.ts";
@@ -41,6 +47,7 @@ export const DEFAULT_DISPATCH: DispatchConfig = {
 export type DispatchResult =
   | { kind: "done"; event: FfEvent; outcome: Outcome; emitted: FfEvent[] }
   | { kind: "skipped"; event: FfEvent }
+  /** `error` is a RejectedEventError (with the outcome's code) when the handler rejected the event. */
   | { kind: "dead-letter"; event?: FfEvent; error: FastfenceError };
 
 export interface Dispatcher {
@@ -139,9 +146,9 @@ export function createDispatcher(opts: {
         metrics.stageLatencySeconds.observe({ function: fn, type: event.type }, Math.max(0, lag));
       metrics.outcomes.inc({ function: fn, outcome: result.outcome.kind });
       if (result.outcome.kind === "rejected") {
-        const e = new FastfenceError("FF_INVALID_EVENT", result.outcome.reason);
+        const e = new RejectedEventError(result.outcome.code, result.outcome.reason);
         metrics.deadLettered.inc({ function: fn, code: e.code });
-        elog.warn({ reason: result.outcome.reason }, "event rejected; dead-lettered");
+        elog.warn({ outcome: result.outcome }, "event rejected; dead-lettered");
         return { kind: "dead-letter", event, error: e };
       }
       const now = clock.now();

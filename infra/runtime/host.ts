@@ -26,7 +26,12 @@ import type { CatalogView } from "./dispatch.ts";
 import { startHttpRuntime } from "./http-runtime.ts";
 import { startKafkaRuntime } from "./kafka-runtime.ts";
 
-/** The catalog as the runtimes see it; `singleTopic` sends every event to one topic (Knative broker). */
+/**
+ * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative
+ * broker's topic) puts every event on one topic: the HTTP runtime publishes its extra
+ * events there, the Kafka runtime consumes from and publishes to it. Dead letters keep
+ * their own topic.
+ */
 export function catalogViewFor(singleTopic?: string): CatalogView {
   return singleTopic ? { ...catalogView, topicOf: () => singleTopic } : catalogView;
 }
@@ -132,7 +137,7 @@ export async function hostFunction(opts: {
       def,
       handler,
       bus: bus!,
-      catalog: catalogView,
+      catalog,
       clock,
       log,
       metrics,

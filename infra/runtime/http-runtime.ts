@@ -5,11 +5,12 @@
 // HTTP reply carries one event. Malformed input gets a 400 with a JSON body naming each
 // problem; a retriable failure gets 503 so the Knative dispatcher retries; a dead-letter
 // outcome of a valid event gets 422 (not retried; the broker's dead-letter sink keeps
-// it). Also serves /health/readiness, /health/liveness and /metrics. It never crashes
-// on a request, whatever the body.
+// it), with the stage's reason code when it rejected the event. Also serves
+// /health/readiness, /health/liveness and /metrics. It never crashes on a request,
+// whatever the body.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { InvalidInputError } from "../../core/errors.ts";
+import { InvalidInputError, RejectedEventError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { decodeHttp, encodeHttp } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
@@ -92,7 +93,11 @@ export async function startHttpRuntime(opts: {
         const issues = e instanceof InvalidInputError ? e.issues : [];
         return json(res, 400, { error: e.code, message: e.message, issues });
       }
-      return json(res, e.retriable ? 503 : 422, { error: e.code, message: e.message });
+      return json(res, e.retriable ? 503 : 422, {
+        error: e.code,
+        ...(e instanceof RejectedEventError ? { reasonCode: e.reasonCode } : {}),
+        message: e.message,
+      });
     }
     const [first, ...rest] = result.emitted;
     if (rest.length) {

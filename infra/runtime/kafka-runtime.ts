@@ -1,10 +1,12 @@
-// Hosts one function as a plain Kafka consumer (local runner, lab, tests). Each record
-// goes through the shared dispatcher; emitted events are published to their catalog
-// topics and the offset is committed only after that (at-least-once; handlers are
-// idempotent through resourceVersion-guarded writes); copies of a fact it already
-// handled (events/catalog.ts factKey) are skipped. Invalid or failed records go to the
-// dead-letter topic with the original bytes. It never commits an offset for a record
-// whose outcome was not recorded.
+// Hosts one function as a plain Kafka consumer (local runner, lab, tests). It consumes
+// from, and publishes to, the topics its CatalogView names: the catalog's per-stage
+// topics, or the one FASTFENCE_KAFKA_TOPIC (host.ts catalogViewFor). Each record goes
+// through the shared dispatcher; emitted events are published and the offset is
+// committed only after that (at-least-once; handlers are idempotent through
+// resourceVersion-guarded writes); copies of a fact it already handled (events/catalog.ts
+// factKey) are skipped. Invalid, failed or rejected records go to the dead-letter topic
+// with the original bytes (a rejected one with the stage's reason code). It never
+// commits an offset for a record whose outcome was not recorded.
 import { FastfenceError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { acksFor, factKey } from "../../events/catalog.ts";
@@ -56,6 +58,19 @@ export interface KafkaRuntime {
   stop(): Promise<void>;
 }
 
+/**
+ * The topics a function's consumer reads: wherever the catalog view publishes the event
+ * types it subscribes to. With the catalog's topics these are its subscriptions' topics;
+ * with a single topic (catalogViewFor(FASTFENCE_KAFKA_TOPIC)) that one topic, so a
+ * function consumes from the same topic it and its peers publish to.
+ */
+export function consumedTopics(
+  def: Pick<FunctionDefinition, "subscriptions">,
+  catalog: Pick<CatalogView, "topicOf">,
+): string[] {
+  return [...new Set(def.subscriptions.flatMap((s) => s.types.map((t) => catalog.topicOf(t))))];
+}
+
 export async function startKafkaRuntime(opts: {
   def: FunctionDefinition<never> | FunctionDefinition<unknown>;
   handler: EventHandler;
@@ -72,7 +87,7 @@ export async function startKafkaRuntime(opts: {
   const source = `/fastfence/${def.name}/${config.replica}`;
   const dispatcher = createDispatcher({ ...opts, source, config: config.dispatch ?? {} });
   const stopping = new AbortController();
-  const topics = [...new Set(def.subscriptions.map((s) => s.topic))];
+  const topics = consumedTopics(def, catalog);
   const groupId =
     config.groupMode === "shared" ? `fastfence-${def.name}` : `fastfence-${def.name}-${config.replica}`;
 

@@ -101,11 +101,11 @@ class StaleView extends FastfenceError {
 }
 
 function toCoreNode(n: KubeNodeInfo): NodeInfo {
-  return { name: n.name, bootId: n.bootId, ready: n.ready, controlPlane: n.controlPlane, labels: n.labels };
+  return { name: n.name, bootId: n.bootId, ready: n.ready, labels: n.labels };
 }
 
 /** How many times a stale view is re-read and re-decided before giving up (retriable). */
-const MAX_REDECIDE = 4;
+export const MAX_REDECIDE = 4;
 
 export function stageHandler(
   stage: PureStage<DecideInput<FfEvent>>,
@@ -308,7 +308,11 @@ export function stageHandler(
         if (err instanceof StaleView) {
           // Another replica won every race: its outcome is recorded; ours is a duplicate.
           return {
-            outcome: { kind: "ignored", reason: `lost ${round} races to other replicas: ${err.message}` },
+            outcome: {
+              kind: "ignored",
+              code: "LostRaces",
+              reason: `lost ${round} races to other replicas: ${err.message}`,
+            },
             emit: [],
           };
         }

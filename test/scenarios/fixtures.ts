@@ -55,7 +55,7 @@ export function node(name: string, opts: Partial<NodeInfo> = {}): NodeInfo {
     name,
     bootId: (BOOT as Record<string, string>)[name] ?? `${name}-boot-0000`,
     ready: "True",
-    controlPlane: true,
+    // a control-plane node under the default policy (controlPlane.roleLabels)
     labels: { "fastfence.io/fence": "true", "node-role.kubernetes.io/control-plane": "" },
     ...opts,
   };

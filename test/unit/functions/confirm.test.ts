@@ -1,11 +1,14 @@
-// confirm: corroboration (S2), stale incarnation, storm guard (S4), control-plane quorum,
-// duplicates — a table of named cases. Each case: the suspicion, the incident state, the
-// expected phase written (or the ignore reason) and the emitted event type.
+// confirm: corroboration (S2), stale incarnation, storm guard (S4), control-plane quorum
+// (with the policy's control-plane role labels), duplicates — a table of named cases. Each
+// case: the suspicion, the incident state, the expected phase written (or the ignore
+// code) and the emitted event type.
 import { describe, expect, test } from "vitest";
 import { clusterNeeded, decide } from "../../../functions/confirm/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { Action } from "../../../core/decision.ts";
 import type { NodeFenceStatus } from "../../../core/incident.ts";
+import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
+import { isControlPlane } from "../../../core/rules.ts";
 import {
   BOOT,
   CONFIRM,
@@ -32,13 +35,20 @@ interface Case {
     write?: "create" | "update";
     phase?: NodeFenceStatus["phase"];
     emit?: string;
-    ignored?: string;
-    rejected?: string;
+    ignored?: IgnoreCode;
+    rejected?: RejectCode;
     evidence?: number;
   };
 }
 
 const a = node("a");
+/** A node without a control-plane role label (a worker under every policy below). */
+const worker = (name: string, opts: Parameters<typeof node>[1] = {}) =>
+  node(name, { labels: { "fastfence.io/fence": "true" }, ...opts });
+/** A node whose only role label is `label`. */
+const labelled = (name: string, label: string, opts: Parameters<typeof node>[1] = {}) =>
+  node(name, { labels: { "fastfence.io/fence": "true", [label]: "" }, ...opts });
+const ETCD_LABEL = "example.com/etcd-member";
 const cases: Case[] = [
   {
     name: "first observer → incident created Suspected, no fence request",
@@ -63,7 +73,7 @@ const cases: Case[] = [
     name: "duplicate suspicion (same observer, fresh) → no write",
     event: suspected("b", "a", NOW),
     view: view({ node: a, incident: susp([evidence("b", "a", NOW)]) }),
-    expect: { ignored: "duplicate evidence" },
+    expect: { ignored: "DuplicateEvidence" },
   },
   {
     name: "two replicas on one observer node count once",
@@ -81,7 +91,7 @@ const cases: Case[] = [
     name: "observer on the suspected node is not counted",
     event: suspected("a", "a", NOW),
     view: view({ node: a, incident: susp([evidence("b", "a", NOW - 100)]) }),
-    expect: { ignored: "not independent" },
+    expect: { ignored: "ObserverOnNode" },
   },
   {
     name: "stored evidence from the suspected node itself does not make quorum",
@@ -99,13 +109,13 @@ const cases: Case[] = [
     name: "stale evidence in the event → ignored",
     event: suspected("c", "a", NOW - 6000),
     view: view({ node: a }),
-    expect: { ignored: "stale evidence" },
+    expect: { ignored: "StaleEvent" },
   },
   {
     name: "stale incarnation: suspicion from before the node's reboot",
     event: suspected("c", "a", NOW, BOOT.a),
     view: view({ node: node("a", { bootId: NEW_BOOT }) }),
-    expect: { ignored: "stale incarnation" },
+    expect: { ignored: "StaleIncarnation" },
   },
   {
     name: "probe + Ready=Unknown (API observer) make two independent observers",
@@ -127,25 +137,20 @@ const cases: Case[] = [
     name: "duplicate after Confirmed → ignored",
     event: suspected("c", "a", NOW),
     view: view({ node: a, incident: incident("a", { phase: "Confirmed" }) }),
-    expect: { ignored: "already Confirmed" },
+    expect: { ignored: "PhasePassed" },
   },
   {
     name: "reordered: suspicion arrives after FencedOff → ignored",
     event: suspected("b", "a", NOW),
     view: view({ node: a, incident: incident("a", { phase: "FencedOff" }) }),
-    expect: { ignored: "already FencedOff" },
+    expect: { ignored: "PhasePassed" },
   },
   {
     name: "storm guard: another node already fenced → Blocked + incident.blocked",
     event: suspected("c", "a", NOW),
     view: view({
-      node: node("a", { controlPlane: false }),
-      nodes: [
-        node("a", { controlPlane: false }),
-        node("b", { controlPlane: false }),
-        node("c", { controlPlane: false }),
-        node("d", { controlPlane: false }),
-      ],
+      node: worker("a"),
+      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
       openIncidents: [incident("b", { phase: "Released" })],
       incident: susp([evidence("d", "a", NOW - 100)]),
     }),
@@ -155,9 +160,9 @@ const cases: Case[] = [
     name: "storm guard allows 2 when maxConcurrentFenced=2 and maxFraction allows",
     event: suspected("c", "a", NOW),
     view: view({
-      node: node("a", { controlPlane: false }),
+      node: worker("a"),
       policy: policy({ stormGuard: { maxConcurrentFenced: 2, maxFraction: 0.5 } }),
-      nodes: ["a", "b", "c", "d"].map((n) => node(n, { controlPlane: false })),
+      nodes: ["a", "b", "c", "d"].map((n) => worker(n)),
       openIncidents: [incident("b", { phase: "Fencing" })],
       incident: susp([evidence("d", "a", NOW - 100)]),
     }),
@@ -181,6 +186,53 @@ const cases: Case[] = [
     expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
   },
   {
+    name: "control-plane quorum, default role labels: the legacy master label counts too → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: labelled("a", "node-role.kubernetes.io/master"),
+      policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
+      nodes: [
+        labelled("a", "node-role.kubernetes.io/master"),
+        labelled("b", "node-role.kubernetes.io/master", { ready: "Unknown" }),
+        labelled("c", "node-role.kubernetes.io/master"),
+      ],
+      incident: susp([evidence("b", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "control-plane quorum, custom roleLabels: nodes without that label are not control plane → Confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      policy: policy({
+        stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 },
+        controlPlane: { roleLabels: [ETCD_LABEL] },
+      }),
+      nodes: [a, node("b", { ready: "Unknown" }), node("c")],
+      incident: susp([evidence("b", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "control-plane quorum, custom roleLabels: nodes carrying it are control plane → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: labelled("a", ETCD_LABEL),
+      policy: policy({
+        stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 },
+        controlPlane: { roleLabels: [ETCD_LABEL] },
+      }),
+      nodes: [
+        labelled("a", ETCD_LABEL),
+        labelled("b", ETCD_LABEL, { ready: "Unknown" }),
+        labelled("c", ETCD_LABEL),
+      ],
+      incident: susp([evidence("b", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
     name: "already Blocked for the same reason → no write, no new event",
     event: suspected("c", "a", NOW),
     view: view({
@@ -193,7 +245,7 @@ const cases: Case[] = [
         evidence: [evidence("b", "a", NOW - 100), evidence("c", "a", NOW - 50)],
       }),
     }),
-    expect: { ignored: "still blocked" },
+    expect: { ignored: "StillBlocked" },
   },
   {
     name: "Blocked, guard cleared → Confirmed",
@@ -218,7 +270,7 @@ const cases: Case[] = [
     name: "unknown node → ignored",
     event: suspected("c", "a", NOW),
     view: view({}),
-    expect: { ignored: "not in the API" },
+    expect: { ignored: "NodeNotFound" },
   },
   {
     name: "partial partition: the node renewed its heartbeat after the misses began → not confirmed",
@@ -270,8 +322,11 @@ describe("confirm.decide", () => {
   test.each(cases.map((c) => [c.name, c] as const))("%s", (_n, c) => {
     const d = decide({ event: c.event, view: c.view, now: T0 + (c.now ?? NOW), self: CONFIRM });
     if (c.expect.ignored) {
-      expect(d.outcome).toMatchObject({ kind: "ignored" });
-      expect(d.outcome.kind === "ignored" && d.outcome.reason).toContain(c.expect.ignored);
+      expect(d.outcome).toMatchObject({
+        kind: "ignored",
+        code: c.expect.ignored,
+        reason: expect.any(String),
+      });
       expect(d.actions).toEqual([]);
       expect(d.emit).toEqual([]);
       return;
@@ -318,7 +373,7 @@ describe("confirm.clusterNeeded (the executor skips listing the cluster when fal
     }
   });
   test("a repeat suspicion for an incident already past Suspected needs no cluster lists", () => {
-    const c = cases.find((x) => x.expect.ignored?.includes("already"));
+    const c = cases.find((x) => x.expect.ignored === "PhasePassed");
     expect(c, "a case with an incident past Suspected").toBeDefined();
     expect(clusterNeeded(withoutCluster(c!))).toBe(false);
   });
@@ -326,5 +381,22 @@ describe("confirm.clusterNeeded (the executor skips listing the cluster when fal
     const c = cases.find((x) => x.expect.phase === "Confirmed");
     expect(c, "a case that confirms").toBeDefined();
     expect(clusterNeeded(withoutCluster(c!))).toBe(true);
+  });
+});
+
+describe("control-plane role labels (policy controlPlane.roleLabels)", () => {
+  test("the default policy keeps the well-known labels: control-plane and legacy master", () => {
+    expect(isControlPlane(labelled("x", "node-role.kubernetes.io/control-plane"), policy())).toBe(true);
+    expect(isControlPlane(labelled("x", "node-role.kubernetes.io/master"), policy())).toBe(true);
+    expect(isControlPlane(worker("x"), policy())).toBe(false);
+  });
+  test("a custom roleLabels replaces them: only nodes carrying one of its labels count", () => {
+    const p = policy({ controlPlane: { roleLabels: [ETCD_LABEL] } });
+    expect(isControlPlane(labelled("x", ETCD_LABEL), p)).toBe(true);
+    expect(isControlPlane(labelled("x", "node-role.kubernetes.io/control-plane"), p)).toBe(false);
+    expect(isControlPlane(labelled("x", "node-role.kubernetes.io/master"), p)).toBe(false);
+  });
+  test("an empty roleLabels list is refused (the etcd-quorum rule would silently never apply)", () => {
+    expect(() => policy({ controlPlane: { roleLabels: [] } })).toThrow();
   });
 });

@@ -4,6 +4,7 @@ import { describe, expect, test } from "vitest";
 import { decide, onPowerOffResult, type FenceDecideInput } from "../../../functions/fence/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { NodeFenceStatus } from "../../../core/incident.ts";
+import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
 import {
   FENCE,
   NEW_BOOT,
@@ -60,42 +61,43 @@ const input = (v: Partial<FenceDecideInput["view"]>, ev = req(), nowMs = NOW): F
   trustedConfirmers: TRUSTED,
 });
 
-type Expect = { fence: number } | { ignored: string } | { rejected: string } | { failedFinal: true };
+type Expect = { fence: number } | { ignored: IgnoreCode } | { rejected: RejectCode } | { failedFinal: true };
 const cases: [string, FenceDecideInput, Expect][] = [
   [
     "Confirmed by trusted confirm → lease, Fencing write, powerOff",
     input({ incident: confirmed("a") }),
     { fence: 1 },
   ],
-  [
-    "event alone, no incident in the API → nothing (S6)",
-    input({}),
-    { ignored: "an event alone fences nothing" },
-  ],
+  ["event alone, no incident in the API → nothing (S6)", input({}), { ignored: "IncidentNotFound" }],
   [
     "incident confirmedBy an untrusted identity → rejected (S6)",
     input({ incident: confirmed("a", 0, { confirmedBy: "system:serviceaccount:default:evil" }) }),
-    { rejected: "not a trusted confirm identity" },
+    { rejected: "UntrustedConfirmation" },
   ],
   [
     "incident Confirmed with one observer only → rejected (S2)",
     input({ incident: confirmed("a", 0, { evidence: [confirmed("a").status!.evidence[0]!] }) }),
-    { rejected: "quorum is 2" },
+    { rejected: "ConfirmationBelowQuorum" },
+  ],
+  [
+    "incident Confirmed without a confirmed timestamp → rejected",
+    input({ incident: confirmed("a", 0, { timestamps: { suspected: at(-100) } }) }),
+    { rejected: "NoConfirmationTime" },
   ],
   [
     "incident still Suspected (event forged or early) → nothing",
     input({ incident: incident("a", { phase: "Suspected" }) }),
-    { ignored: "already Suspected" },
+    { ignored: "WrongPhase" },
   ],
   [
     "stale incarnation: node rebooted since the incident → never powered off (S3)",
     input({ incident: confirmed("a"), node: node("a", { bootId: NEW_BOOT }) }),
-    { ignored: "stale incarnation" },
+    { ignored: "StaleIncarnation" },
   ],
   [
     "node object gone → cannot verify incarnation",
     input({ incident: confirmed("a"), node: undefined }),
-    { ignored: "cannot verify" },
+    { ignored: "NodeNotFound" },
   ],
   [
     "duplicate request while another replica holds the lease → nothing",
@@ -103,7 +105,7 @@ const cases: [string, FenceDecideInput, Expect][] = [
       incident: confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: OTHER_FENCE.replica }),
       lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 1000), durationMs: 15_000 },
     }),
-    { ignored: "in progress by fence-1" },
+    { ignored: "DrivenByOtherReplica" },
   ],
   [
     "another replica took the lease, incident still Confirmed → nothing (it drives)",
@@ -111,7 +113,7 @@ const cases: [string, FenceDecideInput, Expect][] = [
       incident: confirmed("a"),
       lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 100), durationMs: 15_000 },
     }),
-    { ignored: "starting by fence-1" },
+    { ignored: "DrivenByOtherReplica" },
   ],
   [
     "expired lease of another replica, incident still Confirmed → fence",
@@ -132,12 +134,12 @@ const cases: [string, FenceDecideInput, Expect][] = [
   [
     "duplicate request after FencedOff → nothing",
     input({ incident: confirmed("a", 0, { phase: "FencedOff" }) }),
-    { ignored: "already FencedOff" },
+    { ignored: "PhasePassed" },
   ],
   [
     "reordered: request after Released → nothing",
     input({ incident: confirmed("a", 0, { phase: "Released" }) }),
-    { ignored: "already Released" },
+    { ignored: "PhasePassed" },
   ],
   [
     "fence.failed round 1 → round 2 (after the backoff)",
@@ -150,17 +152,17 @@ const cases: [string, FenceDecideInput, Expect][] = [
   [
     "old fence.failed of round 1 while at round 2 → nothing",
     input({ incident: confirmed("a", 0, { phase: "FenceFailed", round: 2 }) }, failedEvt(1)),
-    { ignored: "round 1, incident is at round 2" },
+    { ignored: "StaleRound" },
   ],
   [
     "final fence.failed → nothing more",
     input({ incident: confirmed("a", 0, { phase: "FenceFailed", round: 3 }) }, failedEvt(3, true)),
-    { ignored: "gave up" },
+    { ignored: "FencingGaveUp" },
   ],
   [
     "duplicate fence.requested on FenceFailed → nothing",
     input({ incident: confirmed("a", 0, { phase: "FenceFailed", round: 1 }) }),
-    { ignored: "already FenceFailed" },
+    { ignored: "PhasePassed" },
   ],
   [
     "no fencing levels → FenceFailed final",
@@ -174,10 +176,8 @@ describe("fence.decide", () => {
     const d = decide(inp);
     if ("ignored" in exp || "rejected" in exp) {
       const kind = "ignored" in exp ? "ignored" : "rejected";
-      expect(d.outcome.kind).toBe(kind);
-      expect((d.outcome as { reason: string }).reason).toContain(
-        "ignored" in exp ? exp.ignored : exp.rejected,
-      );
+      const code = "ignored" in exp ? exp.ignored : exp.rejected;
+      expect(d.outcome).toEqual({ kind, code, reason: expect.any(String) });
       expect(d.actions).toEqual([]);
       expect(d.emit).toEqual([]);
       return;
@@ -281,9 +281,12 @@ describe("fence.onPowerOffResult (S1)", () => {
   });
   test("result for an incident another replica took over → not recorded", () => {
     const d = run([offAttempt(1, 1000)], fencing({ fencingBy: "fence-9" }));
-    expect(d.outcome.kind).toBe("ignored");
+    expect(d.outcome).toMatchObject({ kind: "ignored", code: "DrivenByOtherReplica" });
   });
   test("result after the incident left Fencing → not recorded", () => {
-    expect(run([offAttempt(1, 1000)], fencing({ phase: "Closed" })).outcome.kind).toBe("ignored");
+    expect(run([offAttempt(1, 1000)], fencing({ phase: "Closed" })).outcome).toMatchObject({
+      kind: "ignored",
+      code: "PhasePassed",
+    });
   });
 });

@@ -6,6 +6,7 @@ import * as recover from "../../../functions/recover/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import { OUT_OF_SERVICE_TAINT } from "../../../core/decision.ts";
 import type { NodeFenceStatus } from "../../../core/incident.ts";
+import { REJECT_CODES, type IgnoreCode, type RejectCode } from "../../../core/reasons.ts";
 import {
   BOOT,
   FENCE,
@@ -64,7 +65,11 @@ const releasedEvt = event(
 );
 
 describe("remediate-workloads.decide", () => {
-  const cases: [string, Partial<Parameters<typeof remediate.decide>[0]["view"]>, string | "release"][] = [
+  const cases: [
+    string,
+    Partial<Parameters<typeof remediate.decide>[0]["view"]>,
+    IgnoreCode | RejectCode | "release",
+  ][] = [
     [
       "FencedOff with Off read-back → taint, VMIs, pods, VolumeAttachments",
       { incident: fenced() },
@@ -73,26 +78,22 @@ describe("remediate-workloads.decide", () => {
     [
       "Fencing (power-off not yet confirmed) → workloads stay",
       { incident: fenced({ phase: "Fencing" }) },
-      "not FencedOff",
+      "WrongPhase",
     ],
-    ["FenceFailed → workloads stay", { incident: fenced({ phase: "FenceFailed" }) }, "not FencedOff"],
+    ["FenceFailed → workloads stay", { incident: fenced({ phase: "FenceFailed" }) }, "WrongPhase"],
     [
       "FencedOff but no Off read-back recorded → rejected",
       { incident: fenced({ attempts: [offAttempt(1, 1000, { readBackState: "PoweringOff" })] }) },
-      "without a recorded Off read-back",
+      "PowerOffUnproven",
     ],
     [
       "FencedOff without powerOffConfirmedAt → rejected",
       { incident: fenced({ powerOffConfirmedAt: undefined }) },
-      "without a recorded Off read-back",
+      "PowerOffUnproven",
     ],
-    ["event alone, no incident → nothing", {}, "an event alone releases nothing"],
-    ["duplicate after Released → nothing", { incident: fenced({ phase: "Released" }) }, "already Released"],
-    [
-      "reordered after Recovered → nothing",
-      { incident: fenced({ phase: "Recovered" }) },
-      "already Recovered",
-    ],
+    ["event alone, no incident → nothing", {}, "IncidentNotFound"],
+    ["duplicate after Released → nothing", { incident: fenced({ phase: "Released" }) }, "PhasePassed"],
+    ["reordered after Recovered → nothing", { incident: fenced({ phase: "Recovered" }) }, "PhasePassed"],
   ];
   test.each(cases)("%s", (_n, v, exp) => {
     const d = remediate.decide({
@@ -112,7 +113,8 @@ describe("remediate-workloads.decide", () => {
       expect(d.emit).toEqual([]);
     } else {
       expect(d.actions).toEqual([]);
-      expect((d.outcome as { reason: string }).reason).toContain(exp);
+      const kind = Object.hasOwn(REJECT_CODES, exp) ? "rejected" : "ignored";
+      expect(d.outcome).toEqual({ kind, code: exp, reason: expect.any(String) });
     }
   });
 
@@ -149,7 +151,7 @@ describe("remediate-workloads.decide", () => {
 });
 
 describe("recover.decide", () => {
-  type Exp = { phase: "Recovered" | "Closed"; taint: boolean } | { ignored: string } | { powerOn: true };
+  type Exp = { phase: "Recovered" | "Closed"; taint: boolean } | { ignored: IgnoreCode } | { powerOn: true };
   const cases: [string, Parameters<typeof recover.decide>[0], Exp][] = [
     [
       "Released, node Ready with a new boot → taint removed, Recovered",
@@ -202,7 +204,7 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "not a recovery" },
+      { ignored: "NotARecovery" },
     ],
     [
       "NotReady → nothing",
@@ -212,7 +214,7 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "not Ready" },
+      { ignored: "NodeNotReady" },
     ],
     [
       "condition from an older boot (reordered) → nothing",
@@ -222,7 +224,7 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "stale condition" },
+      { ignored: "StaleIncarnation" },
     ],
     [
       "duplicate after Recovered → nothing",
@@ -232,7 +234,7 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "already Recovered" },
+      { ignored: "PhasePassed" },
     ],
     [
       "during Fencing → wait for the result",
@@ -242,7 +244,7 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "in progress" },
+      { ignored: "FencingInProgress" },
     ],
     [
       "released + powerOnAfterFence → claim, then power on",
@@ -266,7 +268,7 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "stays off" },
+      { ignored: "PowerOnDisabled" },
     ],
     [
       "duplicate released after power-on was claimed → nothing",
@@ -280,14 +282,13 @@ describe("recover.decide", () => {
         now: NOW,
         self: FENCE,
       },
-      { ignored: "already requested" },
+      { ignored: "PowerOnRequested" },
     ],
   ];
   test.each(cases)("%s", (_n, inp, exp) => {
     const d = recover.decide(inp);
     if ("ignored" in exp) {
-      expect(d.outcome.kind).toBe("ignored");
-      expect((d.outcome as { reason: string }).reason).toContain(exp.ignored);
+      expect(d.outcome).toEqual({ kind: "ignored", code: exp.ignored, reason: expect.any(String) });
       expect(d.actions).toEqual([]);
       return;
     }

@@ -85,5 +85,31 @@ describe("dead-letter records", () => {
       consumer: "detect/r1",
       offset: "41",
     });
+    expect(body.reasonCode).toBeUndefined();
+  });
+
+  it("carry a rejected event's stable reason code (body and header)", async () => {
+    const { deadLetterRecord } = await import("../../../infra/runtime/dead-letter.ts");
+    const { DeadLetterSchema } = await import("../../../events/schemas.ts");
+    const { RejectedEventError } = await import("../../../core/errors.ts");
+    const rec = deadLetterRecord(
+      new RejectedEventError(
+        "PowerOffUnproven",
+        "incident a-1 is FencedOff without a recorded Off read-back",
+      ),
+      { key: "a", value: Buffer.from("{}"), headers: {} },
+      { consumer: "remediate-workloads/r1", topic: "fastfence.fence-results", partition: 0, offset: "7" },
+      0,
+    );
+    const body = DeadLetterSchema.parse(JSON.parse(rec.value!.toString()));
+    expect(body).toMatchObject({
+      code: "FF_INVALID_EVENT",
+      reasonCode: "PowerOffUnproven",
+      reason: "incident a-1 is FencedOff without a recorded Off read-back",
+    });
+    expect(rec.headers).toMatchObject({
+      "fastfence-dlq-code": "FF_INVALID_EVENT",
+      "fastfence-dlq-reason-code": "PowerOffUnproven",
+    });
   });
 });

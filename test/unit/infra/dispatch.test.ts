@@ -4,7 +4,7 @@
 // dead-letter; unsubscribed types skipped. Plain data, a manual clock, no servers.
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
-import { FastfenceError, InvalidInputError } from "../../../core/errors.ts";
+import { FastfenceError, InvalidInputError, RejectedEventError } from "../../../core/errors.ts";
 import { envelope, type FfEvent } from "../../../events/envelope.ts";
 import type { EventHandler, FunctionDefinition } from "../../../functions/contract.ts";
 import { createLogger } from "../../../infra/log.ts";
@@ -111,13 +111,34 @@ describe("dispatcher", () => {
     expect(calls).toBe(1);
   });
 
-  it("dead-letters a rejected event with the reason", async () => {
+  it("dead-letters a rejected event with the reason and its stable code", async () => {
     const d = setup(async () => ({
-      outcome: { kind: "rejected", reason: "incident has no resourceVersion" },
+      outcome: {
+        kind: "rejected",
+        code: "MissingResourceVersion",
+        reason: "incident has no resourceVersion",
+      },
       emit: [],
     }));
     const r = await d.dispatch(() => ev as never, signal);
     expect(r.kind === "dead-letter" && r.error.message).toBe("incident has no resourceVersion");
+    expect(r.kind === "dead-letter" && r.error).toBeInstanceOf(RejectedEventError);
+    expect(r.kind === "dead-letter" && r.error).toMatchObject({
+      code: "FF_INVALID_EVENT",
+      reasonCode: "MissingResourceVersion",
+      retriable: false,
+    });
+    if (r.kind === "dead-letter")
+      expect(r.error.toJSON()).toMatchObject({ reasonCode: "MissingResourceVersion" });
+  });
+
+  it("records an ignored outcome with its code", async () => {
+    const d = setup(async () => ({
+      outcome: { kind: "ignored", code: "PhasePassed", reason: "incident n1-x already FencedOff" },
+      emit: [],
+    }));
+    const r = await d.dispatch(() => ev as never, signal);
+    expect(r).toMatchObject({ kind: "done", outcome: { kind: "ignored", code: "PhasePassed" }, emitted: [] });
   });
 
   it("times a hung handler out", async () => {

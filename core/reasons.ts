@@ -1,0 +1,56 @@
+// The stable reason codes of "ignored" and "rejected" outcomes (functions/contract.ts
+// Outcome), in the style of Kubernetes condition reasons: a CamelCase code that logs,
+// dead-letter records, metrics queries and tests match on, beside a free human message
+// that may change at any time. Every code is defined here once, with one line saying what
+// it means; `ignored(code, …)` and `rejected(code, …)` (core/decision.ts) accept only
+// these, so an unknown code is a type error. Declarations only; no I/O.
+
+/** Why a valid event needed nothing done. The event is acknowledged; nothing is written or emitted. */
+export const IGNORE_CODES = {
+  UnhandledEventType: "The stage does not act on this event type.",
+  NodeNotFound: "The node the event is about is not in the API.",
+  IncidentNotFound: "No incident in the API matches the event: an event alone changes nothing (S6).",
+  StaleIncarnation: "The event is about an older boot of the node than the one it runs now (S3).",
+  StaleEvent: "The event or its evidence is older than the policy allows (maxEventAgeMs, evidenceWindowMs).",
+  PhasePassed: "The incident is already past the phase this event acts on (duplicate or reordered delivery).",
+  WrongPhase: "The incident is not in the phase this event acts on (early, forged or out of order).",
+  ProbeRestored: "The observer reaches the node again: nothing to suspect.",
+  ObserverOnNode: "The observer runs on the node it reports on, so it is not independent (S2).",
+  ConditionsNotCounted: "Policy suspicion.countNodeCondition is off: node conditions are not observers.",
+  TooFewMisses: "Fewer consecutive probe misses than suspicion.missThreshold.",
+  StreakTooShort: "The miss streak is shorter than suspicion.minSuspectMs.",
+  SuspicionNotDue:
+    "This miss streak was already suspected; its next repeat (suspicion.repeatEvery) is not due.",
+  BootIdChanged: "A boot-ID change ends incidents (recover); it is no suspicion.",
+  NodeReady: "The node is Ready: nothing to suspect.",
+  LeaseNotStale: "The kubelet Lease was renewed within suspicion.leaseStaleMs (or has no renew time).",
+  DuplicateEvidence: "The observer's evidence is already recorded and still fresh: no write needed.",
+  HeartbeatSeen:
+    "The node renewed its heartbeat after the misses began (partitioned, not dead); already recorded.",
+  StillBlocked: "The storm guard or etcd-quorum rule still blocks the incident for the same reason.",
+  DrivenByOtherReplica: "Another fence replica holds the node's fencing Lease or drives the incident.",
+  DrivenByThisReplica: "This replica already drives the incident's fencing.",
+  StaleRound: "The fence.failed event is of another round than the incident's.",
+  FencingGaveUp: "The last fencing round (fencing.maxRounds) failed; an operator must act.",
+  NodeNotReady: "The node is not Ready: nothing to recover.",
+  NotARecovery: "Ready with the incident's own boot ID (the lagging Ready of a dead node), not a new boot.",
+  FencingInProgress: "Fencing is in progress; recovery waits for its result.",
+  PowerOnDisabled: "Policy powerOnAfterFence is off: the node stays off.",
+  PowerOnRequested: "Power-on was already requested for this incident.",
+  NoFencingLevels: "No fencing level matches the node, so it cannot be powered on.",
+  LostRaces: "Another replica won every guarded write for this event; its outcome is the recorded one.",
+} as const satisfies Record<string, string>;
+
+/** Why a valid event could not be used. The event goes to the dead-letter topic with the code. */
+export const REJECT_CODES = {
+  InconsistentEvent: "The event contradicts itself (incident name vs node and boot ID, evidence node).",
+  ViewMismatch: "The state read for the event is not the state the event names (an adapter bug).",
+  MissingResourceVersion: "The incident was read without a resourceVersion: no guarded write is possible.",
+  UntrustedConfirmation: "The incident's confirmedBy is not a trusted confirm identity (S6).",
+  NoConfirmationTime: "The incident is Confirmed without a confirmed timestamp.",
+  ConfirmationBelowQuorum: "The incident records fewer fresh independent observers than the quorum (S2).",
+  PowerOffUnproven: "The incident is FencedOff without a recorded Off read-back after the command (S1).",
+} as const satisfies Record<string, string>;
+
+export type IgnoreCode = keyof typeof IGNORE_CODES;
+export type RejectCode = keyof typeof REJECT_CODES;

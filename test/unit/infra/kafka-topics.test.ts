@@ -1,0 +1,123 @@
+// Topic resolution of the Kafka runtime (`fastfence run <fn> --kafka`): by default every
+// function consumes its catalog topics and publishes to the catalog's; with
+// FASTFENCE_KAFKA_TOPIC (catalogViewFor) it consumes from and publishes to that one topic,
+// and dead letters keep their own topic. An in-memory bus stands in for Kafka: no servers.
+import { describe, expect, test } from "vitest";
+import { ManualClock } from "../../../core/clock.ts";
+import { CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
+import { encodeKafka } from "../../../events/codec.ts";
+import type { FunctionDefinition } from "../../../functions/contract.ts";
+import { FUNCTIONS } from "../../../functions/registry.ts";
+import type { Bus, BusRecord, SubscribeOptions } from "../../../infra/bus/bus.ts";
+import { loadRuntimeConfig } from "../../../infra/config.ts";
+import { createLogger } from "../../../infra/log.ts";
+import { createFunctionMetrics } from "../../../infra/metrics.ts";
+import { catalogViewFor } from "../../../infra/runtime/host.ts";
+import { consumedTopics, startKafkaRuntime } from "../../../infra/runtime/kafka-runtime.ts";
+import { T0, observed } from "../../scenarios/fixtures.ts";
+
+const SINGLE = "fastfence.events";
+
+describe("consumedTopics", () => {
+  test.each(FUNCTIONS.map((f) => [f.name, f] as const))(
+    "%s: the catalog's topics by default, the single topic when set",
+    (_n, def) => {
+      const own = [...new Set(def.subscriptions.map((s) => s.topic))];
+      expect(consumedTopics(def, catalogViewFor(undefined)).sort()).toEqual(own.sort());
+      expect(consumedTopics(def, catalogViewFor(SINGLE))).toEqual([SINGLE]);
+    },
+  );
+
+  test("from the environment, as hostFunction resolves it (an empty value is unset)", () => {
+    const detect = FUNCTIONS.find((f) => f.name === "detect")!;
+    const topicsFor = (env: Record<string, string>) =>
+      consumedTopics(detect, catalogViewFor(loadRuntimeConfig(env).FASTFENCE_KAFKA_TOPIC));
+    expect(topicsFor({ FASTFENCE_KAFKA_TOPIC: SINGLE })).toEqual([SINGLE]);
+    expect(topicsFor({ FASTFENCE_KAFKA_TOPIC: "" })).toEqual([TOPICS.observations]);
+    expect(topicsFor({})).toEqual([TOPICS.observations]);
+  });
+
+  test("publishing follows the same view; dead letters keep their topic", () => {
+    for (const type of Object.values(EVENT_TYPES)) {
+      expect(catalogViewFor(undefined).topicOf(type)).toBe(CATALOG[type].topic);
+      expect(catalogViewFor(SINGLE).topicOf(type)).toBe(SINGLE);
+    }
+    expect(catalogViewFor(SINGLE).deadLetterTopic).toBe(TOPICS.deadLetter);
+    expect(catalogViewFor(undefined).deadLetterTopic).toBe(TOPICS.deadLetter);
+  });
+});
+
+/** A Bus that records subscriptions and publishes; `deliver` hands a record to the consumer. */
+class MemoryBus implements Bus {
+  subscribed: string[] = [];
+  published: { topic: string; types: string[] }[] = [];
+  private onRecord?: SubscribeOptions["onRecord"];
+  async publish(topic: string, records: readonly { headers: Record<string, string> }[]): Promise<void> {
+    this.published.push({ topic, types: records.map((r) => r.headers.ce_type ?? "") });
+  }
+  async subscribe(opts: SubscribeOptions) {
+    this.subscribed.push(...opts.topics);
+    this.onRecord = opts.onRecord;
+    return { ready: Promise.resolve(), close: async () => undefined };
+  }
+  async readAll(): Promise<BusRecord[]> {
+    return [];
+  }
+  async ensureTopics(): Promise<void> {}
+  async close(): Promise<void> {}
+  deliver(rec: BusRecord): Promise<void> {
+    return this.onRecord!(rec);
+  }
+}
+
+/** A function consuming node.observed and emitting node.suspected, without adapters. */
+const relay: FunctionDefinition = {
+  name: "relay",
+  description: "test double",
+  subscriptions: [{ topic: TOPICS.observations, types: [EVENT_TYPES.nodeObserved] }],
+  emits: [EVENT_TYPES.nodeSuspected],
+  critical: false,
+  create: () => async () => ({
+    outcome: { kind: "processed" },
+    emit: [{ type: EVENT_TYPES.nodeSuspected, subject: "a", data: {} }],
+  }),
+};
+
+async function run(topic: string | undefined) {
+  const bus = new MemoryBus();
+  const clock = new ManualClock(T0 + 1000);
+  const rt = await startKafkaRuntime({
+    def: relay,
+    handler: relay.create(undefined),
+    bus,
+    catalog: catalogViewFor(topic),
+    clock,
+    log: createLogger("relay", { level: "silent" }),
+    metrics: createFunctionMetrics({ defaultMetrics: false }),
+    config: { groupMode: "each-replica", replica: "relay-0" },
+  });
+  const ev = observed("b", "a", 3, 1000);
+  await bus.deliver({
+    ...encodeKafka(ev),
+    topic: bus.subscribed[0]!,
+    partition: 0,
+    offset: "0",
+    timestamp: 0,
+  });
+  await rt.stop();
+  return bus;
+}
+
+describe("Kafka runtime with and without FASTFENCE_KAFKA_TOPIC", () => {
+  test("unset: consumes the subscription's catalog topic, publishes to the catalog topic", async () => {
+    const bus = await run(undefined);
+    expect(bus.subscribed).toEqual([TOPICS.observations]);
+    expect(bus.published).toEqual([{ topic: TOPICS.suspicions, types: [EVENT_TYPES.nodeSuspected] }]);
+  });
+
+  test("set: consumes from and publishes to the single topic", async () => {
+    const bus = await run(SINGLE);
+    expect(bus.subscribed).toEqual([SINGLE]);
+    expect(bus.published).toEqual([{ topic: SINGLE, types: [EVENT_TYPES.nodeSuspected] }]);
+  });
+});

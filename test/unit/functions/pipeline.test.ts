@@ -1,184 +1,144 @@
-// The whole chain on an in-memory API (resourceVersion-guarded writes, as the adapters do):
-// observations → suspected → Confirmed → Fencing → FencedOff → Released → Recovered, with
-// every event delivered twice (duplicates) and a late replay at the end (stale incarnation).
+// The whole chain through the real stage executor and the functions' own wiring
+// (functions/registry.ts), on in-memory adapters with the API server's guards
+// (test/scenarios/memory-adapters.ts): observations → suspected → Confirmed → Fencing →
+// FencedOff → Released → Recovered, with every event delivered twice (duplicates), a
+// duplicate fence request while the power-off runs, and a late replay at the end (stale
+// incarnation).
 import { describe, expect, test } from "vitest";
-import * as detect from "../../../functions/detect/handler.ts";
-import * as confirm from "../../../functions/confirm/handler.ts";
-import * as fence from "../../../functions/fence/handler.ts";
-import * as remediate from "../../../functions/remediate-workloads/handler.ts";
-import * as recover from "../../../functions/recover/handler.ts";
-import { canTransition, PHASES, TRANSITIONS, type NodeFence } from "../../../core/incident.ts";
-import type { Action, Decision, NodeInfo } from "../../../core/decision.ts";
+import { canTransition, PHASES, TRANSITIONS } from "../../../core/incident.ts";
+import type { Self } from "../../../core/decision.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import { envelope } from "../../../events/envelope.ts";
-import { parseEvent } from "../../../events/catalog.ts";
+import { EVENT_TYPES, parseEvent } from "../../../events/catalog.ts";
+import type { EventHandler, HandlerResult } from "../../../functions/contract.ts";
+import { findFunction } from "../../../functions/registry.ts";
 import {
   CONFIRM,
   FENCE,
   NEW_BOOT,
+  OTHER_FENCE,
   T0,
   TRUSTED,
   condition,
   node,
   observed,
-  offAttempt,
   policy,
 } from "../../scenarios/fixtures.ts";
-
-class World {
-  incidents = new Map<string, NodeFence>();
-  rv = 1;
-  taints = new Set<string>();
-  nodes: NodeInfo[] = [node("a"), node("b"), node("c")];
-  log: string[] = [];
-  /** Executes actions in order like an adapter; false on a guard failure (409). */
-  apply(actions: Action[]): boolean {
-    for (const a of actions) {
-      if (a.kind === "createIncident") {
-        if (this.incidents.has(a.incident.metadata.name)) return false;
-        this.incidents.set(a.incident.metadata.name, {
-          ...a.incident,
-          metadata: { ...a.incident.metadata, resourceVersion: String(++this.rv) },
-        });
-      } else if (a.kind === "updateIncidentStatus") {
-        const cur = this.incidents.get(a.name);
-        if (!cur || cur.metadata.resourceVersion !== a.expectedResourceVersion) return false;
-        this.incidents.set(a.name, {
-          ...cur,
-          status: a.status,
-          metadata: { ...cur.metadata, resourceVersion: String(++this.rv) },
-        });
-        this.log.push(a.status.phase);
-      } else if (a.kind === "setTaint") this.taints.add(a.node);
-      else if (a.kind === "removeTaint") this.taints.delete(a.node);
-    }
-    return true;
-  }
-  view(nodeName: string) {
-    const open = [...this.incidents.values()].filter(
-      (i) => !["Recovered", "Closed"].includes(i.status?.phase ?? ""),
-    );
-    const mine = [...this.incidents.values()].filter((i) => i.spec.nodeName === nodeName).at(-1);
-    return {
-      incident: mine,
-      node: this.nodes.find((n) => n.name === nodeName),
-      openIncidents: open,
-      nodes: this.nodes,
-      policy: policy(),
-    };
-  }
-}
+import {
+  confirmedOff,
+  handlerContext,
+  MemoryCluster,
+  MemoryPower,
+  memoryAdapters,
+  TestClock,
+} from "../../scenarios/memory-adapters.ts";
 
 describe("pipeline", () => {
-  test("crash of node a: every stage, duplicates harmless, late replay harmless", () => {
-    const w = new World();
-    let now = T0;
-    const run = (d: Decision): FfEvent[] => {
-      if (!w.apply(d.actions)) return [];
-      // the runtime builds envelopes and every consumer re-validates them (S5)
-      return d.emit.map((o) =>
-        parseEvent(JSON.parse(JSON.stringify(envelope(o, "/fastfence/test/r-0", now)))),
+  test("crash of node a: every stage, duplicates harmless, late replay harmless", async () => {
+    const clock = new TestClock(T0);
+    const c = new MemoryCluster({
+      policy: policy(),
+      nodes: [node("a"), node("b"), node("c")],
+      now: () => clock.now(),
+    });
+    c.pods = [
+      { namespace: "default", name: "web-1", node: "a" },
+      { namespace: "default", name: "web-2", node: "b" },
+    ];
+    c.volumeAttachments = [{ namespace: "", name: "csi-a", node: "a" }];
+    c.vmis = [{ namespace: "vms", name: "vm-1", node: "a" }];
+    const power = new MemoryPower(c, clock);
+    const adapters = memoryAdapters(c, { power });
+    const handler = (name: string, self: Self): EventHandler =>
+      findFunction(name)!.create({ adapters, self, trustedConfirmers: TRUSTED });
+    const detect = handler("detect", CONFIRM);
+    const confirm = handler("confirm", CONFIRM);
+    const fence = handler("fence", FENCE);
+    const fenceOther = handler("fence", OTHER_FENCE);
+    const remediate = handler("remediate-workloads", FENCE);
+    const recover = handler("recover", FENCE);
+    const ctx = handlerContext(clock);
+
+    // the runtime builds envelopes and every consumer re-validates them (S5)
+    const deliver = async (h: EventHandler, e: FfEvent): Promise<HandlerResult & { events: FfEvent[] }> => {
+      const r = await h(e, ctx);
+      const events = r.emit.map((o) =>
+        parseEvent(JSON.parse(JSON.stringify(envelope(o, "/fastfence/test/r-0", clock.now(), e)))),
       );
+      return { ...r, events };
     };
-    const twice = (f: () => Decision) => [...run(f()), ...run(f())];
+    const run = async (h: EventHandler, e: FfEvent) => (await deliver(h, e)).events;
+    const twice = async (h: EventHandler, e: FfEvent) => [...(await run(h, e)), ...(await run(h, e))];
 
     // b and c miss a's probes
-    now = T0 + 1000;
-    const s1 = twice(() =>
-      detect.decide({ event: observed("b", "a", 3, 1000), view: w.view("a"), now, self: CONFIRM }),
-    );
-    const s2 = twice(() =>
-      detect.decide({ event: observed("c", "a", 3, 1000), view: w.view("a"), now, self: CONFIRM }),
-    );
+    clock.set(T0 + 1000);
+    const s1 = await twice(detect, observed("b", "a", 3, 1000));
+    const s2 = await twice(detect, observed("c", "a", 3, 1000));
     expect(s1.length + s2.length).toBe(4); // detect is stateless; confirm dedupes
-    const requests = [...s1, ...s2].flatMap((e) =>
-      run(confirm.decide({ event: e, view: w.view("a"), now, self: CONFIRM })),
-    );
-    expect(requests.map((e) => e.type)).toEqual(["io.fastfence.fence.requested.v1"]);
+    const requests: FfEvent[] = [];
+    for (const e of [...s1, ...s2]) requests.push(...(await run(confirm, e)));
+    expect(requests.map((e) => e.type)).toEqual([EVENT_TYPES.fenceRequested]);
     const name = requests[0]!.ffincident!;
-    expect(w.incidents.get(name)!.status!.phase).toBe("Confirmed");
+    expect(c.incident(name)!.status!.phase).toBe("Confirmed");
 
-    // fence (duplicate request after Fencing is ignored because this replica holds it)
-    const fd = fence.decide({
-      event: requests[0]!,
-      view: w.view("a"),
-      now,
-      self: FENCE,
-      trustedConfirmers: TRUSTED,
-    });
-    expect(w.apply(fd.actions)).toBe(true);
-    expect(
-      fence.decide({
-        event: requests[0]!,
-        view: {
-          ...w.view("a"),
-          lease: { holder: FENCE.replica, renewTime: new Date(now).toISOString(), durationMs: 15000 },
-        },
-        now,
-        self: { ...FENCE, replica: "fence-1" },
-        trustedConfirmers: TRUSTED,
-      }).outcome.kind,
-    ).toBe("ignored");
-    now += 500;
-    const fenced = run(
-      fence.onPowerOffResult({
-        incident: w.incidents.get(name)!,
-        result: { attempts: [offAttempt(1, 1050)] },
-        policy: policy(),
-        now,
-        self: FENCE,
-      }),
-    );
-    expect(fenced.map((e) => e.type)).toEqual(["io.fastfence.node.fenced.v1"]);
+    // fence (a duplicate request while the power-off runs is ignored: fence-0 holds the Lease)
+    let duplicate: HandlerResult | undefined;
+    power.offScript = async (a) => {
+      duplicate = await deliver(fenceOther, requests[0]!);
+      clock.advance(500);
+      return confirmedOff(a, clock.now());
+    };
+    const fenced = await run(fence, requests[0]!);
+    expect(duplicate?.outcome.kind).toBe("ignored");
+    expect(duplicate?.emit).toEqual([]);
+    expect(fenced.map((e) => e.type)).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(c.power.get("a")).toBe("Off");
+    expect(await run(fenceOther, requests[0]!)).toEqual([]); // and after FencedOff
+    expect(c.count("power.powerOff")).toBe(1);
 
     // remediate (twice: the second is ignored)
     for (let i = 0; i < 2; i++) {
-      const rd = remediate.decide({ event: fenced[0]!, view: w.view("a"), now, self: FENCE });
-      if (i === 1) expect(rd.outcome).toMatchObject({ kind: "ignored" });
-      if (!w.apply(rd.actions) || rd.actions.length === 0) continue;
-      const released = run(
-        remediate.onReleased({
-          incident: w.incidents.get(name)!,
-          counts: { podsDeleted: 2, volumeAttachmentsDeleted: 1, vmisDeleted: 1 },
-          policy: policy(),
-          now,
-          self: FENCE,
-        }),
-      );
-      expect(released[0]!.type).toBe("io.fastfence.workloads.released.v1");
+      const r = await deliver(remediate, fenced[0]!);
+      if (i === 1) {
+        expect(r.outcome).toMatchObject({ kind: "ignored" });
+        expect(r.events).toEqual([]);
+        continue;
+      }
+      expect(r.events.map((e) => e.type)).toEqual([EVENT_TYPES.workloadsReleased]);
+      expect(r.events[0]!.data).toMatchObject({
+        podsDeleted: 1,
+        volumeAttachmentsDeleted: 1,
+        vmisDeleted: 1,
+      });
     }
-    expect(w.taints.has("a")).toBe(true);
+    expect(c.taints("a")).toEqual(["node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"]);
+    expect(c.pods.map((p) => p.name)).toEqual(["web-2"]);
+    expect(c.count("nodes.forceDeletePods")).toBe(1);
 
     // the node comes back with a new boot; recover (twice)
-    w.nodes = [node("a", { bootId: NEW_BOOT }), node("b"), node("c")];
-    now += 60_000;
-    for (let i = 0; i < 2; i++)
-      run(
-        recover.decide({
-          event: condition("a", "True", NEW_BOOT, now - T0),
-          view: w.view("a"),
-          now,
-          self: FENCE,
-        }),
-      );
-    expect(w.taints.has("a")).toBe(false);
-    expect(w.log).toEqual(
-      ["Suspected", "Confirmed", "Fencing", "FencedOff", "Released", "Recovered"].slice(1),
-    );
+    c.setNode(node("a", { bootId: NEW_BOOT }));
+    clock.advance(60_000);
+    for (let i = 0; i < 2; i++) await run(recover, condition("a", "True", NEW_BOOT, clock.now() - T0));
+    expect(c.taints("a")).toEqual([]);
+    // every phase written exactly once, in order (the first by the create)
+    expect(c.phases(name)).toEqual([
+      "Suspected",
+      "Confirmed",
+      "Fencing",
+      "FencedOff",
+      "Released",
+      "Recovered",
+    ]);
 
+    const effects = c.effects().length;
     // a late replay of the original fence request never powers off the recovered node
-    const late = fence.decide({
-      event: requests[0]!,
-      view: w.view("a"),
-      now,
-      self: FENCE,
-      trustedConfirmers: TRUSTED,
-    });
-    expect(late.actions.some((a) => a.kind === "powerOff")).toBe(false);
+    const late = await deliver(fence, requests[0]!);
+    expect(late.outcome.kind).toBe("ignored");
+    expect(c.count("power.powerOff")).toBe(1);
     // a late replay of the old suspicion is a stale incarnation
-    expect(confirm.decide({ event: s1[0]!, view: w.view("a"), now, self: CONFIRM }).outcome).toMatchObject({
-      kind: "ignored",
-    });
+    expect((await deliver(confirm, s1[0]!)).outcome).toMatchObject({ kind: "ignored" });
+    expect(c.effects().length).toBe(effects);
+    expect(c.incident(name)!.status!.phase).toBe("Recovered");
   });
 
   test("transition table: every phase has a row, terminal phases lead nowhere but Closed", () => {

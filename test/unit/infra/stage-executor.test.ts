@@ -1,0 +1,830 @@
+// The real stage executor (infra/runtime/stage-executor.ts) over in-memory adapters with
+// the real adapters' guards (test/scenarios/memory-adapters.ts): it reads the view a stage
+// asks for, runs the actions in order, emits only after every action (follow-ups included)
+// succeeded, feeds power-off attempts and release counts to the follow-up decisions, and on
+// a lost guarded write re-reads and decides again at most MAX_REDECIDE times. Races are
+// staged deterministically: another replica's whole delivery (or another writer's change)
+// runs in a hook between this replica's read and its write. Assertions are on the API state
+// left behind, the adapter calls in order and the emitted events. No servers, no timers
+// beyond a few milliseconds.
+import { describe, expect, test } from "vitest";
+import { FastfenceError } from "../../../core/errors.ts";
+import {
+  fenceLeaseName,
+  OUT_OF_SERVICE_TAINT,
+  outgoing,
+  processed,
+  type DecideInput,
+  type Decision,
+} from "../../../core/decision.ts";
+import { incidentName, statusOf, transition, type Attempt, type NodeFence } from "../../../core/incident.ts";
+import type { FencingPolicySpec } from "../../../core/policy.ts";
+import { EVENT_TYPES } from "../../../events/catalog.ts";
+import type { FfEvent } from "../../../events/envelope.ts";
+import type { PureStage } from "../../../functions/contract.ts";
+import * as confirm from "../../../functions/confirm/handler.ts";
+import * as detect from "../../../functions/detect/handler.ts";
+import * as fence from "../../../functions/fence/handler.ts";
+import * as recover from "../../../functions/recover/handler.ts";
+import * as remediate from "../../../functions/remediate-workloads/handler.ts";
+import { KubeApiError } from "../../../infra/kube/client.ts";
+import { MAX_REDECIDE, stageHandler, type StageHooks } from "../../../infra/runtime/stage-executor.ts";
+import {
+  BOOT,
+  CLUSTER3,
+  CONFIRM,
+  FENCE,
+  NEW_BOOT,
+  OTHER_FENCE,
+  T0,
+  TRUSTED,
+  at,
+  condition,
+  confirmed,
+  event,
+  evidence,
+  incident,
+  node,
+  observed,
+  offAttempt,
+  policy,
+  suspected,
+} from "../../scenarios/fixtures.ts";
+import {
+  MemoryCluster,
+  MemoryPower,
+  conflict,
+  handlerContext,
+  memoryAdapters,
+  TestClock,
+  type Op,
+} from "../../scenarios/memory-adapters.ts";
+
+const NAME = incidentName("a", BOOT.a);
+const LEASE = fenceLeaseName("a");
+const NOW = T0 + 1000;
+const TAINT = `+${OUT_OF_SERVICE_TAINT.key}`;
+const UNTAINT = `-${OUT_OF_SERVICE_TAINT.key}`;
+
+function world(opts: { policy?: FencingPolicySpec } = {}) {
+  const clock = new TestClock(NOW);
+  const c = new MemoryCluster({ policy: opts.policy ?? policy(), nodes: CLUSTER3(), now: () => clock.now() });
+  const power = new MemoryPower(c, clock);
+  const ad = memoryAdapters(c, { power });
+  const abort = new AbortController();
+  const ctx = handlerContext(clock, abort.signal);
+  return { c, clock, power, ad, abort, ctx };
+}
+type World = ReturnType<typeof world>;
+
+// The stages wired as functions/<name>/function.ts wires them (discovery off).
+const fenceHandler = (w: World, self = FENCE) =>
+  stageHandler(fence.stage, w.ad, self, {
+    extraInput: () => ({ trustedConfirmers: TRUSTED }),
+    onPowerOffResult: fence.onPowerOffResult,
+  });
+const confirmHandler = (w: World) => stageHandler(confirm.stage, w.ad, CONFIRM);
+const remediateHandler = (w: World, self = FENCE) =>
+  stageHandler(remediate.stage, w.ad, self, { onReleased: remediate.onReleased });
+const recoverHandler = (w: World) => stageHandler(recover.stage, w.ad, FENCE);
+
+const fenceRequest = () =>
+  event(
+    EVENT_TYPES.fenceRequested,
+    "a",
+    { incident: NAME, node: "a", bootId: BOOT.a, confirmedAt: at(0), observers: ["b", "c"] },
+    { incident: NAME },
+  );
+const fenceFailedEvent = (round: number) =>
+  event(
+    EVENT_TYPES.fenceFailed,
+    "a",
+    {
+      incident: NAME,
+      node: "a",
+      bootId: BOOT.a,
+      round,
+      reason: "still-on",
+      code: "FF_BMC_STILL_ON",
+      attempts: [],
+      final: false,
+    },
+    { incident: NAME },
+  );
+const nodeFencedEvent = () =>
+  event(
+    EVENT_TYPES.nodeFenced,
+    "a",
+    {
+      incident: NAME,
+      node: "a",
+      bootId: BOOT.a,
+      powerOffConfirmedAt: at(400),
+      round: 1,
+      level: 0,
+      driver: "redfish",
+      attempts: 1,
+    },
+    { incident: NAME },
+  );
+
+/** A Suspected incident with b's probe evidence: a suspicion from c makes the quorum. */
+const suspectedByB = () =>
+  incident("a", {
+    phase: "Suspected",
+    timestamps: { suspected: at(900) },
+    evidence: [evidence("b", "a", 900)],
+  });
+const fencedOff = (): NodeFence =>
+  confirmed("a", 0, {
+    phase: "FencedOff",
+    round: 1,
+    fencingBy: FENCE.replica,
+    attempts: [offAttempt(1, 0)],
+    powerOffConfirmedAt: at(400),
+  });
+
+/** Adapter calls that change something, in order; the BMC session warm-up (fire and forget) left out. */
+const writes = (w: World) => w.c.effects().filter((e) => !e.startsWith("power.prepare"));
+const types = (emit: readonly { type: string }[]) => emit.map((e) => e.type);
+const tick = () => new Promise((r) => setTimeout(r, 0));
+const serverError = (what: string) =>
+  new KubeApiError(500, what, { message: "etcdserver: timeout" }, undefined);
+
+describe("reads the view the stage asks for", () => {
+  test("a screened-out observation reads only the policy", async () => {
+    const w = world();
+    const h = stageHandler(detect.stage, w.ad, CONFIRM);
+    const r = await h(observed("b", "a", 1, 1000), w.ctx);
+    expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
+    expect(w.c.journal.map((e) => e.op)).toEqual(["policy.get"]);
+  });
+
+  test.each([
+    { name: "below quorum: the cluster is not listed", seed: false, from: "b", lists: 0, phase: "Suspected" },
+    { name: "quorum: the guards list the cluster once", seed: true, from: "c", lists: 1, phase: "Confirmed" },
+  ])("confirm, $name", async ({ seed, from, lists, phase }) => {
+    const w = world();
+    if (seed) w.c.seedIncident(suspectedByB());
+    await confirmHandler(w)(suspected(from, "a", 1000), w.ctx);
+    expect(w.c.count("nodes.list")).toBe(lists);
+    expect(w.c.count("incidents.listOpen")).toBe(lists);
+    expect(w.c.count("kube.readLease")).toBe(1); // the heartbeat Lease
+    expect(w.c.incident(NAME)?.status?.phase).toBe(phase);
+  });
+});
+
+describe("stale view: a guarded write that loses re-reads and decides again", () => {
+  test.each([
+    {
+      name: "another confirm replica confirmed first: ours is a duplicate",
+      seed: true,
+      op: "incidents.writeStatus" as Op,
+      other: (c: MemoryCluster) =>
+        void c.externalWrite(NAME, (st) =>
+          transition({ ...st, evidence: [...st.evidence, evidence("c", "a", 950)] }, "Confirmed", at(950), {
+            confirmedBy: CONFIRM.identity,
+          }),
+        ),
+      outcome: "ignored",
+      emitted: [],
+      phases: ["Suspected", "Confirmed"],
+      calls: ["incidents.writeStatus a-aaaaaaaa Confirmed ✗409"],
+    },
+    {
+      name: "another replica refreshed the evidence meanwhile: we confirm on its version",
+      seed: true,
+      op: "incidents.writeStatus" as Op,
+      other: (c: MemoryCluster) => void c.externalWrite(NAME, (st) => ({ ...st, message: "refreshed" })),
+      outcome: "processed",
+      emitted: [EVENT_TYPES.fenceRequested],
+      phases: ["Suspected", "Suspected", "Confirmed"],
+      calls: [
+        "incidents.writeStatus a-aaaaaaaa Confirmed ✗409",
+        "incidents.writeStatus a-aaaaaaaa Confirmed",
+      ],
+    },
+    {
+      name: "two replicas race to create the incident (AlreadyExists): the loser adds its evidence",
+      seed: false,
+      op: "incidents.create" as Op,
+      other: (c: MemoryCluster) => void c.seedIncident(suspectedByB()),
+      outcome: "processed",
+      emitted: [EVENT_TYPES.fenceRequested],
+      phases: ["Suspected", "Confirmed"],
+      calls: ["incidents.create a-aaaaaaaa Suspected ✗409", "incidents.writeStatus a-aaaaaaaa Confirmed"],
+    },
+  ])("$name", async ({ seed, op, other, outcome, emitted, phases, calls }) => {
+    const w = world();
+    if (seed) w.c.seedIncident(suspectedByB());
+    w.c.before(op, () => other(w.c));
+    const r = await confirmHandler(w)(suspected("c", "a", 1000), w.ctx);
+    expect(r.outcome.kind).toBe(outcome);
+    expect(types(r.emit)).toEqual(emitted);
+    expect(writes(w)).toEqual(calls);
+    expect(w.c.phases(NAME)).toEqual(phases);
+    expect(w.c.count("policy.get")).toBe(2); // the view was read again
+    const final = statusOf(w.c.incident(NAME)!);
+    expect(final.evidence.map((e) => e.observerNode).sort()).toEqual(["b", "c"]);
+  });
+
+  test.each([
+    { losses: 1, outcome: "processed" },
+    { losses: MAX_REDECIDE - 1, outcome: "processed" },
+    { losses: MAX_REDECIDE, outcome: "ignored" },
+    { losses: MAX_REDECIDE + 3, outcome: "ignored" },
+  ])("bounded: $losses lost writes in a row → $outcome", async ({ losses, outcome }) => {
+    expect(MAX_REDECIDE).toBeGreaterThan(1);
+    const w = world();
+    w.c.seedIncident(suspectedByB());
+    // Another writer moves the resourceVersion on just before each of our next `losses` writes.
+    w.c.before("incidents.writeStatus", () => void w.c.externalWrite(NAME, (st) => st), losses);
+    const r = await confirmHandler(w)(suspected("c", "a", 1000), w.ctx);
+    const rounds = Math.min(losses + 1, MAX_REDECIDE);
+    expect(r.outcome.kind).toBe(outcome);
+    expect(w.c.count("incidents.get")).toBe(rounds);
+    expect(w.c.count("incidents.writeStatus", "failed")).toBe(Math.min(losses, MAX_REDECIDE));
+    if (outcome === "processed") {
+      expect(types(r.emit)).toEqual([EVENT_TYPES.fenceRequested]);
+      expect(w.c.count("incidents.writeStatus", "ok")).toBe(1);
+      expect(w.c.incident(NAME)?.status?.phase).toBe("Confirmed");
+    } else {
+      expect(r.outcome).toMatchObject({ kind: "ignored", code: "LostRaces" });
+      expect(r.emit).toEqual([]);
+      expect(w.c.count("incidents.writeStatus", "ok")).toBe(0);
+      expect(w.c.incident(NAME)?.status?.phase).toBe("Suspected");
+    }
+  });
+
+  test("a Lease taken by another replica between read and acquire: no Fencing write, no power-off", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    w.c.before("leases.acquire", () => w.c.externalLease(LEASE, OTHER_FENCE.replica, NOW));
+    const r = await fenceHandler(w)(fenceRequest(), w.ctx);
+    expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
+    expect(writes(w)).toEqual([`leases.acquire ${LEASE} fence-0`]);
+    expect(w.c.count("kube.readLease")).toBe(2); // re-read: the second view shows the holder
+    expect(w.c.incident(NAME)?.status?.phase).toBe("Confirmed");
+    expect(w.c.leases.get(LEASE)?.holder).toBe(OTHER_FENCE.replica);
+    expect(w.c.power.get("a")).toBe("On");
+  });
+
+  test.each([
+    { name: "500 from the API server", err: serverError("write status of nodefence a-aaaaaaaa") },
+    {
+      name: "404: the incident was deleted",
+      err: new KubeApiError(404, "write status of nodefence", { message: "not found" }, undefined),
+    },
+    {
+      name: "no API server answered",
+      err: new FastfenceError("FF_KUBE_UNAVAILABLE", "no API server answered", { retriable: true }),
+    },
+  ])("not a stale view ($name): the error goes to the runtime, no re-decide", async ({ err }) => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    w.c.failNext("incidents.writeStatus", err);
+    await expect(fenceHandler(w)(fenceRequest(), w.ctx)).rejects.toBe(err);
+    expect(w.c.count("policy.get")).toBe(1);
+    expect(w.c.count("power.powerOff")).toBe(0);
+    expect(w.c.incident(NAME)?.status?.phase).toBe("Confirmed");
+  });
+});
+
+describe("a lost race: another writer already made the transition", () => {
+  test("two fence replicas on one request: one power-off, one node.fenced", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    let other: Awaited<ReturnType<ReturnType<typeof fenceHandler>>> | undefined;
+    // fence-1's whole delivery runs after fence-0 read the view and before it takes the Lease.
+    w.c.before("leases.acquire", async () => {
+      other = await fenceHandler(w, OTHER_FENCE)(fenceRequest(), w.ctx);
+    });
+    const r = await fenceHandler(w, FENCE)(fenceRequest(), w.ctx);
+    expect(other?.outcome.kind).toBe("processed");
+    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
+    expect(writes(w)).toEqual([
+      `leases.acquire ${LEASE} fence-1`,
+      "incidents.writeStatus a-aaaaaaaa Fencing",
+      "power.powerOff a round 1 by fence-1",
+      "incidents.writeStatus a-aaaaaaaa FencedOff",
+      `leases.release ${LEASE} fence-1`,
+      `leases.acquire ${LEASE} fence-0`, // free again: fence-1 released it
+      "incidents.writeStatus a-aaaaaaaa Fencing ✗409",
+    ]);
+    expect(w.c.phases(NAME)).toEqual(["Confirmed", "Fencing", "FencedOff"]);
+    expect(statusOf(w.c.incident(NAME)!).fencingBy).toBe(OTHER_FENCE.replica);
+  });
+
+  test("a takeover during a slow power-off: the old driver's result loses and is not retried", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    let other: Awaited<ReturnType<ReturnType<typeof fenceHandler>>> | undefined;
+    w.power.offScript = async (a) => {
+      if (a.holder === FENCE.replica) {
+        // fence-0's BMC hangs past its Lease; fence-1 takes the round over and finishes it.
+        w.clock.advance(16_000);
+        other = await fenceHandler(w, OTHER_FENCE)(fenceRequest(), w.ctx);
+        return [
+          offAttempt(1, 16_000, { result: "timeout", readBackState: undefined, readBackAt: undefined }),
+        ];
+      }
+      return [offAttempt(1, 16_100, { by: a.holder })];
+    };
+    const r = await fenceHandler(w, FENCE)(fenceRequest(), w.ctx);
+    expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
+    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(w.c.count("power.powerOff")).toBe(2); // fence-0's hung one and fence-1's; no third
+    expect(w.c.phases(NAME)).toEqual(["Confirmed", "Fencing", "Fencing", "FencedOff"]);
+    expect(writes(w).slice(-2)).toEqual([
+      "power.powerOff a round 1 by fence-0",
+      "incidents.writeStatus a-aaaaaaaa FenceFailed ✗409",
+    ]);
+    expect(statusOf(w.c.incident(NAME)!).fencingBy).toBe(OTHER_FENCE.replica);
+  });
+
+  test("two remediate replicas on one node.fenced: one Released write, one event, the winner's counts", async () => {
+    const w = world();
+    w.c.seedIncident(fencedOff());
+    w.c.pods = [
+      { namespace: "default", name: "p1", node: "a" },
+      { namespace: "default", name: "p2", node: "a" },
+    ];
+    let other: Awaited<ReturnType<ReturnType<typeof remediateHandler>>> | undefined;
+    w.c.before("nodes.setTaint", async () => {
+      other = await remediateHandler(w, OTHER_FENCE)(nodeFencedEvent(), w.ctx);
+    });
+    const r = await remediateHandler(w, FENCE)(nodeFencedEvent(), w.ctx);
+    expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
+    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.workloadsReleased]);
+    expect(w.c.phases(NAME)).toEqual(["FencedOff", "Released"]);
+    expect(w.c.count("incidents.writeStatus", "failed")).toBe(1);
+    expect(statusOf(w.c.incident(NAME)!).released?.podsDeleted).toBe(2);
+    expect(w.c.taints("a")).toEqual(["node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"]);
+  });
+
+  test.each([
+    {
+      name: "confirm: a suspicion after Confirmed",
+      seed: () => confirmed("a"),
+      run: (w: World) => confirmHandler(w)(suspected("c", "a", 1000), w.ctx),
+    },
+    {
+      name: "fence: a request after FencedOff",
+      seed: fencedOff,
+      run: (w: World) => fenceHandler(w)(fenceRequest(), w.ctx),
+    },
+    {
+      name: "remediate: node.fenced after Released",
+      seed: () => ({ ...fencedOff(), status: { ...fencedOff().status!, phase: "Released" as const } }),
+      run: (w: World) => remediateHandler(w)(nodeFencedEvent(), w.ctx),
+    },
+    {
+      name: "recover: Ready with the new boot after Recovered",
+      seed: () => ({ ...fencedOff(), status: { ...fencedOff().status!, phase: "Recovered" as const } }),
+      run: (w: World) => {
+        w.c.setNode(node("a", { bootId: NEW_BOOT }));
+        return recoverHandler(w)(condition("a", "True", NEW_BOOT, 1000), w.ctx);
+      },
+    },
+  ])("a late duplicate changes nothing ($name)", async ({ seed, run }) => {
+    const w = world();
+    w.c.seedIncident(seed());
+    const before = w.c.incident(NAME);
+    const r = await run(w);
+    expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
+    expect(w.c.effects()).toEqual([]);
+    expect(w.c.incident(NAME)).toEqual(before);
+  });
+});
+
+describe("actions run in order; events only after every action succeeded", () => {
+  const E1 = outgoing("io.fastfence.test.one.v1", "a", NAME, { n: 1 });
+  const E2 = outgoing("io.fastfence.test.two.v1", "a", NAME, { n: 2 });
+  const scripted = (decide: (i: DecideInput<FfEvent>) => Decision): PureStage => ({
+    name: "scripted",
+    description: "a stage that returns what the test says",
+    subscriptions: [],
+    emits: [],
+    critical: false,
+    locate: (e) => ({ node: e.subject, incident: NAME, cluster: false }),
+    decide,
+  });
+  /** One action of every kind but powerOff (below), with two events. */
+  const everyKind = scripted((i) => {
+    const inc = i.view.incident!;
+    const taint = { ...OUT_OF_SERVICE_TAINT };
+    return processed(
+      "every kind",
+      [
+        { kind: "takeLease", leaseName: LEASE, node: "a", holder: FENCE.replica, durationMs: 15_000 },
+        {
+          kind: "updateIncidentStatus",
+          name: NAME,
+          expectedResourceVersion: inc.metadata.resourceVersion!,
+          status: { ...statusOf(inc), message: "scripted" },
+        },
+        { kind: "setTaint", node: "a", taint },
+        { kind: "deletePods", node: "a", gracePeriodSeconds: 0 },
+        { kind: "deleteVolumeAttachments", node: "a" },
+        { kind: "deleteVMIs", node: "a" },
+        { kind: "waitUntil", at: i.now + 500 },
+        { kind: "powerOn", node: "a", incident: NAME, levels: [] },
+        { kind: "removeTaint", node: "a", taint },
+        { kind: "releaseLease", leaseName: LEASE, node: "a", holder: FENCE.replica },
+      ],
+      [E1, E2],
+    );
+  });
+  const IN_ORDER = [
+    `leases.acquire ${LEASE} fence-0`,
+    "incidents.writeStatus a-aaaaaaaa Confirmed",
+    `nodes.setTaint a ${TAINT}`,
+    "nodes.forceDeletePods a",
+    "nodes.deleteVolumeAttachments a",
+    "nodes.deleteVmis a",
+    "clock.sleep 500",
+    "power.powerOn a",
+    `nodes.setTaint a ${UNTAINT}`,
+    `leases.release ${LEASE} fence-0`,
+  ];
+  const setup = () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    w.clock.onSleep = (ms) => void w.c.journal.push({ op: "clock.sleep", detail: String(ms) });
+    return w;
+  };
+
+  test("every action in the order decided, then both events in order", async () => {
+    const w = setup();
+    const r = await stageHandler(everyKind, w.ad, FENCE)(fenceRequest(), w.ctx);
+    expect(writes(w)).toEqual(IN_ORDER);
+    expect(r).toEqual({ outcome: { kind: "processed", detail: "every kind" }, emit: [E1, E2] });
+    expect(w.clock.now()).toBe(NOW + 500);
+  });
+
+  test("the release deletes run concurrently and all finish before the next action", async () => {
+    const w = setup();
+    w.c.before("nodes.forceDeletePods", () => new Promise((resolve) => setTimeout(resolve, 10)));
+    await stageHandler(everyKind, w.ad, FENCE)(fenceRequest(), w.ctx);
+    expect(writes(w).slice(3, 7)).toEqual([
+      "nodes.deleteVolumeAttachments a",
+      "nodes.deleteVmis a",
+      "nodes.forceDeletePods a", // started first, finished last: the others did not wait for it
+      "clock.sleep 500",
+    ]);
+  });
+
+  // A failing action stops the list: nothing after it runs, nothing is emitted (the
+  // handler throws; the runtime retries or dead-letters). The three release deletes are
+  // already in flight together when one of them fails.
+  test.each([
+    { op: "leases.acquire" as Op, match: "", done: 1, failed: 0 },
+    { op: "incidents.writeStatus" as Op, match: "", done: 2, failed: 1 },
+    { op: "nodes.setTaint" as Op, match: TAINT, done: 3, failed: 2 },
+    { op: "nodes.forceDeletePods" as Op, match: "", done: 6, failed: 3 },
+    { op: "nodes.deleteVmis" as Op, match: "", done: 6, failed: 5 },
+    { op: "power.powerOn" as Op, match: "", done: 8, failed: 7 },
+    { op: "nodes.setTaint" as Op, match: UNTAINT, done: 9, failed: 8 },
+  ])("$op $match fails → stops there, emits nothing", async ({ op, match, done, failed }) => {
+    const w = setup();
+    const err = serverError(op);
+    w.c.before(
+      op,
+      (detail) => {
+        if (detail.endsWith(match)) throw err;
+      },
+      Number.POSITIVE_INFINITY,
+    );
+    await expect(stageHandler(everyKind, w.ad, FENCE)(fenceRequest(), w.ctx)).rejects.toBe(err);
+    await tick();
+    const expected = IN_ORDER.slice(0, done).map((e, i) => (i === failed ? `${e} ✗500` : e));
+    expect(writes(w)).toEqual(expected);
+  });
+
+  test("releasing the Lease is best effort: its failure is logged, the events still go out", async () => {
+    const w = setup();
+    w.c.failNext("leases.release", serverError("release lease"));
+    const r = await stageHandler(everyKind, w.ad, FENCE)(fenceRequest(), w.ctx);
+    expect(r.emit).toEqual([E1, E2]);
+    expect(writes(w).at(-1)).toBe(`leases.release ${LEASE} fence-0 ✗500`);
+  });
+
+  /** Fencing write, power-off (E1), and a follow-up that writes and emits E2. */
+  const withPowerOff = scripted((i) => {
+    const inc = i.view.incident!;
+    return processed(
+      "power",
+      [
+        {
+          kind: "updateIncidentStatus",
+          name: NAME,
+          expectedResourceVersion: inc.metadata.resourceVersion!,
+          status: transition(statusOf(inc), "Fencing", at(1000), { round: 1, fencingBy: FENCE.replica }),
+        },
+        {
+          kind: "powerOff",
+          node: "a",
+          incident: NAME,
+          round: 1,
+          holder: FENCE.replica,
+          levels: [],
+          timeoutMs: 1000,
+        },
+      ],
+      [E1],
+    );
+  });
+  const followUp = (seen: { rv?: string; attempts?: Attempt[] }): StageHooks => ({
+    onPowerOffResult: ({ incident: inc, result }) => {
+      seen.rv = inc.metadata.resourceVersion;
+      seen.attempts = result.attempts;
+      return processed(
+        "recorded",
+        [
+          {
+            kind: "updateIncidentStatus",
+            name: NAME,
+            expectedResourceVersion: inc.metadata.resourceVersion!,
+            status: { ...statusOf(inc), attempts: result.attempts },
+          },
+        ],
+        [E2],
+      );
+    },
+  });
+
+  test("a follow-up decides on the incident as just written; its events follow the decision's", async () => {
+    const w = setup();
+    const seen: { rv?: string; attempts?: Attempt[] } = {};
+    const attempts = [offAttempt(1, 1000)];
+    w.power.offScript = () => attempts;
+    let writtenRv: string | undefined;
+    w.c.before("power.powerOff", () => void (writtenRv = w.c.incident(NAME)?.metadata.resourceVersion));
+    const r = await stageHandler(withPowerOff, w.ad, FENCE, followUp(seen))(fenceRequest(), w.ctx);
+    expect(seen.rv).toBe(writtenRv);
+    expect(seen.attempts).toEqual(attempts);
+    expect(r.emit).toEqual([E1, E2]);
+    expect(statusOf(w.c.incident(NAME)!).attempts).toEqual(attempts);
+  });
+
+  test("a follow-up write that fails withholds every event, the first decision's too", async () => {
+    const w = setup();
+    const err = serverError("write status");
+    w.c.before("power.powerOff", () => w.c.failNext("incidents.writeStatus", err));
+    await expect(stageHandler(withPowerOff, w.ad, FENCE, followUp({}))(fenceRequest(), w.ctx)).rejects.toBe(
+      err,
+    );
+    expect(w.c.incident(NAME)?.status?.phase).toBe("Fencing");
+  });
+});
+
+describe("follow-ups: power-off attempts and release counts are fed back", () => {
+  const noReadBack = { readBackState: undefined, readBackAt: undefined };
+  test.each([
+    {
+      name: "read back Off at level 0",
+      attempts: [offAttempt(1, 1000)],
+      phase: "FencedOff",
+      event: EVENT_TYPES.nodeFenced,
+      data: { level: 0, driver: "redfish", attempts: 1, powerOffConfirmedAt: at(1400) },
+    },
+    {
+      name: "level 0 unreachable, level 1 read back Off",
+      attempts: [
+        offAttempt(1, 1000, { result: "unreachable", ...noReadBack }),
+        offAttempt(1, 1500, { level: 1, driver: "ipmi" }),
+      ],
+      phase: "FencedOff",
+      event: EVENT_TYPES.nodeFenced,
+      data: { level: 1, driver: "ipmi", attempts: 2, powerOffConfirmedAt: at(1900) },
+    },
+    {
+      name: "still on",
+      attempts: [offAttempt(1, 1000, { result: "still-on", readBackState: "On" })],
+      phase: "FenceFailed",
+      event: EVENT_TYPES.fenceFailed,
+      data: { round: 1, final: false },
+    },
+    {
+      name: "Off claimed but read back before the command (S1)",
+      attempts: [offAttempt(1, 1000, { readBackAt: at(1000) })],
+      phase: "FenceFailed",
+      event: EVENT_TYPES.fenceFailed,
+      data: { round: 1, final: false },
+    },
+    {
+      name: "no attempt at all",
+      attempts: [],
+      phase: "FenceFailed",
+      event: EVENT_TYPES.fenceFailed,
+      data: {},
+    },
+  ])("power-off: $name → $phase", async ({ attempts, phase, event: type, data }) => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    w.power.offScript = () => attempts;
+    const r = await fenceHandler(w)(fenceRequest(), w.ctx);
+    expect(r.outcome.kind).toBe("processed");
+    expect(types(r.emit)).toEqual([type]);
+    expect(r.emit[0]?.data).toMatchObject(data);
+    expect(writes(w)).toEqual([
+      `leases.acquire ${LEASE} fence-0`,
+      "incidents.writeStatus a-aaaaaaaa Fencing",
+      "power.powerOff a round 1 by fence-0",
+      `incidents.writeStatus a-aaaaaaaa ${phase}`,
+      `leases.release ${LEASE} fence-0`,
+    ]);
+    expect(w.c.count("power.prepare")).toBe(1);
+    const st = statusOf(w.c.incident(NAME)!);
+    expect(st.phase).toBe(phase);
+    expect(st.attempts).toEqual(attempts);
+    expect(w.c.leases.get(LEASE)?.holder).toBe("");
+  });
+
+  const remediation = (r: Partial<FencingPolicySpec["remediation"]>) =>
+    policy({ remediation: { ...policy().remediation, ...r } });
+  test.each([
+    { name: "defaults", policy: policy(), counts: [2, 1, 1], left: [1, 1, 0] },
+    { name: "pods kept", policy: remediation({ deletePods: false }), counts: [0, 1, 1], left: [3, 1, 0] },
+    {
+      name: "only pods",
+      policy: remediation({ deleteVolumeAttachments: false, deleteVirtualMachineInstances: false }),
+      counts: [2, 0, 0],
+      left: [1, 2, 1],
+    },
+  ])("release counts ($name) reach the Released status and event", async ({ policy: p, counts, left }) => {
+    const w = world({ policy: p });
+    w.c.seedIncident(fencedOff());
+    w.c.pods = [
+      { namespace: "default", name: "p1", node: "a" },
+      { namespace: "db", name: "p2", node: "a" },
+      { namespace: "default", name: "p3", node: "b" },
+    ];
+    w.c.volumeAttachments = [
+      { namespace: "", name: "va-a", node: "a" },
+      { namespace: "", name: "va-b", node: "b" },
+    ];
+    w.c.vmis = [{ namespace: "vms", name: "vm1", node: "a" }];
+    const r = await remediateHandler(w)(nodeFencedEvent(), w.ctx);
+    const [podsDeleted, volumeAttachmentsDeleted, vmisDeleted] = counts;
+    expect(types(r.emit)).toEqual([EVENT_TYPES.workloadsReleased]);
+    expect(r.emit[0]?.data).toMatchObject({ podsDeleted, volumeAttachmentsDeleted, vmisDeleted });
+    expect(statusOf(w.c.incident(NAME)!)).toMatchObject({
+      phase: "Released",
+      released: { podsDeleted, volumeAttachmentsDeleted, vmisDeleted },
+    });
+    expect([w.c.pods.length, w.c.volumeAttachments.length, w.c.vmis.length]).toEqual(left);
+    expect(writes(w)[0]).toBe(`nodes.setTaint a ${TAINT}`);
+    expect(writes(w).at(-1)).toBe("incidents.writeStatus a-aaaaaaaa Released");
+  });
+
+  test.each([
+    { name: "released", fail: false },
+    { name: "failing", fail: true },
+  ])("BMC holds are cleared just before a terminal write ($name)", async ({ fail }) => {
+    const w = world();
+    w.c.seedIncident({ ...fencedOff(), status: { ...fencedOff().status!, phase: "Released" } });
+    w.c.nodes.get("a")!.taints = [{ ...OUT_OF_SERVICE_TAINT }];
+    w.c.setNode(node("a", { bootId: NEW_BOOT }));
+    w.power.holds.set(NAME, ["openshift-machine-api/host-a"]);
+    const err = serverError("release holds");
+    if (fail) w.c.failNext("power.releaseHolds", err);
+    const run = recoverHandler(w)(condition("a", "True", NEW_BOOT, 1000), w.ctx);
+    if (fail) {
+      await expect(run).rejects.toBe(err);
+      expect(w.c.incident(NAME)?.status?.phase).toBe("Released");
+    } else {
+      expect(types((await run).emit)).toEqual([EVENT_TYPES.nodeRecovered]);
+      expect(w.c.incident(NAME)?.status?.phase).toBe("Recovered");
+    }
+    expect(writes(w)).toEqual([
+      `nodes.setTaint a ${UNTAINT}`,
+      `power.releaseHolds a-aaaaaaaa${fail ? " ✗500" : ""}`,
+      ...(fail ? [] : ["incidents.writeStatus a-aaaaaaaa Recovered"]),
+    ]);
+  });
+});
+
+describe("the handler deadline: an aborted signal stops before the next action", () => {
+  const deadline = () => new FastfenceError("FF_INTERNAL", "handler exceeded 200 ms", { retriable: true });
+
+  test.each([
+    {
+      name: "aborted before the first action: nothing written (only the BMC warm-up started)",
+      arm: (w: World, stop: () => void) => stop(),
+      effects: ["power.prepare a"],
+      phase: "Confirmed",
+      holder: undefined,
+      power: "On",
+    },
+    {
+      name: "aborted while the Lease is taken: held, but no Fencing write",
+      arm: (w: World, stop: () => void) => w.c.before("leases.acquire", stop),
+      effects: ["power.prepare a", `leases.acquire ${LEASE} fence-0`],
+      phase: "Confirmed",
+      holder: FENCE.replica,
+      power: "On",
+    },
+    {
+      name: "aborted during the power-off: its result is not recorded, the incident stays Fencing",
+      arm: (w: World, stop: () => void) => {
+        w.power.offScript = (a) => {
+          stop();
+          return [offAttempt(a.round, 1000)]; // the BMC did read back Off
+        };
+      },
+      effects: [
+        "power.prepare a",
+        `leases.acquire ${LEASE} fence-0`,
+        "incidents.writeStatus a-aaaaaaaa Fencing",
+        "power.powerOff a round 1 by fence-0",
+      ],
+      phase: "Fencing",
+      holder: FENCE.replica,
+      power: "Off",
+    },
+  ])("$name", async ({ arm, effects, phase, holder, power }) => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    const reason = deadline();
+    arm(w, () => w.abort.abort(reason));
+    await expect(fenceHandler(w)(fenceRequest(), w.ctx)).rejects.toBe(reason);
+    await tick();
+    expect(w.c.effects()).toEqual(effects);
+    expect(w.c.incident(NAME)?.status?.phase).toBe(phase);
+    expect(w.c.leases.get(LEASE)?.holder).toBe(holder);
+    expect(w.c.power.get("a")).toBe(power);
+  });
+
+  test("after a deadline mid-power-off, a redelivery once the Lease expired finishes the round", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    w.power.offScript = () => {
+      w.abort.abort(deadline());
+      return [];
+    };
+    await expect(fenceHandler(w)(fenceRequest(), w.ctx)).rejects.toBeInstanceOf(FastfenceError);
+    w.power.offScript = (a) => [offAttempt(a.round, 17_000, { by: a.holder })];
+    const ctx = handlerContext(w.clock);
+    // Redelivered to the same replica while its Lease runs: it is already driving.
+    expect((await fenceHandler(w, FENCE)(fenceRequest(), ctx)).outcome.kind).toBe("ignored");
+    w.clock.advance(16_000);
+    const r = await fenceHandler(w, OTHER_FENCE)(fenceRequest(), ctx);
+    expect(types(r.emit)).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(w.c.phases(NAME)).toEqual(["Confirmed", "Fencing", "Fencing", "FencedOff"]);
+    expect(statusOf(w.c.incident(NAME)!).round).toBe(1);
+  });
+
+  test.each([
+    { name: "not aborted: the wait passes, then the round runs", abort: false },
+    { name: "aborted during the wait: no Lease, no write", abort: true },
+  ])("a retry backoff (waitUntil), $name", async ({ abort }) => {
+    const w = world();
+    w.c.seedIncident(
+      confirmed("a", 0, {
+        phase: "FenceFailed",
+        round: 1,
+        retryNotBefore: at(3000),
+        attempts: [offAttempt(1, 0, { result: "still-on", readBackState: "On" })],
+      }),
+    );
+    const reason = deadline();
+    w.clock.onSleep = () => void (abort && w.abort.abort(reason));
+    const run = fenceHandler(w)(fenceFailedEvent(1), w.ctx);
+    if (abort) {
+      await expect(run).rejects.toBe(reason);
+      expect(writes(w)).toEqual([]);
+      expect(w.c.incident(NAME)?.status?.phase).toBe("FenceFailed");
+    } else {
+      expect(types((await run).emit)).toEqual([EVENT_TYPES.nodeFenced]);
+      expect(writes(w).slice(0, 2)).toEqual([
+        `leases.acquire ${LEASE} fence-0`,
+        "incidents.writeStatus a-aaaaaaaa Fencing",
+      ]);
+      expect(statusOf(w.c.incident(NAME)!).round).toBe(2);
+    }
+    expect(w.clock.sleeps).toEqual([2000]);
+  });
+});
+
+describe("the guards of the in-memory adapters (the tests above rely on them)", () => {
+  test("a status write on a stale resourceVersion is a KubeApiError 409; AlreadyExists too", async () => {
+    const w = world();
+    const inc = w.c.seedIncident(suspectedByB());
+    w.c.externalWrite(NAME, (st) => st);
+    await expect(
+      w.ad.incidents.writeStatus(NAME, inc.metadata.resourceVersion!, inc.status!),
+    ).rejects.toMatchObject({ status: 409, code: "FF_KUBE_CONFLICT" });
+    await expect(w.ad.incidents.create(suspectedByB())).rejects.toMatchObject({ status: 409 });
+    await expect(w.ad.incidents.writeStatus("nope", "1", inc.status!)).rejects.toMatchObject({ status: 404 });
+    expect(conflict("x")).toBeInstanceOf(KubeApiError);
+  });
+
+  test("a Lease another holder renewed within its duration is not acquired; an expired one is", async () => {
+    const w = world();
+    w.c.externalLease(LEASE, OTHER_FENCE.replica, NOW);
+    expect(await w.ad.leases.acquire(LEASE, FENCE.replica, NOW + 14_999)).toMatchObject({ acquired: false });
+    expect(await w.ad.leases.acquire(LEASE, FENCE.replica, NOW + 15_001)).toMatchObject({ acquired: true });
+  });
+});

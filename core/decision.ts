@@ -10,14 +10,28 @@
 //     call decide again (bounded, e.g. 3 times), else dead-letter/redeliver as retriable.
 //  3. Only after every action succeeded, publish `emit` (events follow the writes, so an
 //     event never announces a state the API does not hold).
-//  4. Actions marked as producing a result (powerOff, remediation deletes) feed a second
-//     pure call (fence.onPowerOffResult, remediate-workloads.onReleased) with the result.
+//  4. Actions that produce a result (powerOff; the release deletes) feed it back into the
+//     same stage's decide as `DecideInput.result` (etcd raft's Ready → Step loop), with the
+//     view's incident as just written; that decision is executed the same way, and its
+//     events follow the first decision's.
 // This module declares types and tiny helpers only; it must never perform I/O.
 import type { OutgoingEvent } from "../events/envelope.ts";
-import type { Outcome } from "../functions/contract.ts";
-import type { NodeFence, NodeFenceStatus } from "./incident.ts";
+import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
 import type { IgnoreCode, RejectCode } from "./reasons.ts";
+
+/**
+ * What happened to one delivered input. Every input ends in exactly one outcome. An ignored
+ * or rejected outcome carries a stable `code` (core/reasons.ts: match on it) and a human
+ * `reason` (free text for logs and operators: never match on it).
+ */
+export type Outcome =
+  /** The handler acted on it (state written and/or events emitted). */
+  | { kind: "processed"; detail?: string }
+  /** Valid but nothing to do (duplicate, stale, below threshold); code and reason are recorded. */
+  | { kind: "ignored"; code: IgnoreCode; reason: string }
+  /** Valid envelope but unusable content; goes to the dead-letter topic with the code and reason. */
+  | { kind: "rejected"; code: RejectCode; reason: string };
 
 export type ConditionStatus = "True" | "False" | "Unknown";
 
@@ -60,6 +74,18 @@ export interface View {
    * API server every probe.heartbeatIntervalMs (confirm only).
    */
   heartbeat?: LeaseInfo;
+  /**
+   * Identities (service-account user names) whose Confirmed incidents may be fenced (S6).
+   * From the deployment's configuration, never from an event.
+   */
+  trustedConfirmers: readonly string[];
+  /**
+   * Levels discovered for the node (ViewRequest.discovery; fencing.discovery "Metal3": from
+   * its BareMetalHost), read only when the policy opts in and no policy entry matches it.
+   */
+  discoveredLevels?: ResolvedFencingLevel[];
+  /** Why discovery found nothing (secret-free), for messages. */
+  discoveryError?: string;
 }
 
 /** Who is deciding: the adapter's authenticated identity (service account) and replica. */
@@ -70,12 +96,41 @@ export interface Self {
   replica: string;
 }
 
+/** Release counts of one remediation: what the deletes removed. */
+export interface ReleaseCounts {
+  podsDeleted: number;
+  volumeAttachmentsDeleted: number;
+  vmisDeleted: number;
+}
+
+/**
+ * The result of an action, fed back into the stage that asked for it (contract point 4).
+ * `powerOff`: every attempt of the round, in order. `released`: what the deletes removed.
+ */
+export type ActionResult = { kind: "powerOff"; attempts: Attempt[] } | { kind: "released"; counts: ReleaseCounts };
+
 export interface DecideInput<E = unknown> {
   event: E;
   view: View;
   /** Epoch milliseconds. */
   now: number;
   self: Self;
+  /**
+   * Set when this call decides on the result of an action the previous decision for the
+   * same event asked for; `view.incident` is then the incident as that decision wrote it.
+   */
+  result?: ActionResult;
+}
+
+/**
+ * An input that is not an event: a periodic re-drive of one open incident from its state in
+ * the API (level-triggered progress). A stage that accepts it says what to read
+ * (`PureStage.locateResync`) and decides on the fresh view like for an event.
+ */
+export interface Resync {
+  kind: "resync";
+  incident: string;
+  node: string;
 }
 
 export const OUT_OF_SERVICE_TAINT = {
@@ -187,4 +242,6 @@ export interface ViewRequest {
   heartbeat?: string;
   /** Read all nodes and all open incidents (View.nodes, View.openIncidents); otherwise they may be empty. */
   cluster: boolean;
+  /** Discover the node's fencing levels (View.discoveredLevels / discoveryError) when the policy opts in. */
+  discovery?: boolean;
 }

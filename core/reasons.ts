@@ -1,4 +1,4 @@
-// The stable reason codes of "ignored" and "rejected" outcomes (functions/contract.ts
+// The stable reason codes of "ignored" and "rejected" outcomes (core/decision.ts
 // Outcome), in the style of Kubernetes condition reasons: a CamelCase code that logs,
 // dead-letter records, metrics queries and tests match on, beside a free human message
 // that may change at any time. Every code is defined here once, with one line saying what
@@ -8,6 +8,7 @@
 /** Why a valid event needed nothing done. The event is acknowledged; nothing is written or emitted. */
 export const IGNORE_CODES = {
   UnhandledEventType: "The stage does not act on this event type.",
+  UnhandledInput: "The stage does not act on this kind of input (e.g. a resync of an open incident).",
   NodeNotFound: "The node the event is about is not in the API.",
   IncidentNotFound: "No incident in the API matches the event: an event alone changes nothing (S6).",
   StaleIncarnation: "The event is about an older boot of the node than the one it runs now (S3).",

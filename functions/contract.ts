@@ -1,42 +1,13 @@
-// The contract between a function and the two runtimes that host it (Kafka consumer,
-// Knative HTTP). A function folder exports one FunctionDefinition: what it consumes,
-// what it emits, and a factory that builds its event handler from injected adapters.
-// The runtime validates every incoming event against the catalog before the handler
-// sees it, publishes what the handler returns, and records the outcome (S5). This
-// module declares types only; it must never perform I/O.
-import type { FfEvent, OutgoingEvent } from "../events/envelope.ts";
-import type { Logger } from "../infra/log.ts";
-import type { Clock } from "../core/clock.ts";
-import type { Decision, DecideInput, ViewRequest } from "../core/decision.ts";
+// What a pipeline stage is (functions/<name>/handler.ts exports one `stage`): what it
+// consumes and emits, what state its adapter must read for an input (`locate`), and the
+// pure decision (`decide`). The stage executor (infra/runtime/stage-executor.ts) reads the
+// view, calls decide, executes the actions in order, feeds action results back into the
+// same decide, and publishes `emit` only if every action succeeded (core/decision.ts states
+// the contract). Types only: this module, like everything in functions/, must never import
+// infra/ or app/ and never perform I/O.
+import type { FfEvent } from "../events/envelope.ts";
+import type { Decision, DecideInput, Resync, ViewRequest } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
-import type { IgnoreCode, RejectCode } from "../core/reasons.ts";
-
-/**
- * What happened to one delivered event. Every event ends in exactly one outcome. An ignored
- * or rejected outcome carries a stable `code` (core/reasons.ts: match on it) and a human
- * `reason` (free text for logs and operators: never match on it).
- */
-export type Outcome =
-  /** The handler acted on it (state written and/or events emitted). */
-  | { kind: "processed"; detail?: string }
-  /** Valid but nothing to do (duplicate, stale, below threshold); code and reason are recorded. */
-  | { kind: "ignored"; code: IgnoreCode; reason: string }
-  /** Valid envelope but unusable content; goes to the dead-letter topic with the code and reason. */
-  | { kind: "rejected"; code: RejectCode; reason: string };
-
-export interface HandlerResult {
-  outcome: Outcome;
-  emit: OutgoingEvent[];
-}
-
-export interface HandlerContext {
-  log: Logger;
-  clock: Clock;
-  /** Aborted when the runtime shuts down or the delivery times out. */
-  signal: AbortSignal;
-}
-
-export type EventHandler = (event: FfEvent, ctx: HandlerContext) => Promise<HandlerResult>;
 
 export interface Subscription {
   topic: string;
@@ -44,31 +15,19 @@ export interface Subscription {
   types: readonly string[];
 }
 
-export interface FunctionDefinition<Deps = unknown> {
+/** A stage as the runtimes and the deployment see it: its name and its events. */
+export interface StageInfo {
   /** Folder and service name, e.g. "detect". */
   name: string;
   description: string;
   subscriptions: readonly Subscription[];
-  /** Event types this function may emit. */
+  /** Event types this stage may emit. */
   emits: readonly string[];
   /** On the fencing critical path: min-scale >= 2, never scaled to zero. */
   critical: boolean;
-  /** Builds the handler from its adapters (Kubernetes, BMC, ...). */
-  create(deps: Deps): EventHandler;
 }
 
-/**
- * A stage's pure half (functions/<name>/handler.ts): what it consumes and emits, what state
- * its adapter must read for an event (`locate`), and the decision (`decide`). The adapter
- * (written per runtime) reads the view, calls decide, executes the actions in order and
- * publishes `emit` only if they all succeeded (see core/decision.ts).
- */
-export interface PureStage<I extends DecideInput<FfEvent> = DecideInput<FfEvent>> {
-  name: string;
-  description: string;
-  subscriptions: readonly Subscription[];
-  emits: readonly string[];
-  critical: boolean;
+export interface PureStage extends StageInfo {
   locate(event: FfEvent): ViewRequest;
   /**
    * Optional cheap pre-check from the event and the policy alone: a Decision here (always
@@ -82,15 +41,17 @@ export interface PureStage<I extends DecideInput<FfEvent> = DecideInput<FfEvent>
    * them. When false, the adapter decides on that view and never lists the cluster. It
    * must be exact — false only if decide's result cannot depend on the lists.
    */
-  clusterNeeded?(input: I): boolean;
-  decide(input: I): Decision;
-}
-
-/** A FunctionDefinition for a pure stage: its metadata plus how to build the handler. */
-export function stageFunction<Deps>(
-  stage: PureStage<never> | PureStage,
-  create: (deps: Deps) => EventHandler,
-): FunctionDefinition<Deps> {
-  const { name, description, subscriptions, emits, critical } = stage;
-  return { name, description, subscriptions, emits, critical, create };
+  clusterNeeded?(input: DecideInput<FfEvent>): boolean;
+  /**
+   * Decides on an event (or, with `input.result`, on the result of an action the previous
+   * decision for that event asked for). Pure: no I/O, no clock.
+   */
+  decide(input: DecideInput<FfEvent>): Decision;
+  /**
+   * Optional: what to read to re-drive one open incident without an event (a periodic
+   * resync). A stage without it ignores resyncs.
+   */
+  locateResync?(input: Resync): ViewRequest;
+  /** Decides on a resync's fresh view; required with locateResync. */
+  resync?(input: DecideInput<Resync>): Decision;
 }

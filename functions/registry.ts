@@ -1,30 +1,20 @@
-// The list of pipeline functions, and what every function's wiring receives. Adding a
-// function = a new folder with handler.ts (pure stage), function.ts (wiring) and one line
-// here (see docs/adding-a-function.md). Declarations only; no I/O at import time.
-import type { Self } from "../core/decision.ts";
-import type { StageAdapters } from "../infra/runtime/stage-executor.ts";
-import type { FunctionDefinition } from "./contract.ts";
-import { definition as confirm } from "./confirm/function.ts";
-import { definition as detect } from "./detect/function.ts";
-import { definition as fence } from "./fence/function.ts";
-import { definition as recover } from "./recover/function.ts";
-import { definition as remediateWorkloads } from "./remediate-workloads/function.ts";
+// The list of pipeline stages. Adding a stage = a new folder functions/<name>/ with
+// handler.ts (exports `stage`) and decide.pure.ts, one line here, and the registrations
+// docs/adding-a-function.md lists (test/unit/functions/registrations.test.ts checks them).
+// Declarations only: no I/O at import time, and nothing here imports infra/ or app/.
+import type { PureStage } from "./contract.ts";
+import { stage as confirm } from "./confirm/handler.ts";
+import { stage as detect } from "./detect/handler.ts";
+import { stage as fence } from "./fence/handler.ts";
+import { stage as recover } from "./recover/handler.ts";
+import { stage as remediateWorkloads } from "./remediate-workloads/handler.ts";
 
-export interface RuntimeDeps {
-  adapters: StageAdapters;
-  self: Self;
-  /** Identities (service-account user names) whose Confirmed incidents fence may act on (S6). */
-  trustedConfirmers: readonly string[];
+export const STAGES: readonly PureStage[] = [detect, confirm, fence, remediateWorkloads, recover];
+
+export function findStage(name: string): PureStage | undefined {
+  return STAGES.find((f) => f.name === name);
 }
 
-export const FUNCTIONS: readonly FunctionDefinition<RuntimeDeps>[] = [
-  detect,
-  confirm,
-  fence,
-  remediateWorkloads,
-  recover,
-];
-
-export function findFunction(name: string): FunctionDefinition<RuntimeDeps> | undefined {
-  return FUNCTIONS.find((f) => f.name === name);
+export function stageNames(): string[] {
+  return STAGES.map((f) => f.name);
 }

@@ -4,9 +4,10 @@
 // ID changed since the incident began (a late event never powers off a recovered node),
 // takes the per-node Lease (one driver per node), marks the incident Fencing and asks for
 // the power-off levels (the policy's; with fencing.discovery, the ones the adapter
-// discovered and passed in when no policy entry matches). `onPowerOffResult` turns the adapter's attempts into FencedOff only
-// when a read-back said exactly Off after the command; anything else is FenceFailed with
-// the reason (retried after a backoff, final after maxRounds). No I/O.
+// discovered for the view when no policy entry matches). The power-off's result comes back
+// into `decide` (input.result), and `onPowerOffResult` turns the attempts into FencedOff
+// only when a read-back said exactly Off after the command; anything else is FenceFailed
+// with the reason (retried after a backoff, final after maxRounds). No I/O.
 import {
   statusOf,
   transition,
@@ -37,18 +38,6 @@ import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
 import type { FenceFailed, NodeFenced } from "../../events/schemas.ts";
 
-/** Only incidents whose confirmedBy is one of these identities are fenced (S6). */
-export interface FenceDecideInput extends DecideInput<FfEvent> {
-  trustedConfirmers: readonly string[];
-  /**
-   * Levels the adapter discovered for the node (fencing.discovery "Metal3": from its
-   * BareMetalHost). Used only when no policy entry matches the node and the policy opts in.
-   */
-  discoveredLevels?: ResolvedFencingLevel[];
-  /** Why discovery found nothing (secret-free), for the NoFencingLevels message. */
-  discoveryError?: string;
-}
-
 export function locate(event: FfEvent): ViewRequest {
   const d = event.data as { incident?: string };
   return {
@@ -56,10 +45,23 @@ export function locate(event: FfEvent): ViewRequest {
     ...(d.incident ? { incident: d.incident } : {}),
     lease: fenceLeaseName(event.subject),
     cluster: false,
+    discovery: true,
   };
 }
 
-export function decide(input: FenceDecideInput): Decision {
+export function decide(input: DecideInput<FfEvent>): Decision {
+  if (input.result) {
+    const { view, now, self } = input;
+    if (input.result.kind !== "powerOff" || !view.incident)
+      return rejected("ViewMismatch", `fence cannot decide on a ${input.result.kind} result here`);
+    return onPowerOffResult({
+      incident: view.incident,
+      result: { attempts: input.result.attempts },
+      policy: view.policy,
+      now,
+      self,
+    });
+  }
   const ev = input.event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.fenceRequested && ev.type !== EVENT_TYPES.fenceFailed) {
     return ignored("UnhandledEventType", `fence does not handle ${ev.type}`);
@@ -128,17 +130,17 @@ export function decide(input: FenceDecideInput): Decision {
     return ignored(early ? "WrongPhase" : "PhasePassed", `incident ${name} already ${st.phase}`);
   }
 
-  const distrust = checkConfirmation(inc, st, node, policy, input.trustedConfirmers);
+  const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers);
   if (distrust) return rejected(distrust.code, distrust.reason);
 
-  const levels = resolveLevels(policy, node, input.discoveredLevels);
+  const levels = resolveLevels(policy, node, view.discoveredLevels);
   const leaseName = fenceLeaseName(node.name);
   const rv = inc.metadata.resourceVersion;
   if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   if (!levels) {
     const status = transition(st, "FenceFailed", iso(now), {
       reason: "NoFencingLevels",
-      message: `no fencing levels match node ${node.name}${policy.fencing.discovery !== "None" ? ` (discovery ${policy.fencing.discovery}: ${input.discoveryError ?? "nothing found"})` : ""}`,
+      message: `no fencing levels match node ${node.name}${policy.fencing.discovery !== "None" ? ` (discovery ${policy.fencing.discovery}: ${view.discoveryError ?? "nothing found"})` : ""}`,
       round,
     });
     return processed(

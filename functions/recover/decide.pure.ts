@@ -22,19 +22,16 @@ import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeRecovered } from "../../events/schemas.ts";
 
-/** Recover's input: the adapter may pass levels it discovered (fencing.discovery) for power-on. */
-export interface RecoverDecideInput extends DecideInput<FfEvent> {
-  discoveredLevels?: ResolvedFencingLevel[];
-}
-
 export function locate(event: FfEvent): ViewRequest {
   const d = event.data as { incident?: string };
+  // A power-on after workloads.released may use the node's discovered levels.
+  const discovery = event.type === EVENT_TYPES.workloadsReleased;
   return d.incident
-    ? { node: event.subject, incident: d.incident, cluster: false }
-    : { node: event.subject, openIncidentOfNode: true, cluster: false };
+    ? { node: event.subject, incident: d.incident, cluster: false, discovery }
+    : { node: event.subject, openIncidentOfNode: true, cluster: false, discovery };
 }
 
-export function decide(input: RecoverDecideInput): Decision {
+export function decide(input: DecideInput<FfEvent>): Decision {
   const ev = input.event as AnyFfEvent;
   switch (ev.type) {
     case EVENT_TYPES.nodeCondition:
@@ -90,7 +87,7 @@ function onCondition(
 
 function onReleased(
   d: DataOf<typeof EVENT_TYPES.workloadsReleased>,
-  { view, now, discoveredLevels }: RecoverDecideInput,
+  { view, now }: DecideInput<FfEvent>,
 ): Decision {
   const inc = view.incident;
   if (!inc || inc.metadata.name !== d.incident)
@@ -104,7 +101,7 @@ function onReleased(
     return ignored("PowerOnRequested", `power-on already requested at ${st.powerOnRequestedAt}`);
   if (view.node && view.node.bootId !== inc.spec.bootId)
     return ignored("StaleIncarnation", `${d.node} is already back (boot ${view.node.bootId})`);
-  const levels = resolveLevels(view.policy, view.node ?? { name: d.node }, discoveredLevels);
+  const levels = resolveLevels(view.policy, view.node ?? { name: d.node }, view.discoveredLevels);
   if (!levels) return ignored("NoFencingLevels", `no fencing levels for ${d.node}: cannot power it on`);
   const rv = inc.metadata.resourceVersion;
   if (!rv)

@@ -3,23 +3,17 @@
 // (decide). The adapter that reads the view and executes the actions lives with the
 // runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
-import { CATALOG, consumedBy, emittedBy } from "../../events/catalog.ts";
-import { decide, locate, type RecoverDecideInput } from "./decide.pure.ts";
+import { catalogStage } from "../stage-info.ts";
+import { decide, locate } from "./decide.pure.ts";
 
 export * from "./decide.pure.ts";
 
-const consumes = consumedBy("recover");
-
-export const stage: PureStage<RecoverDecideInput> = {
-  name: "recover",
-  description:
+export const stage: PureStage = {
+  ...catalogStage(
+    "recover",
     "Ends incidents when the node returns with a new boot ID (removes the taint); powers fenced nodes back on if the policy says so.",
-  subscriptions: [...new Set(consumes.map((t) => CATALOG[t].topic))].map((topic) => ({
-    topic,
-    types: consumes.filter((t) => CATALOG[t].topic === topic),
-  })),
-  emits: emittedBy("recover"),
-  critical: false,
+    false,
+  ),
   locate,
   decide,
 };

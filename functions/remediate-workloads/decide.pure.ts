@@ -1,7 +1,8 @@
 // remediate-workloads, the pure decision (S1): only for an incident in phase FencedOff
 // with a power-off read back as Off does it ask for the out-of-service taint and the
 // force-deletion of the node's pods (grace 0), VolumeAttachments and KubeVirt VMIs.
-// `onReleased` records the counts (phase Released) and emits workloads.released. It never
+// What the deletes removed comes back into `decide` (input.result), and `onReleased`
+// records the counts (phase Released) and emits workloads.released. It never
 // releases anything on an event's word alone or on an unconfirmed power-off. No I/O.
 import { statusOf, transition, type NodeFence } from "../../core/incident.ts";
 import {
@@ -14,6 +15,7 @@ import {
   type Action,
   type DecideInput,
   type Decision,
+  type ReleaseCounts,
   type Self,
   type ViewRequest,
 } from "../../core/decision.ts";
@@ -31,6 +33,12 @@ export function locate(event: FfEvent): ViewRequest {
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
+  if (input.result) {
+    const { view, now, self } = input;
+    if (input.result.kind !== "released" || !view.incident)
+      return rejected("ViewMismatch", `remediate-workloads cannot decide on a ${input.result.kind} result here`);
+    return onReleased({ incident: view.incident, counts: input.result.counts, policy: view.policy, now, self });
+  }
   const ev = input.event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.nodeFenced)
     return ignored("UnhandledEventType", `remediate-workloads does not handle ${ev.type}`);
@@ -67,12 +75,7 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   return processed(`releasing workloads of ${node} (power-off confirmed ${st.powerOffConfirmedAt})`, actions);
 }
 
-/** Counts the adapter got back from the delete actions (0 for a kind not deleted). */
-export interface ReleaseCounts {
-  podsDeleted: number;
-  volumeAttachmentsDeleted: number;
-  vmisDeleted: number;
-}
+export type { ReleaseCounts };
 
 export interface ReleasedInput {
   /** The incident as read for decide (unchanged: decide writes nothing). */

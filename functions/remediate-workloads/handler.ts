@@ -3,23 +3,17 @@
 // (decide; onReleased after the delete actions). The adapter that reads the view and executes the actions lives with the
 // runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
-import { CATALOG, consumedBy, emittedBy } from "../../events/catalog.ts";
+import { catalogStage } from "../stage-info.ts";
 import { decide, locate } from "./decide.pure.ts";
 
 export * from "./decide.pure.ts";
 
-const consumes = consumedBy("remediate-workloads");
-
 export const stage: PureStage = {
-  name: "remediate-workloads",
-  description:
+  ...catalogStage(
+    "remediate-workloads",
     "After a confirmed power-off: out-of-service taint, force-deletes the node's pods, VolumeAttachments and VMIs.",
-  subscriptions: [...new Set(consumes.map((t) => CATALOG[t].topic))].map((topic) => ({
-    topic,
-    types: consumes.filter((t) => CATALOG[t].topic === topic),
-  })),
-  emits: emittedBy("remediate-workloads"),
-  critical: true,
+    true,
+  ),
   locate,
   decide,
 };

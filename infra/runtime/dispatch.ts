@@ -13,7 +13,9 @@ import {
 } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
-import type { EventHandler, FunctionDefinition, Outcome } from "../../functions/contract.ts";
+import type { Outcome } from "../../core/decision.ts";
+import type { StageInfo } from "../../functions/contract.ts";
+import type { EventHandler } from "./contract.ts";
 import { forIncident, type Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 
@@ -56,7 +58,7 @@ export interface Dispatcher {
 }
 
 export function createDispatcher(opts: {
-  def: FunctionDefinition<never> | FunctionDefinition<unknown>;
+  def: StageInfo;
   handler: EventHandler;
   catalog: CatalogView;
   source: string;

@@ -14,7 +14,8 @@ import { InvalidInputError, RejectedEventError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { decodeHttp, encodeHttp } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
-import type { EventHandler, FunctionDefinition } from "../../functions/contract.ts";
+import type { StageInfo } from "../../functions/contract.ts";
+import type { EventHandler } from "./contract.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
@@ -51,7 +52,7 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 }
 
 export async function startHttpRuntime(opts: {
-  def: FunctionDefinition<never> | FunctionDefinition<unknown>;
+  def: StageInfo;
   handler: EventHandler;
   catalog: CatalogView;
   clock: Clock;

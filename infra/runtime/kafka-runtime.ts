@@ -12,7 +12,8 @@ import type { Clock } from "../../core/clock.ts";
 import { acksFor, factKey } from "../../events/catalog.ts";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
-import type { EventHandler, FunctionDefinition } from "../../functions/contract.ts";
+import type { StageInfo } from "../../functions/contract.ts";
+import type { EventHandler } from "./contract.ts";
 import type { Bus, BusRecord, Subscription } from "../bus/bus.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
@@ -65,14 +66,14 @@ export interface KafkaRuntime {
  * function consumes from the same topic it and its peers publish to.
  */
 export function consumedTopics(
-  def: Pick<FunctionDefinition, "subscriptions">,
+  def: Pick<StageInfo, "subscriptions">,
   catalog: Pick<CatalogView, "topicOf">,
 ): string[] {
   return [...new Set(def.subscriptions.flatMap((s) => s.types.map((t) => catalog.topicOf(t))))];
 }
 
 export async function startKafkaRuntime(opts: {
-  def: FunctionDefinition<never> | FunctionDefinition<unknown>;
+  def: StageInfo;
   handler: EventHandler;
   bus: Bus;
   catalog: CatalogView;

@@ -1,8 +1,10 @@
 // Turns a pure stage (functions/<name>/decide.pure.ts) into an event handler: read the
-// view the stage asks for (locate), call decide, execute the returned actions in order
-// through the adapters, feed action results (power-off attempts, release counts) to the
-// stage's follow-up decision, and hand the events to emit back to the runtime — only
-// after every write succeeded (core/decision.ts states the contract). A guarded write
+// view the stage asks for (locate; with the configured trusted confirmers and, when asked,
+// the node's discovered fencing levels), call decide, execute the returned actions in order
+// through the adapters, feed action results (power-off attempts, release counts) back into
+// the same decide as `result`, and hand the events to emit back to the runtime — only
+// after every write succeeded (core/decision.ts states the contract). It also re-drives an
+// open incident without an event (`resync`), for stages that accept that. A guarded write
 // that fails (409, AlreadyExists, a lease held elsewhere) means the view was stale: it
 // re-reads and decides again, a bounded number of times. It never executes an action
 // the pure stage did not return; the one adapter-side effect it adds is clearing BMC
@@ -10,9 +12,11 @@
 import { FastfenceError } from "../../core/errors.ts";
 import type {
   Action,
+  ActionResult,
   Decision,
   DecideInput,
   NodeInfo,
+  Resync,
   Self,
   View,
   ViewRequest,
@@ -20,14 +24,16 @@ import type {
 import { isTerminal, type Attempt, type NodeFence } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
-import type { EventHandler, HandlerContext, HandlerResult, PureStage } from "../../functions/contract.ts";
-import type { Metal3Api } from "../bmc/metal3.ts";
+import type { PureStage } from "../../functions/contract.ts";
+import { discoveryInput } from "../bmc/discovery-input.ts";
+import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
 import { readLeaseInfo, type LeaseManager } from "../kube/lease.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
+import type { EventHandler, HandlerContext, HandlerResult } from "./contract.ts";
 
 /** Runs power actions for fence and recover (infra/fence/power.ts). */
 export interface PowerExecutor {
@@ -66,31 +72,17 @@ export interface StageAdapters {
   metal3?: Metal3Api;
 }
 
-/** Stage-specific follow-ups after result-producing actions (fence, remediate-workloads). */
-export interface StageHooks {
-  /**
-   * Extra decide input (fence: trustedConfirmers; fence/recover: levels discovered for the
-   * node). May read (it is adapter code); it runs after the view is read, before decide.
-   */
-  extraInput?: (i: {
-    event: FfEvent;
-    view: View;
-    now: number;
-  }) => Record<string, unknown> | Promise<Record<string, unknown>>;
-  onPowerOffResult?: (i: {
-    incident: NodeFence;
-    result: { attempts: Attempt[] };
-    policy: FencingPolicySpec;
-    now: number;
-    self: Self;
-  }) => Decision;
-  onReleased?: (i: {
-    incident: NodeFence;
-    counts: { podsDeleted: number; volumeAttachmentsDeleted: number; vmisDeleted: number };
-    policy: FencingPolicySpec;
-    now: number;
-    self: Self;
-  }) => Decision;
+/** What the executor knows of the deployment, handed to every decision in the view. */
+export interface StageWorld {
+  /** Identities whose Confirmed incidents may be fenced (S6): View.trustedConfirmers. */
+  trustedConfirmers: readonly string[];
+}
+
+/** A stage's event handler, plus the level-triggered entry that re-drives an open incident. */
+export interface StageRunner {
+  handle: EventHandler;
+  /** Re-drives one open incident from its state in the API; ignored by stages without locateResync. */
+  resync(input: Resync, ctx: HandlerContext): Promise<HandlerResult>;
 }
 
 /** A guarded write lost: the view was stale. */
@@ -107,12 +99,21 @@ function toCoreNode(n: KubeNodeInfo): NodeInfo {
 /** How many times a stale view is re-read and re-decided before giving up (retriable). */
 export const MAX_REDECIDE = 4;
 
+/** Decides on a view, or (with `result`) on the result of an action the last decision asked for. */
+type DecideOn = (view: View, now: number, result?: ActionResult) => Decision;
+
+/** The event handler of a stage (its StageRunner's `handle`). */
 export function stageHandler(
-  stage: PureStage<DecideInput<FfEvent>>,
+  stage: PureStage,
   ad: StageAdapters,
   self: Self,
-  hooks: StageHooks = {},
+  world: StageWorld,
 ): EventHandler {
+  return stageRunner(stage, ad, self, world).handle;
+}
+
+export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, world: StageWorld): StageRunner {
+  let metal3: Metal3Api | undefined = ad.metal3;
   /** All nodes and all open incidents (View.nodes, View.openIncidents). */
   async function readCluster(): Promise<Pick<View, "nodes" | "openIncidents">> {
     const [nodes, openIncidents] = await Promise.all([ad.nodes.list(), ad.incidents.listOpen()]);
@@ -132,19 +133,24 @@ export function stageHandler(
       req.heartbeat ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.heartbeat) : Promise.resolve(undefined),
       req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
     ]);
-    return {
+    const view: View = {
       ...(incident ? { incident } : {}),
       ...(node ? { node: toCoreNode(node) } : {}),
       ...(lease ? { lease } : {}),
       ...(heartbeat ? { heartbeat } : {}),
       ...cluster,
       policy,
+      trustedConfirmers: world.trustedConfirmers,
     };
+    if (!req.discovery) return view;
+    metal3 ??= new KubeMetal3Api(ad.kube);
+    return { ...view, ...(await discoveryInput(metal3, view)) };
   }
 
   async function execute(
     decision: Decision,
     view: View,
+    decideOn: DecideOn,
     ctx: HandlerContext,
   ): Promise<{ emit: OutgoingEvent[]; details: string[] }> {
     const emit: OutgoingEvent[] = [];
@@ -211,23 +217,18 @@ export function stageHandler(
           break;
         }
         case "powerOff": {
-          if (!ad.power || !hooks.onPowerOffResult)
+          if (!ad.power)
             throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
           if (!last) throw new FastfenceError("FF_INTERNAL", "powerOff without an incident");
           const attempts = await ad.power.powerOff(a, view.policy, ctx.signal);
-          const follow = hooks.onPowerOffResult({
-            incident: last,
-            result: { attempts },
-            policy: view.policy,
-            now: ctx.clock.now(),
-            self,
-          });
+          const after = { ...view, incident: last };
+          const follow = decideOn(after, ctx.clock.now(), { kind: "powerOff", attempts });
           details.push(
             follow.outcome.kind === "processed"
               ? (follow.outcome.detail ?? "")
               : `power-off result ${follow.outcome.kind}`,
           );
-          const r = await execute(follow, { ...view, incident: last }, ctx);
+          const r = await execute(follow, after, decideOn, ctx);
           emit.push(...r.emit);
           details.push(...r.details);
           break;
@@ -239,6 +240,8 @@ export function stageHandler(
           break;
         case "setTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, true);
+          // A release with every delete turned off by the policy is still a release.
+          released = true;
           break;
         case "removeTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, false);
@@ -264,15 +267,10 @@ export function stageHandler(
       }
     }
     await drain();
-    if (released && hooks.onReleased && last) {
-      const follow = hooks.onReleased({
-        incident: last,
-        counts,
-        policy: view.policy,
-        now: ctx.clock.now(),
-        self,
-      });
-      const r = await execute(follow, { ...view, incident: last }, ctx);
+    if (released && last) {
+      const after = { ...view, incident: last };
+      const follow = decideOn(after, ctx.clock.now(), { kind: "released", counts });
+      const r = await execute(follow, after, decideOn, ctx);
       emit.push(...r.emit);
       details.push(...r.details);
     }
@@ -280,25 +278,23 @@ export function stageHandler(
     return { emit, details };
   }
 
-  return async (event: FfEvent, ctx: HandlerContext): Promise<HandlerResult> => {
-    const req = stage.locate(event);
-    if (stage.screen) {
-      const now = ctx.clock.now();
-      const early = stage.screen({ event, policy: await ad.policy.get(now), now });
-      if (early) return { outcome: early.outcome, emit: [] };
-    }
+  /** Reads the view, decides and executes; on a stale view, re-reads and decides again. */
+  async function run(
+    req: ViewRequest,
+    decideOn: DecideOn,
+    needsCluster: ((view: View, now: number) => boolean) | undefined,
+    ctx: HandlerContext,
+  ): Promise<HandlerResult> {
     for (let round = 1; ; round++) {
       const now = ctx.clock.now();
       // A stage that can tell whether it needs the cluster lists gets the view without
       // them first; they are listed only if decide would use them.
-      const deferCluster = req.cluster && stage.clusterNeeded !== undefined;
+      const deferCluster = req.cluster && needsCluster !== undefined;
       let view = await readView(deferCluster ? { ...req, cluster: false } : req, now);
-      const extra = hooks.extraInput ? await hooks.extraInput({ event, view, now }) : {};
-      if (deferCluster && stage.clusterNeeded!({ event, view, now, self, ...extra }))
-        view = { ...view, ...(await readCluster()) };
-      const decision = stage.decide({ event, view, now, self, ...extra });
+      if (deferCluster && needsCluster!(view, now)) view = { ...view, ...(await readCluster()) };
+      const decision = decideOn(view, now);
       try {
-        const { emit } = await execute(decision, view, ctx);
+        const { emit } = await execute(decision, view, decideOn, ctx);
         return { outcome: decision.outcome, emit };
       } catch (err) {
         if (err instanceof StaleView && round < MAX_REDECIDE) {
@@ -319,5 +315,43 @@ export function stageHandler(
         throw err;
       }
     }
+  }
+
+  return {
+    handle: async (event: FfEvent, ctx: HandlerContext): Promise<HandlerResult> => {
+      if (stage.screen) {
+        const now = ctx.clock.now();
+        const early = stage.screen({ event, policy: await ad.policy.get(now), now });
+        if (early) return { outcome: early.outcome, emit: [] };
+      }
+      const input = (view: View, now: number, result?: ActionResult): DecideInput<FfEvent> => ({
+        event,
+        view,
+        now,
+        self,
+        ...(result ? { result } : {}),
+      });
+      const needsCluster = stage.clusterNeeded;
+      return run(
+        stage.locate(event),
+        (view, now, result) => stage.decide(input(view, now, result)),
+        needsCluster ? (view, now) => needsCluster(input(view, now)) : undefined,
+        ctx,
+      );
+    },
+    resync: async (r: Resync, ctx: HandlerContext): Promise<HandlerResult> => {
+      const { locateResync, resync } = stage;
+      if (!locateResync || !resync)
+        return {
+          outcome: { kind: "ignored", code: "UnhandledInput", reason: `${stage.name} does not re-drive incidents` },
+          emit: [],
+        };
+      return run(
+        locateResync(r),
+        (view, now, result) => resync({ event: r, view, now, self, ...(result ? { result } : {}) }),
+        undefined,
+        ctx,
+      );
+    },
   };
 }

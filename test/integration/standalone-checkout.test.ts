@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { realpathSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ROOT } from "../env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
 
 const CHECKOUT = realpathSync(ROOT);
 const PARENT = dirname(CHECKOUT);
@@ -47,7 +47,7 @@ describe.skipIf(!isRoot || PARENT === "/")("a checkout with nothing beside it", 
       `
 trap 'node cli/main.ts lab down >/dev/null 2>&1 || true' EXIT
 node cli/main.ts lab up
-status=$(node cli/main.ts lab status)
+status=$(node cli/main.ts lab status -o json)
 grep -q '"ready": "True"' <<<"$status" && echo LAB-READY
 node cli/main.ts lab down && echo LAB-DOWN
 node node_modules/vitest/vitest.mjs run --project integration test/integration/deploy- && echo DEPLOY-PASSED

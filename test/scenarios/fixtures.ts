@@ -212,5 +212,5 @@ export function condition(
 }
 
 export function view(v: Partial<View> & { node?: NodeInfo } = {}): View {
-  return { openIncidents: [], nodes: CLUSTER3(), policy: policy(), ...v };
+  return { openIncidents: [], nodes: CLUSTER3(), policy: policy(), trustedConfirmers: TRUSTED, ...v };
 }

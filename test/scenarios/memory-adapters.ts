@@ -19,7 +19,7 @@ import {
   type NodeFenceStatus,
 } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
-import type { HandlerContext } from "../../functions/contract.ts";
+import type { HandlerContext } from "../../infra/runtime/contract.ts";
 import type { Metal3Api } from "../../infra/bmc/metal3.ts";
 import { KubeApiError, type Kube, type KubeApis } from "../../infra/kube/client.ts";
 import type { IncidentStore } from "../../infra/kube/incidents.ts";

@@ -2,7 +2,9 @@
 // (metal3 BareMetalHost) only when no policy entry matches the node and the policy opts
 // in; a policy entry always wins; with nothing found the incident fails with the reason.
 import { describe, expect, test } from "vitest";
-import { decide, type FenceDecideInput } from "../../../functions/fence/handler.ts";
+import { decide } from "../../../functions/fence/handler.ts";
+import type { DecideInput, View } from "../../../core/decision.ts";
+import type { FfEvent } from "../../../events/envelope.ts";
 import { decide as recoverDecide } from "../../../functions/recover/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import { resolvePolicy, resolveLevels, type ResolvedFencingLevel } from "../../../core/policy.ts";
@@ -36,16 +38,20 @@ const req = () => {
 function input(
   discovery: "None" | "Metal3",
   labels: Record<string, string>,
-  extra: Partial<FenceDecideInput> = {},
-): FenceDecideInput {
+  discovered: Pick<View, "discoveredLevels" | "discoveryError"> = {},
+): DecideInput<FfEvent> {
   const p = policy({ fencing: { discovery } });
   return {
     event: req(),
-    view: view({ incident: confirmed("a"), node: node("a", { labels }), policy: p }),
+    view: view({
+      incident: confirmed("a"),
+      node: node("a", { labels }),
+      policy: p,
+      trustedConfirmers: TRUSTED,
+      ...discovered,
+    }),
     now: T0 + 1000,
     self: FENCE,
-    trustedConfirmers: TRUSTED,
-    ...extra,
   };
 }
 
@@ -112,10 +118,9 @@ describe("recover power-on with fencing.discovery", () => {
     const p = policy({ powerOnAfterFence: true, fencing: { discovery: "Metal3" } });
     const d = recoverDecide({
       event: ev,
-      view: view({ incident: inc, node: node("a", { labels: {} }), policy: p }),
+      view: view({ incident: inc, node: node("a", { labels: {} }), policy: p, discoveredLevels: [HOST_LEVEL] }),
       now: T0 + 5000,
       self: FENCE,
-      discoveredLevels: [HOST_LEVEL],
     });
     expect(d.actions.find((a) => a.kind === "powerOn")).toMatchObject({ levels: [HOST_LEVEL] });
   });

@@ -1,7 +1,9 @@
 // fence: S6 (acts only on a Confirmed incident written by a trusted confirm identity),
 // S3 (stale incarnation, lease), S1 (FencedOff only with an Off read-back), retries.
 import { describe, expect, test } from "vitest";
-import { decide, onPowerOffResult, type FenceDecideInput } from "../../../functions/fence/handler.ts";
+import { decide, onPowerOffResult } from "../../../functions/fence/handler.ts";
+import type { DecideInput, View } from "../../../core/decision.ts";
+import type { FfEvent } from "../../../events/envelope.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { NodeFenceStatus } from "../../../core/incident.ts";
 import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
@@ -53,16 +55,15 @@ const failedEvt = (round: number, final = false) => {
     { incident: name },
   );
 };
-const input = (v: Partial<FenceDecideInput["view"]>, ev = req(), nowMs = NOW): FenceDecideInput => ({
+const input = (v: Partial<View>, ev = req(), nowMs = NOW): DecideInput<FfEvent> => ({
   event: ev,
-  view: view({ node: node("a"), ...v }),
+  view: view({ node: node("a"), trustedConfirmers: TRUSTED, ...v }),
   now: T0 + nowMs,
   self: FENCE,
-  trustedConfirmers: TRUSTED,
 });
 
 type Expect = { fence: number } | { ignored: IgnoreCode } | { rejected: RejectCode } | { failedFinal: true };
-const cases: [string, FenceDecideInput, Expect][] = [
+const cases: [string, DecideInput<FfEvent>, Expect][] = [
   [
     "Confirmed by trusted confirm → lease, Fencing write, powerOff",
     input({ incident: confirmed("a") }),

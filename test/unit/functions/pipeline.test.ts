@@ -1,5 +1,5 @@
-// The whole chain through the real stage executor and the functions' own wiring
-// (functions/registry.ts), on in-memory adapters with the API server's guards
+// The whole chain through the real stage executor and the registered stages
+// (functions/registry.ts), wired as app/host.ts wires them, on in-memory adapters with the API server's guards
 // (test/scenarios/memory-adapters.ts): observations → suspected → Confirmed → Fencing →
 // FencedOff → Released → Recovered, with every event delivered twice (duplicates), a
 // duplicate fence request while the power-off runs, and a late replay at the end (stale
@@ -10,8 +10,9 @@ import type { Self } from "../../../core/decision.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import { envelope } from "../../../events/envelope.ts";
 import { EVENT_TYPES, parseEvent } from "../../../events/catalog.ts";
-import type { EventHandler, HandlerResult } from "../../../functions/contract.ts";
-import { findFunction } from "../../../functions/registry.ts";
+import { findStage } from "../../../functions/registry.ts";
+import type { EventHandler, HandlerResult } from "../../../infra/runtime/contract.ts";
+import { stageHandler } from "../../../infra/runtime/stage-executor.ts";
 import {
   CONFIRM,
   FENCE,
@@ -50,7 +51,7 @@ describe("pipeline", () => {
     const power = new MemoryPower(c, clock);
     const adapters = memoryAdapters(c, { power });
     const handler = (name: string, self: Self): EventHandler =>
-      findFunction(name)!.create({ adapters, self, trustedConfirmers: TRUSTED });
+      stageHandler(findStage(name)!, adapters, self, { trustedConfirmers: TRUSTED });
     const detect = handler("detect", CONFIRM);
     const confirm = handler("confirm", CONFIRM);
     const fence = handler("fence", FENCE);

@@ -6,7 +6,8 @@ import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { FastfenceError, InvalidInputError, RejectedEventError } from "../../../core/errors.ts";
 import { envelope, type FfEvent } from "../../../events/envelope.ts";
-import type { EventHandler, FunctionDefinition } from "../../../functions/contract.ts";
+import type { StageInfo } from "../../../functions/contract.ts";
+import type { EventHandler } from "../../../infra/runtime/contract.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
 import { createDispatcher, type CatalogView } from "../../../infra/runtime/dispatch.ts";
@@ -23,13 +24,12 @@ const catalog: CatalogView = {
 };
 
 function setup(handler: EventHandler) {
-  const def: FunctionDefinition = {
+  const def: StageInfo = {
     name: "f",
     description: "",
     subscriptions: [{ topic: "t", types: ["io.fastfence.a.v1"] }],
     emits: ["io.fastfence.b.v1"],
     critical: true,
-    create: () => handler,
   };
   const clock = { now: () => Date.now(), sleep: async () => undefined };
   return createDispatcher({

@@ -6,20 +6,21 @@ import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
 import { encodeKafka } from "../../../events/codec.ts";
-import type { FunctionDefinition } from "../../../functions/contract.ts";
-import { FUNCTIONS } from "../../../functions/registry.ts";
+import type { StageInfo } from "../../../functions/contract.ts";
+import { STAGES } from "../../../functions/registry.ts";
+import type { EventHandler } from "../../../infra/runtime/contract.ts";
 import type { Bus, BusRecord, SubscribeOptions } from "../../../infra/bus/bus.ts";
 import { loadRuntimeConfig } from "../../../infra/config.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
-import { catalogViewFor } from "../../../infra/runtime/host.ts";
+import { catalogViewFor } from "../../../app/host.ts";
 import { consumedTopics, startKafkaRuntime } from "../../../infra/runtime/kafka-runtime.ts";
 import { T0, observed } from "../../scenarios/fixtures.ts";
 
 const SINGLE = "fastfence.events";
 
 describe("consumedTopics", () => {
-  test.each(FUNCTIONS.map((f) => [f.name, f] as const))(
+  test.each(STAGES.map((f) => [f.name, f] as const))(
     "%s: the catalog's topics by default, the single topic when set",
     (_n, def) => {
       const own = [...new Set(def.subscriptions.map((s) => s.topic))];
@@ -29,7 +30,7 @@ describe("consumedTopics", () => {
   );
 
   test("from the environment, as hostFunction resolves it (an empty value is unset)", () => {
-    const detect = FUNCTIONS.find((f) => f.name === "detect")!;
+    const detect = STAGES.find((f) => f.name === "detect")!;
     const topicsFor = (env: Record<string, string>) =>
       consumedTopics(detect, catalogViewFor(loadRuntimeConfig(env).FASTFENCE_KAFKA_TOPIC));
     expect(topicsFor({ FASTFENCE_KAFKA_TOPIC: SINGLE })).toEqual([SINGLE]);
@@ -71,24 +72,24 @@ class MemoryBus implements Bus {
 }
 
 /** A function consuming node.observed and emitting node.suspected, without adapters. */
-const relay: FunctionDefinition = {
+const relay: StageInfo = {
   name: "relay",
   description: "test double",
   subscriptions: [{ topic: TOPICS.observations, types: [EVENT_TYPES.nodeObserved] }],
   emits: [EVENT_TYPES.nodeSuspected],
   critical: false,
-  create: () => async () => ({
-    outcome: { kind: "processed" },
-    emit: [{ type: EVENT_TYPES.nodeSuspected, subject: "a", data: {} }],
-  }),
 };
+const relayHandler: EventHandler = async () => ({
+  outcome: { kind: "processed" },
+  emit: [{ type: EVENT_TYPES.nodeSuspected, subject: "a", data: {} }],
+});
 
 async function run(topic: string | undefined) {
   const bus = new MemoryBus();
   const clock = new ManualClock(T0 + 1000);
   const rt = await startKafkaRuntime({
     def: relay,
-    handler: relay.create(undefined),
+    handler: relayHandler,
     bus,
     catalog: catalogViewFor(topic),
     clock,

@@ -15,6 +15,7 @@ import {
   outgoing,
   processed,
   type DecideInput,
+  type Self,
   type Decision,
 } from "../../../core/decision.ts";
 import { incidentName, statusOf, transition, type Attempt, type NodeFence } from "../../../core/incident.ts";
@@ -28,7 +29,7 @@ import * as fence from "../../../functions/fence/handler.ts";
 import * as recover from "../../../functions/recover/handler.ts";
 import * as remediate from "../../../functions/remediate-workloads/handler.ts";
 import { KubeApiError } from "../../../infra/kube/client.ts";
-import { MAX_REDECIDE, stageHandler, type StageHooks } from "../../../infra/runtime/stage-executor.ts";
+import { MAX_REDECIDE, stageHandler as executorHandler, stageRunner } from "../../../infra/runtime/stage-executor.ts";
 import {
   BOOT,
   CLUSTER3,
@@ -77,15 +78,12 @@ function world(opts: { policy?: FencingPolicySpec } = {}) {
 }
 type World = ReturnType<typeof world>;
 
-// The stages wired as functions/<name>/function.ts wires them (discovery off).
-const fenceHandler = (w: World, self = FENCE) =>
-  stageHandler(fence.stage, w.ad, self, {
-    extraInput: () => ({ trustedConfirmers: TRUSTED }),
-    onPowerOffResult: fence.onPowerOffResult,
-  });
+// The stages wired as app/host.ts wires them (discovery off).
+const WORLD = { trustedConfirmers: TRUSTED };
+const stageHandler = (stage: PureStage, ad: World["ad"], self: Self) => executorHandler(stage, ad, self, WORLD);
+const fenceHandler = (w: World, self = FENCE) => stageHandler(fence.stage, w.ad, self);
 const confirmHandler = (w: World) => stageHandler(confirm.stage, w.ad, CONFIRM);
-const remediateHandler = (w: World, self = FENCE) =>
-  stageHandler(remediate.stage, w.ad, self, { onReleased: remediate.onReleased });
+const remediateHandler = (w: World, self = FENCE) => stageHandler(remediate.stage, w.ad, self);
 const recoverHandler = (w: World) => stageHandler(recover.stage, w.ad, FENCE);
 
 const fenceRequest = () =>
@@ -401,14 +399,18 @@ describe("a lost race: another writer already made the transition", () => {
 describe("actions run in order; events only after every action succeeded", () => {
   const E1 = outgoing("io.fastfence.test.one.v1", "a", NAME, { n: 1 });
   const E2 = outgoing("io.fastfence.test.two.v1", "a", NAME, { n: 2 });
-  const scripted = (decide: (i: DecideInput<FfEvent>) => Decision): PureStage => ({
+  /** A stage that returns what the test says; an action's result is noted with no further action. */
+  const scripted = (
+    decide: (i: DecideInput<FfEvent>) => Decision,
+    onResult: (i: DecideInput<FfEvent>) => Decision = () => processed("result noted", []),
+  ): PureStage => ({
     name: "scripted",
     description: "a stage that returns what the test says",
     subscriptions: [],
     emits: [],
     critical: false,
     locate: (e) => ({ node: e.subject, incident: NAME, cluster: false }),
-    decide,
+    decide: (i) => (i.result ? onResult(i) : decide(i)),
   });
   /** One action of every kind but powerOff (below), with two events. */
   const everyKind = scripted((i) => {
@@ -511,7 +513,7 @@ describe("actions run in order; events only after every action succeeded", () =>
   });
 
   /** Fencing write, power-off (E1), and a follow-up that writes and emits E2. */
-  const withPowerOff = scripted((i) => {
+  const firstDecision = (i: DecideInput<FfEvent>): Decision => {
     const inc = i.view.incident!;
     return processed(
       "power",
@@ -534,9 +536,11 @@ describe("actions run in order; events only after every action succeeded", () =>
       ],
       [E1],
     );
-  });
-  const followUp = (seen: { rv?: string; attempts?: Attempt[] }): StageHooks => ({
-    onPowerOffResult: ({ incident: inc, result }) => {
+  };
+  const withPowerOff = (seen: { rv?: string; attempts?: Attempt[] }) =>
+    scripted(firstDecision, ({ view, result }) => {
+      const inc = view.incident!;
+      if (result?.kind !== "powerOff") throw new Error(`unexpected result ${result?.kind}`);
       seen.rv = inc.metadata.resourceVersion;
       seen.attempts = result.attempts;
       return processed(
@@ -551,8 +555,7 @@ describe("actions run in order; events only after every action succeeded", () =>
         ],
         [E2],
       );
-    },
-  });
+    });
 
   test("a follow-up decides on the incident as just written; its events follow the decision's", async () => {
     const w = setup();
@@ -561,7 +564,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     w.power.offScript = () => attempts;
     let writtenRv: string | undefined;
     w.c.before("power.powerOff", () => void (writtenRv = w.c.incident(NAME)?.metadata.resourceVersion));
-    const r = await stageHandler(withPowerOff, w.ad, FENCE, followUp(seen))(fenceRequest(), w.ctx);
+    const r = await stageHandler(withPowerOff(seen), w.ad, FENCE)(fenceRequest(), w.ctx);
     expect(seen.rv).toBe(writtenRv);
     expect(seen.attempts).toEqual(attempts);
     expect(r.emit).toEqual([E1, E2]);
@@ -572,7 +575,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     const w = setup();
     const err = serverError("write status");
     w.c.before("power.powerOff", () => w.c.failNext("incidents.writeStatus", err));
-    await expect(stageHandler(withPowerOff, w.ad, FENCE, followUp({}))(fenceRequest(), w.ctx)).rejects.toBe(
+    await expect(stageHandler(withPowerOff({}), w.ad, FENCE)(fenceRequest(), w.ctx)).rejects.toBe(
       err,
     );
     expect(w.c.incident(NAME)?.status?.phase).toBe("Fencing");
@@ -652,6 +655,16 @@ describe("follow-ups: power-off attempts and release counts are fed back", () =>
       policy: remediation({ deleteVolumeAttachments: false, deleteVirtualMachineInstances: false }),
       counts: [2, 0, 0],
       left: [1, 2, 1],
+    },
+    {
+      name: "taint only",
+      policy: remediation({
+        deletePods: false,
+        deleteVolumeAttachments: false,
+        deleteVirtualMachineInstances: false,
+      }),
+      counts: [0, 0, 0],
+      left: [3, 2, 1],
     },
   ])("release counts ($name) reach the Released status and event", async ({ policy: p, counts, left }) => {
     const w = world({ policy: p });
@@ -826,5 +839,77 @@ describe("the guards of the in-memory adapters (the tests above rely on them)", 
     w.c.externalLease(LEASE, OTHER_FENCE.replica, NOW);
     expect(await w.ad.leases.acquire(LEASE, FENCE.replica, NOW + 14_999)).toMatchObject({ acquired: false });
     expect(await w.ad.leases.acquire(LEASE, FENCE.replica, NOW + 15_001)).toMatchObject({ acquired: true });
+  });
+});
+
+describe("resync: an open incident re-driven without an event", () => {
+  /** Re-drives a Fencing incident whose round has no driver any more: marks it FenceFailed. */
+  const reDriving: PureStage = {
+    name: "re-driving",
+    description: "test stage with a resync",
+    subscriptions: [],
+    emits: [],
+    critical: false,
+    locate: (e) => ({ node: e.subject, incident: NAME, cluster: false }),
+    decide: () => processed("events are not this test's subject", []),
+    locateResync: (r) => ({ node: r.node, incident: r.incident, cluster: false }),
+    resync: ({ view, now }) => {
+      const inc = view.incident;
+      if (!inc) return processed("nothing to re-drive", []);
+      return processed(
+        "round ended without a result",
+        [
+          {
+            kind: "updateIncidentStatus",
+            name: inc.metadata.name,
+            expectedResourceVersion: inc.metadata.resourceVersion!,
+            status: transition(statusOf(inc), "FenceFailed", new Date(now).toISOString(), {
+              reason: "RoundAbandoned",
+              message: "re-driven",
+            }),
+          },
+        ],
+        [outgoing(EVENT_TYPES.fenceFailed, inc.spec.nodeName, inc.metadata.name, { resynced: true })],
+      );
+    },
+  };
+
+  test("decides on the fresh view and executes like an event", async () => {
+    const w = world();
+    const inc = confirmed("a");
+    w.c.seedIncident({ ...inc, status: transition(statusOf(inc), "Fencing", at(500), { round: 1 }) });
+    const runner = stageRunner(reDriving, w.ad, FENCE, WORLD);
+    const r = await runner.resync({ kind: "resync", incident: NAME, node: "a" }, w.ctx);
+    expect(r.outcome).toEqual({ kind: "processed", detail: "round ended without a result" });
+    expect(types(r.emit)).toEqual([EVENT_TYPES.fenceFailed]);
+    expect(w.c.incident(NAME)?.status?.phase).toBe("FenceFailed");
+  });
+
+  test("a stale view is re-read and decided again, as for an event", async () => {
+    const w = world();
+    const inc = confirmed("a");
+    w.c.seedIncident({ ...inc, status: transition(statusOf(inc), "Fencing", at(500), { round: 1 }) });
+    // Another writer bumps the resourceVersion between the read and the write once.
+    w.c.before("incidents.writeStatus", () => {
+      const cur = w.c.incident(NAME)!;
+      w.c.seedIncident({ ...cur, status: { ...statusOf(cur), message: "touched" } });
+    });
+    const r = await stageRunner(reDriving, w.ad, FENCE, WORLD).resync(
+      { kind: "resync", incident: NAME, node: "a" },
+      w.ctx,
+    );
+    expect(r.outcome.kind).toBe("processed");
+    expect(w.c.incident(NAME)?.status?.phase).toBe("FenceFailed");
+  });
+
+  test("a stage without locateResync ignores resyncs and reads nothing", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    const r = await stageRunner(fence.stage, w.ad, FENCE, WORLD).resync(
+      { kind: "resync", incident: NAME, node: "a" },
+      w.ctx,
+    );
+    expect(r).toMatchObject({ outcome: { kind: "ignored", code: "UnhandledInput" }, emit: [] });
+    expect(w.c.journal).toEqual([]);
   });
 });

@@ -1,30 +1,31 @@
-// Starts one function (Kafka consumer or Knative HTTP) or the event source inside the
-// current process, from a RuntimeConfig and a KubeConfig: builds the adapters, the bus,
-// logs and metrics, and returns a handle to stop it. Used by `fastfence run`, the lab and
-// the integration tests, so all three run exactly the same wiring. It never decides
-// anything itself.
+// The composition root: starts one pipeline stage (Kafka consumer or Knative HTTP) inside
+// the current process, from a RuntimeConfig and a KubeConfig — builds the adapters, the
+// bus, logs and metrics, runs the stage's pure decision through the stage executor, and
+// returns a handle to stop it. Used by `fastfence run`, the lab and the integration tests,
+// so all three run exactly the same wiring. It never decides anything itself.
 import type { KubeConfig } from "@kubernetes/client-node";
-import { systemClock, type Clock } from "../../core/clock.ts";
-import { FastfenceError } from "../../core/errors.ts";
-import { CATALOG, TOPICS, isEventType, parseEvent } from "../../events/catalog.ts";
-import { encodeHttp, encodeKafka } from "../../events/codec.ts";
-import type { FfEvent } from "../../events/envelope.ts";
-import { findFunction, FUNCTIONS, type RuntimeDeps } from "../../functions/registry.ts";
-import { KafkaJsBus } from "../bus/kafkajs-bus.ts";
-import type { Bus, TopicSpec } from "../bus/bus.ts";
-import { KubeMetal3Api } from "../bmc/metal3.ts";
-import { identityFor, metal3Namespaces, trustedConfirmers, type RuntimeConfig } from "../config.ts";
-import { BmcPowerExecutor } from "../fence/power.ts";
-import { Kube } from "../kube/client.ts";
-import { IncidentStore } from "../kube/incidents.ts";
-import { LeaseManager } from "../kube/lease.ts";
-import { NodeOps } from "../kube/nodes.ts";
-import { PolicyReader } from "../kube/policy.ts";
-import { createLogger, type Logger } from "../log.ts";
-import { createFunctionMetrics, type FunctionMetrics } from "../metrics.ts";
-import type { CatalogView } from "./dispatch.ts";
-import { startHttpRuntime } from "./http-runtime.ts";
-import { startKafkaRuntime } from "./kafka-runtime.ts";
+import { systemClock, type Clock } from "../core/clock.ts";
+import { FastfenceError } from "../core/errors.ts";
+import { CATALOG, TOPICS, isEventType, parseEvent } from "../events/catalog.ts";
+import { encodeHttp, encodeKafka } from "../events/codec.ts";
+import type { FfEvent } from "../events/envelope.ts";
+import { findStage, stageNames } from "../functions/registry.ts";
+import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import type { Bus, TopicSpec } from "../infra/bus/bus.ts";
+import { KubeMetal3Api } from "../infra/bmc/metal3.ts";
+import { identityFor, metal3Namespaces, trustedConfirmers, type RuntimeConfig } from "../infra/config.ts";
+import { BmcPowerExecutor } from "../infra/fence/power.ts";
+import { Kube } from "../infra/kube/client.ts";
+import { IncidentStore } from "../infra/kube/incidents.ts";
+import { LeaseManager } from "../infra/kube/lease.ts";
+import { NodeOps } from "../infra/kube/nodes.ts";
+import { PolicyReader } from "../infra/kube/policy.ts";
+import { createLogger, type Logger } from "../infra/log.ts";
+import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
+import type { CatalogView } from "../infra/runtime/dispatch.ts";
+import { stageHandler, type StageAdapters } from "../infra/runtime/stage-executor.ts";
+import { startHttpRuntime } from "../infra/runtime/http-runtime.ts";
+import { startKafkaRuntime } from "../infra/runtime/kafka-runtime.ts";
 
 /**
  * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative
@@ -57,10 +58,6 @@ export function pipelineTopics(brokers: number, partitions = 3): TopicSpec[] {
   }));
 }
 
-export function functionNames(): string[] {
-  return FUNCTIONS.map((f) => f.name);
-}
-
 export interface HostedFunction {
   name: string;
   ready: Promise<void>;
@@ -80,11 +77,11 @@ export async function hostFunction(opts: {
   log?: Logger;
 }): Promise<HostedFunction> {
   const { config } = opts;
-  const def = findFunction(opts.name);
+  const def = findStage(opts.name);
   if (!def)
     throw new FastfenceError(
       "FF_INVALID_CONFIG",
-      `unknown function "${opts.name}"; functions: ${functionNames().join(", ")}`,
+      `unknown function "${opts.name}"; functions: ${stageNames().join(", ")}`,
     );
   const clock = opts.clock ?? systemClock;
   const log = (opts.log ?? createLogger(def.name)).child({ replica: config.FASTFENCE_REPLICA });
@@ -98,22 +95,19 @@ export async function hostFunction(opts: {
   });
   const ns = config.FASTFENCE_NAMESPACE;
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
-  const deps: RuntimeDeps = {
-    adapters: {
-      kube,
-      incidents: new IncidentStore(kube, ns),
-      nodes: new NodeOps(kube),
-      leases: new LeaseManager(kube, { namespace: ns, durationSeconds: config.FASTFENCE_LEASE_SECONDS }),
-      leaseNamespace: ns,
-      policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
-      power: new BmcPowerExecutor(kube, ns, clock, metal3),
-      metal3,
-    },
-    self: { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA },
-    trustedConfirmers: trustedConfirmers(config),
+  const adapters: StageAdapters = {
+    kube,
+    incidents: new IncidentStore(kube, ns),
+    nodes: new NodeOps(kube),
+    leases: new LeaseManager(kube, { namespace: ns, durationSeconds: config.FASTFENCE_LEASE_SECONDS }),
+    leaseNamespace: ns,
+    policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
+    power: new BmcPowerExecutor(kube, ns, clock, metal3),
+    metal3,
   };
-  const handler = def.create(deps);
-  await warmUp(deps.adapters.incidents, log);
+  const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
+  const handler = stageHandler(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
+  await warmUp(adapters.incidents, log);
   const ownBus = !opts.bus;
   const needBus = "kafka" in opts.mode;
   let bus = opts.bus;

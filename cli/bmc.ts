@@ -6,9 +6,9 @@
 // {"username","password"} or username=/password= lines); with --node, from the level's
 // Secret. Never from argv and never printed. `off` returns only after power-off is read
 // back (S1); `check` verifies the credentials and reads power state without changing it.
-// Exit codes: 0 done, 1 BMC failure, 2 usage or settings error.
+// Output: -o text|json|yaml (one document per run). Exit codes (cli/exit-codes.ts): 0 done,
+// 1 BMC failure, 2 usage or settings error.
 import { readFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { FastfenceError } from "../core/errors.ts";
 import { levelsForNode, type ResolvedFencingLevel } from "../core/policy.ts";
 import { powerOffAndConfirm, type BmcDriver } from "../infra/bmc/driver.ts";
@@ -23,6 +23,28 @@ import {
 import { levelOptions } from "../infra/fence/power.ts";
 import { Kube, KubeApiError } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
+import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
+import { render } from "./output.ts";
+
+export const BMC_ARGS = defineCommand({
+  command: "bmc",
+  options: {
+    url: { type: "string" },
+    node: { type: "string" },
+    level: { type: "string" },
+    policy: { type: "string" },
+    namespace: { type: "string" },
+    "credentials-file": { type: "string" },
+    insecure: { type: "boolean" },
+    ca: { type: "string" },
+    "timeout-ms": { type: "string" },
+    "poll-ms": { type: "string" },
+  },
+  positionals: 1,
+  outputs: ["text", "json", "yaml"],
+  legacyJson: true,
+});
 
 const HELP = `Usage: fastfence bmc <status|off|on|check> (--url URL | --node NAME) [options]
 
@@ -42,14 +64,15 @@ const HELP = `Usage: fastfence bmc <status|off|on|check> (--url URL | --node NAM
   --ca FILE               PEM CA bundle for the BMC's certificate (Redfish)
   --timeout-ms N          budget for the whole action (default 30000)
   --poll-ms N             read-back interval for off (default 200)
-  --json                  print one JSON object
+${outputHelp(BMC_ARGS, "json and yaml print one document, also on failure")}
+  -h, --help              this help
+  --json                  deprecated alias of -o json (removed in the next release)
 
 status  read power state          off  power off and wait until it reads back off
 on      power on                   check  verify credentials, read state, change nothing`;
 
-function usage(msg: string): number {
-  console.error(`fastfence bmc: ${msg}\n\n${HELP}`);
-  return 2;
+function usage(msg: string): never {
+  throw new UsageError("bmc", msg);
 }
 
 export function readCredentials(file: string | undefined, env: NodeJS.ProcessEnv): BmcCredentials | string {
@@ -167,47 +190,33 @@ export async function nodeBmc(
 }
 
 export async function bmcCommand(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        url: { type: "string" },
-        node: { type: "string" },
-        level: { type: "string" },
-        policy: { type: "string" },
-        namespace: { type: "string" },
-        "credentials-file": { type: "string" },
-        insecure: { type: "boolean" },
-        ca: { type: "string" },
-        "timeout-ms": { type: "string" },
-        "poll-ms": { type: "string" },
-        json: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
-  } catch (err) {
-    return usage(err instanceof Error ? err.message : String(err));
-  }
+  const parsed = parseCommand(BMC_ARGS, argv);
   const { values: v, positionals } = parsed;
-  if (v.help) {
+  if (parsed.help) {
     console.log(HELP);
-    return 0;
+    return EXIT.ok;
   }
+  /** Structured output (-o json|yaml): one document on stdout, also for failures. */
+  const structured = parsed.output !== "text";
   const action = positionals[0];
-  if (!action || !["status", "off", "on", "check"].includes(action) || positionals.length > 1) {
-    return usage(`expected one action: status, off, on or check`);
+  if (!action || !["status", "off", "on", "check"].includes(action)) {
+    return usage(
+      action
+        ? `unknown action "${action}": status, off, on or check`
+        : "which action? status, off, on or check",
+    );
   }
   if (v.node && v.url) return usage("give --url or --node, not both");
   if (!v.url && !v.node) return usage("--url or --node is required");
   const timeoutMs = Number(v["timeout-ms"] ?? 30_000);
   const pollMs = Number(v["poll-ms"] ?? 200);
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0 || !Number.isFinite(pollMs) || pollMs <= 0) {
-    return usage("--timeout-ms and --poll-ms take positive numbers");
-  }
+  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
+    return usage(`--timeout-ms takes a positive number, not "${v["timeout-ms"]}"`);
+  if (!Number.isFinite(pollMs) || pollMs <= 0)
+    return usage(`--poll-ms takes a positive number, not "${v["poll-ms"]}"`);
   const levelNumber = Number(v.level ?? 1);
-  if (!Number.isInteger(levelNumber) || levelNumber < 1) return usage("--level takes a number from 1");
+  if (!Number.isInteger(levelNumber) || levelNumber < 1)
+    return usage(`--level takes a number from 1, not "${v.level}"`);
   let ca: string | undefined;
   if (v.ca) {
     try {
@@ -231,7 +240,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
       console.error(
         `fastfence bmc: no usable kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster): ${err instanceof Error ? err.message : String(err)}`,
       );
-      return 2;
+      return EXIT.usage;
     }
     let nb: NodeBmc;
     try {
@@ -243,9 +252,9 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     } catch (err) {
       const fe = err instanceof FastfenceError ? err : undefined;
       const msg = `fastfence bmc ${action} --node ${v.node}: ${fe?.code ?? "FF_INTERNAL"}: ${fe?.message ?? "unexpected error"}`;
-      if (v.json)
+      if (structured)
         console.log(
-          JSON.stringify({
+          render(parsed.output, {
             action,
             node: v.node,
             ok: false,
@@ -254,7 +263,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
           }),
         );
       else console.error(msg);
-      return err instanceof NodeSettingsError ? 2 : 1;
+      return err instanceof NodeSettingsError ? EXIT.usage : EXIT.failed;
     }
     address = nb.level.address;
     creds = nb.creds;
@@ -269,7 +278,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     try {
       parseBmcAddress(address);
     } catch (err) {
-      return usage(err instanceof FastfenceError ? err.message : "bad --url");
+      return usage(`--url: ${err instanceof FastfenceError ? err.message : "not a BMC address"}`);
     }
     const c = readCredentials(v["credentials-file"], process.env);
     if (typeof c === "string") return usage(c);
@@ -284,13 +293,17 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     console.error(
       `fastfence bmc: ${err instanceof FastfenceError ? err.message : "cannot build the driver"}`,
     );
-    return 2;
+    return EXIT.usage;
   }
   const target = redactAddress(address);
-  if (from && !v.json) console.log(`${v.node}: ${target} from ${from}`);
+  if (from && !structured) console.log(`${v.node}: ${target} from ${from}`);
   const out = (human: string, obj: Record<string, unknown>) =>
     console.log(
-      v.json ? JSON.stringify({ action, target, ...(v.node ? { node: v.node, from } : {}), ...obj }) : human,
+      render(
+        parsed.output,
+        { action, target, ...(v.node ? { node: v.node, from } : {}), ...obj },
+        () => human,
+      ),
     );
   const started = Date.now();
   try {
@@ -304,7 +317,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
             : `${st.state} (${st.raw})`,
           { ok: true, power: st.state, raw: st.raw, ms: Date.now() - started },
         );
-        return 0;
+        return EXIT.ok;
       }
       case "off": {
         const r = await powerOffAndConfirm(driver, { timeoutMs, pollMs, now: () => Date.now() });
@@ -315,7 +328,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
           confirmMs: ms,
           readbacks: r.readbacks.length,
         });
-        return 0;
+        return EXIT.ok;
       }
       case "on": {
         await driver.on({ timeoutMs });
@@ -325,15 +338,15 @@ export async function bmcCommand(argv: string[]): Promise<number> {
           power: st.state,
           raw: st.raw,
         });
-        return 0;
+        return EXIT.ok;
       }
     }
-    return 2;
+    return EXIT.usage;
   } catch (err) {
     const fe = err instanceof FastfenceError ? err : undefined;
-    if (v.json)
+    if (structured)
       console.log(
-        JSON.stringify({
+        render(parsed.output, {
           action,
           target,
           ok: false,
@@ -345,7 +358,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
       console.error(
         `fastfence bmc ${action}: ${fe?.code ?? "FF_INTERNAL"}: ${fe?.message ?? "unexpected error"}`,
       );
-    return 1;
+    return EXIT.failed;
   } finally {
     await driver.close?.();
   }

@@ -1,37 +1,82 @@
-// `fastfence events catalog`: prints the CloudEvents catalog as a table (default) or as
-// an AsyncAPI 3 document (JSON) generated from the zod schemas. Read-only.
-import { parseArgs } from "node:util";
+// `fastfence events catalog`: prints one of two documents — the CloudEvents catalog
+// (--format catalog, the default) or the AsyncAPI 3 document generated from the zod
+// schemas (--format asyncapi) — serialised as -o text|json|yaml. Read-only; no I/O
+// besides stdout.
 import { CATALOG } from "../events/catalog.ts";
 import { asyncApiDocument } from "../events/asyncapi.ts";
-import { FastfenceError } from "../core/errors.ts";
+import { defineCommand, outputHelp, parseChoice, parseCommand, UsageError } from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
+import { render, table } from "./output.ts";
+
+export const EVENTS_ARGS = defineCommand({
+  command: "events",
+  options: { format: { type: "string" } },
+  positionals: 1,
+  outputs: ["text", "json", "yaml"],
+});
+
+const USAGE = `Usage: fastfence events catalog [--format catalog|asyncapi] [-o text|json|yaml]
+
+  --format DOC            which document: catalog (default; every event type, its topic, who emits
+                          and consumes it) or asyncapi (the AsyncAPI 3 document, with data schemas)
+${outputHelp(EVENTS_ARGS, "text is a table; the AsyncAPI document has no text form and defaults to json")}
+  -h, --help              this help
+
+Deprecated (removed in the next release): --format table = --format catalog -o text.`;
+
+/** The catalog as data: one entry per event type (schemas are in the AsyncAPI document). */
+export function catalogEntries(): Record<string, unknown>[] {
+  return Object.values(CATALOG).map((e) => ({
+    type: e.type,
+    topic: e.topic,
+    partitionKey: e.partitionKey,
+    emittedBy: [...e.emittedBy],
+    consumedBy: [...e.consumedBy],
+    repeated: e.repeated ?? false,
+    description: e.description,
+  }));
+}
 
 export async function eventsCommand(argv: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { format: { type: "string", default: "table" }, help: { type: "boolean", short: "h" } },
-  });
-  if (values.help || positionals[0] !== "catalog") {
-    console.log("Usage: fastfence events catalog [--format table|asyncapi]");
-    return values.help ? 0 : 2;
-  }
-  if (values.format === "asyncapi") {
-    console.log(JSON.stringify(asyncApiDocument(), null, 2));
-    return 0;
-  }
-  if (values.format !== "table")
-    throw new FastfenceError(
-      "FF_INVALID_CONFIG",
-      `--format must be table or asyncapi, not "${values.format}"`,
+  const args = parseCommand(EVENTS_ARGS, argv);
+  if (args.help) return (console.log(USAGE), EXIT.ok);
+  if (args.positionals[0] !== "catalog")
+    throw new UsageError(
+      "events",
+      args.positionals[0]
+        ? `unknown subcommand "${args.positionals[0]}" (only: catalog)`
+        : "missing subcommand: fastfence events catalog",
     );
-  const rows = Object.values(CATALOG).map((e) => [
-    e.type,
-    e.topic,
-    e.emittedBy.join(","),
-    e.consumedBy.join(",") || "-",
-  ]);
-  const head = ["TYPE", "TOPIC", "EMITTED BY", "CONSUMED BY"];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  for (const r of [head, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join("  "));
-  return 0;
+  let format = args.values.format ?? "catalog";
+  let output = args.output;
+  if (format === "table") {
+    console.error(
+      "fastfence events: --format table is deprecated and will be removed in the next release; use --format catalog -o text",
+    );
+    if (args.outputGiven && output !== "text")
+      throw new UsageError("events", `--format table contradicts -o ${output}`);
+    format = "catalog";
+  }
+  const doc = parseChoice("events", "--format", format, ["catalog", "asyncapi"] as const);
+  if (doc === "asyncapi") {
+    if (!args.outputGiven) output = "json";
+    if (output === "text")
+      throw new UsageError("events", "the AsyncAPI document has no text form: use -o json or -o yaml");
+    console.log(render(output, asyncApiDocument()));
+    return EXIT.ok;
+  }
+  const entries = catalogEntries();
+  console.log(
+    render(output, entries, () =>
+      table(
+        entries.map((e) => ({
+          type: e.type,
+          topic: e.topic,
+          "emitted by": e.emittedBy,
+          "consumed by": e.consumedBy,
+        })),
+      ),
+    ),
+  );
+  return EXIT.ok;
 }

@@ -2,14 +2,73 @@
 // drives the simulated compact cluster (lab/). `up` starts the lab controller daemon
 // (lab/controller.ts) detached and waits until it is ready; the fault commands talk to
 // its loopback control endpoint; `down` asks it to stop and then removes whatever
-// .cache/lab/state.json still records (also after the controller was killed).
+// .cache/lab/state.json still records (also after the controller was killed). Every
+// subcommand's command line is checked before it touches the lab; results print as
+// -o text|json|yaml.
 import { spawn } from "node:child_process";
 import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
+import type { ParseArgsOptionsConfig } from "node:util";
+import type { BmcFault } from "../lab/lab.ts";
 import { LAB_DIR, ROOT, procAlive, readState, teardownFromState } from "../lab/state.ts";
+import {
+  defineCommand,
+  outputHelp,
+  parseChoice,
+  parseCommand,
+  UsageError,
+  type CommandSpec,
+  type ParsedCommand,
+} from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
+import { render } from "./output.ts";
 
-const HELP = `Usage: fastfence lab <command> [options]
+const OUTPUTS = ["text", "json", "yaml"] as const;
+const BMC_KINDS = ["mixed", "ipmi", "redfish"] as const;
+const PARTIAL_MODES = ["peers", "api"] as const;
+const BMC_FAULTS = ["unreachable", "slow", "lying", "stuck", "none"] as const satisfies readonly BmcFault[];
+/** Subcommands that take just a NODE. */
+const NODE_ACTIONS = ["crash", "hang", "resume", "partition", "heal", "power-on"] as const;
+
+const UP_ARGS = defineCommand({
+  command: "lab up",
+  options: { nodes: { type: "string" }, bmc: { type: "string" }, baseline: { type: "boolean" } },
+  positionals: 0,
+  outputs: OUTPUTS,
+});
+const PARTIAL_ARGS = defineCommand({
+  command: "lab partial",
+  options: { mode: { type: "string" } },
+  positionals: 1,
+  outputs: OUTPUTS,
+});
+const BMC_FAULT_ARGS = defineCommand({
+  command: "lab bmc-fault",
+  options: { fault: { type: "string" } },
+  positionals: 1,
+  outputs: OUTPUTS,
+});
+const FN_CRASH_ARGS = defineCommand({
+  command: "lab fn-crash",
+  options: { functions: { type: "string" }, source: { type: "boolean" } },
+  positionals: 1,
+  outputs: OUTPUTS,
+});
+const plain = (command: string, positionals: number) =>
+  defineCommand({ command, options: {}, positionals, outputs: OUTPUTS });
+
+/** Each lab subcommand's command line, by name (also for tests). */
+export const LAB_ARGS: Readonly<Record<string, CommandSpec<ParseArgsOptionsConfig>>> = {
+  up: UP_ARGS,
+  down: plain("lab down", 0),
+  status: plain("lab status", 0),
+  ...Object.fromEntries(NODE_ACTIONS.map((a) => [a, plain(`lab ${a}`, 1)])),
+  partial: PARTIAL_ARGS,
+  "bmc-fault": BMC_FAULT_ARGS,
+  "fn-crash": FN_CRASH_ARGS,
+};
+
+const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
 
   up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline]   start the lab (default 3 nodes, mixed BMCs)
   down                                    tear everything down (also after a crash of the lab)
@@ -20,8 +79,11 @@ const HELP = `Usage: fastfence lab <command> [options]
   partial NODE --mode peers|api           reaches the API but not its peers (peers), or the reverse (api)
   bmc-fault NODE --fault unreachable|slow|lying|stuck|none
   fn-crash NODE [--functions a,b] [--source]   crash function replicas on a healthy node
-  power-on NODE                           power a fenced node back on through its BMC`;
+  power-on NODE                           power a fenced node back on through its BMC
 
+Every lab command takes:
+${outputHelp(UP_ARGS, "up with json/yaml prints its progress on stderr")}
+  -h, --help              this help`;
 async function call(path: string, q: Record<string, string> = {}): Promise<unknown> {
   const s = readState();
   if (!s?.controlPort || !s.controller || !procAlive(s.controller))
@@ -34,15 +96,22 @@ async function call(path: string, q: Record<string, string> = {}): Promise<unkno
   return body;
 }
 
-async function up(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: { nodes: { type: "string" }, bmc: { type: "string" }, baseline: { type: "boolean" } },
-  });
+async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
+  const nodes = a.values.nodes ?? "3";
+  if (!/^[1-9][0-9]*$/.test(nodes))
+    throw new UsageError("lab up", `--nodes takes a whole number from 1, not "${nodes}"`);
+  const bmc = parseChoice("lab up", "--bmc", a.values.bmc ?? "mixed", BMC_KINDS);
+  const structured = a.output !== "text";
+  const progress = structured ? console.error : console.log;
+  const result = (doc: Record<string, unknown>) => {
+    if (structured) console.log(render(a.output, doc));
+  };
   const prev = readState();
   if (prev?.controller && procAlive(prev.controller)) {
-    console.error(`lab already up (controller ${prev.controller.pid}); fastfence lab down first`);
-    return 1;
+    const error = `lab already up (controller ${prev.controller.pid}); fastfence lab down first`;
+    console.error(error);
+    result({ ok: false, error });
+    return EXIT.failed;
   }
   if (prev) teardownFromState(prev);
   mkdirSync(LAB_DIR, { recursive: true });
@@ -53,38 +122,42 @@ async function up(argv: string[]): Promise<number> {
     stdio: ["ignore", fd, fd],
     env: {
       ...process.env,
-      FASTFENCE_LAB_NODES: values.nodes ?? "3",
-      FASTFENCE_LAB_BMC: values.bmc ?? "mixed",
-      ...(values.baseline ? { FASTFENCE_LAB_BASELINE: "1" } : {}),
+      FASTFENCE_LAB_NODES: nodes,
+      FASTFENCE_LAB_BMC: bmc,
+      ...(a.values.baseline ? { FASTFENCE_LAB_BASELINE: "1" } : {}),
     },
   });
   closeSync(fd);
   child.unref();
-  console.log(`lab controller pid ${child.pid}, log ${logPath}`);
+  progress(`lab controller pid ${child.pid}, log ${logPath}`);
   const deadline = Date.now() + 240_000;
   let shown = 0;
   for (;;) {
     await new Promise((r) => setTimeout(r, 500));
     const text = readFileSync(logPath, "utf8");
     const lines = text.split("\n");
-    for (const l of lines.slice(shown, -1)) console.log(l);
+    for (const l of lines.slice(shown, -1)) progress(l);
     shown = Math.max(shown, lines.length - 1);
     const s = readState();
-    if (s?.phase === "ready" && s.controlPort) return 0;
+    if (s?.phase === "ready" && s.controlPort) {
+      result({ ok: true, controller: child.pid, log: logPath });
+      return EXIT.ok;
+    }
     if (!child.pid || !procAlive({ pid: child.pid, start: 0 }) || Date.now() > deadline) {
       console.error("lab up failed; see the log above");
       const st = readState();
       if (st) teardownFromState(st);
-      return 1;
+      result({ ok: false, error: "lab up failed", log: logPath });
+      return EXIT.failed;
     }
   }
 }
 
-async function down(): Promise<number> {
+async function down(a: ParsedCommand<ParseArgsOptionsConfig>): Promise<number> {
   const s = readState();
   if (!s) {
-    console.log("lab: nothing to tear down");
-    return 0;
+    console.log(a.output === "text" ? "lab: nothing to tear down" : render(a.output, { removed: [] }));
+    return EXIT.ok;
   }
   if (s.controller && s.controlPort && procAlive(s.controller)) {
     try {
@@ -100,58 +173,53 @@ async function down(): Promise<number> {
   }
   const left = readState();
   const done = left ? teardownFromState(left) : [];
-  console.log(done.length ? done.join("\n") : "lab: down");
-  return 0;
+  console.log(render(a.output, { removed: done }, () => (done.length ? done.join("\n") : "lab: down")));
+  return EXIT.ok;
 }
 
 export async function labCommand(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    strict: false,
-    options: {
-      mode: { type: "string" },
-      fault: { type: "string" },
-      functions: { type: "string" },
-      source: { type: "boolean" },
-    },
-  });
-  const node = positionals[0];
+  if (cmd === "--help" || cmd === "-h" || cmd === "help") return (console.log(HELP), EXIT.ok);
+  // Options before the subcommand: refuse unknown ones by name, like every command.
+  if (cmd?.startsWith("-")) {
+    parseCommand(plain("lab", Infinity), argv);
+    throw new UsageError("lab", "options go after the lab command: fastfence lab <command> [options]");
+  }
+  if (!cmd) throw new UsageError("lab", "which lab command? (fastfence lab --help)");
+  const spec = Object.hasOwn(LAB_ARGS, cmd) ? LAB_ARGS[cmd] : undefined;
+  if (!spec) throw new UsageError("lab", `unknown lab command "${cmd}" (fastfence lab --help lists them)`);
+  const a = parseCommand(spec, rest);
+  if (a.help) return (console.log(HELP), EXIT.ok);
+  const show = (value: unknown) => console.log(render(a.output, value));
   const withNode = async (path: string, q: Record<string, string> = {}) => {
-    if (!node) {
-      console.error(`fastfence lab ${cmd}: which node?\n\n${HELP}`);
-      return 2;
-    }
-    console.log(JSON.stringify(await call(path, { node, ...q }), null, 1));
-    return 0;
+    const node = a.positionals[0];
+    if (!node) throw new UsageError(`lab ${cmd}`, `which node? fastfence lab ${cmd} NODE`);
+    show(await call(path, { node, ...q }));
+    return EXIT.ok;
   };
+  const str = (v: unknown) => (typeof v === "string" ? v : undefined);
   switch (cmd) {
     case "up":
-      return await up(rest);
+      return await up(parseCommand(UP_ARGS, rest)); // again, for its typed values
     case "down":
-      return await down();
+      return await down(a);
     case "status":
-      console.log(JSON.stringify(await call("/status"), null, 1));
-      return 0;
-    case "crash":
-    case "hang":
-    case "resume":
-    case "partition":
-    case "heal":
-    case "power-on":
-      return await withNode(`/${cmd}`);
+      show(await call("/status"));
+      return EXIT.ok;
     case "partial":
-      return await withNode("/partial", { mode: String(values.mode ?? "peers") });
+      return await withNode("/partial", {
+        mode: parseChoice("lab partial", "--mode", str(a.values.mode) ?? "peers", PARTIAL_MODES),
+      });
     case "bmc-fault":
-      return await withNode("/bmc-fault", { fault: String(values.fault ?? "none") });
+      return await withNode("/bmc-fault", {
+        fault: parseChoice("lab bmc-fault", "--fault", str(a.values.fault) ?? "none", BMC_FAULTS),
+      });
     case "fn-crash":
       return await withNode("/fn-crash", {
-        functions: String(values.functions ?? "detect,confirm,fence,remediate-workloads,recover"),
-        ...(values.source ? { source: "1" } : {}),
+        functions: str(a.values.functions) ?? "detect,confirm,fence,remediate-workloads,recover",
+        ...(a.values.source ? { source: "1" } : {}),
       });
     default:
-      console.log(HELP);
-      return cmd === "--help" || cmd === "-h" ? 0 : 2;
+      return await withNode(`/${cmd}`);
   }
 }

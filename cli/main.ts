@@ -1,65 +1,115 @@
 // The `fastfence` command line: one entry point, one subcommand per job. Each subcommand
 // lives in its own module and is loaded only when used, so `fastfence --help` is fast
-// and a broken optional part (e.g. a BMC driver) cannot stop the others. Exit codes:
-// 0 success, 1 failure, 2 usage error. Errors print their code and message, never a
-// stack trace unless FASTFENCE_DEBUG=1, and never secrets.
+// and a broken optional part (e.g. a BMC driver) cannot stop the others. Every command
+// takes -o text|json|yaml and returns an exit code from cli/exit-codes.ts; a usage error
+// (UsageError) prints one line naming the command and the flag and exits 2. Errors print
+// their code and message, never a stack trace unless FASTFENCE_DEBUG=1, and never secrets.
 import { FastfenceError } from "../core/errors.ts";
+import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { EXIT, exitCodesHelp } from "./exit-codes.ts";
+import { render } from "./output.ts";
 
-const HELP = `fastfence — fast, safe fencing of failed bare-metal Kubernetes nodes
+export const HELP = `fastfence — fast, safe fencing of failed bare-metal Kubernetes nodes
 
 Usage: fastfence <command> [options]
 
 Commands:
-  run <function> --kafka | --http PORT   host one pipeline function (fastfence run --help lists them)
-  source                                 run one event-source (observer) replica
-  events catalog [--format asyncapi|table]  print the CloudEvents catalog
-  trace <node|incident> --brokers B      print an incident's event chain with stage latencies
-  bmc status|off|on|check --url URL      talk to a node's BMC (Redfish, IPMI, fence agents)
-  stack-check                            start the real test stack, print health and versions, stop
-  version                                print the version
+  run <function> --kafka | --http PORT      host one pipeline function (fastfence run --help lists them)
+  source                                    run one event-source (observer) replica
+  events catalog [--format catalog|asyncapi]  print the event catalog or its AsyncAPI document
+  trace <node|incident> [--brokers LIST]    print an incident's event chain with stage latencies
+  bmc status|off|on|check --url URL | --node NAME   talk to a node's BMC (Redfish, IPMI, fence agents)
+  lab up|down|status|crash|hang|resume|partition|heal|partial|bmc-fault|fn-crash|power-on
+                                            drive the simulated cluster (fastfence lab --help)
+  stack-check                               start the real test stack, print health and versions, stop
+  version                                   print the version
+  help [command]                            this help, or a command's options
+
+Output, every command: -o, --output text|json|yaml (default text). run and source print
+only their JSON log lines and take -o json only; events catalog --format asyncapi defaults to json.
+Deprecated, accepted until the next release with a warning on stderr: --json (trace, bmc),
+events catalog --format table.
+
+Exit codes:
+${exitCodesHelp()}
 
 Run "fastfence <command> --help" for a command's options.`;
 
 type Command = (argv: string[]) => Promise<number>;
 
-const COMMANDS: Record<string, () => Promise<Command>> = {
+export const VERSION_ARGS = defineCommand({
+  command: "version",
+  options: {},
+  positionals: 0,
+  outputs: ["text", "json", "yaml"],
+});
+
+async function versionCommand(argv: string[]): Promise<number> {
+  const args = parseCommand(VERSION_ARGS, argv);
+  if (args.help) {
+    console.log(
+      `Usage: fastfence version [-o text|json|yaml]\n${outputHelp(VERSION_ARGS)}\n  -h, --help              this help`,
+    );
+    return EXIT.ok;
+  }
+  const { readFile } = await import("node:fs/promises");
+  const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {
+    version: string;
+  };
+  const v = { fastfence: pkg.version, node: process.versions.node };
+  console.log(render(args.output, v, () => `fastfence ${v.fastfence} (node ${v.node})`));
+  return EXIT.ok;
+}
+
+/** Every command, by name; `fastfence --help` lists each of them. */
+export const COMMANDS: Record<string, () => Promise<Command>> = {
   run: async () => (await import("./run.ts")).runCommand,
   source: async () => (await import("./source.ts")).sourceCommand,
   events: async () => (await import("./events.ts")).eventsCommand,
   trace: async () => (await import("./trace.ts")).traceCommand,
   bmc: async () => (await import("./bmc.ts")).bmcCommand,
-  "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
   lab: async () => (await import("./lab.ts")).labCommand,
-  version: async () => async () => {
-    const { readFile } = await import("node:fs/promises");
-    const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8")) as {
-      version: string;
-    };
-    console.log(`fastfence ${pkg.version} (node ${process.versions.node})`);
-    return 0;
-  },
+  "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
+  version: async () => versionCommand,
 };
 
 export async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  if (!cmd || cmd === "--help" || cmd === "-h" || cmd === "help") {
+  const [first, ...args] = argv;
+  let cmd = first;
+  let rest = args;
+  if (cmd === "help" && rest[0]) [cmd, rest] = [rest[0], ["--help"]];
+  if (cmd === "--help" || cmd === "-h" || cmd === "help") {
     console.log(HELP);
-    return cmd ? 0 : 2;
+    return EXIT.ok;
   }
-  const load = COMMANDS[cmd];
+  if (!cmd) {
+    console.error(HELP);
+    return EXIT.usage;
+  }
+  if (cmd.startsWith("-")) {
+    console.error(`fastfence: unknown option ${cmd}: options go after the command (fastfence --help)`);
+    return EXIT.usage;
+  }
+  const load = Object.hasOwn(COMMANDS, cmd) ? COMMANDS[cmd] : undefined;
   if (!load) {
-    console.error(`fastfence: unknown command "${cmd}"\n\n${HELP}`);
-    return 2;
+    console.error(`fastfence: unknown command "${cmd}" (fastfence --help lists them)`);
+    return EXIT.usage;
   }
   try {
     return await (
       await load()
     )(rest);
   } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(
+        `fastfence ${err.command}: ${err.message}\nRun "fastfence ${err.command} --help" for its options.`,
+      );
+      return EXIT.usage;
+    }
     if (err instanceof FastfenceError) console.error(`fastfence ${cmd}: ${err.code}: ${err.message}`);
     else console.error(`fastfence ${cmd}: ${err instanceof Error ? err.message : String(err)}`);
     if (process.env.FASTFENCE_DEBUG === "1") console.error(err);
-    return 1;
+    return EXIT.failed;
   }
 }
 
@@ -68,7 +118,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     (code) => process.exit(code),
     (err: unknown) => {
       console.error(err);
-      process.exit(1);
+      process.exit(EXIT.failed);
     },
   );
 }

@@ -2,16 +2,27 @@
 // process until SIGINT/SIGTERM, then stops cleanly (finishes the in-flight event, leaves
 // the consumer group). Configuration comes from FASTFENCE_* environment variables
 // (infra/config.ts) and the kubeconfig (in-cluster, $KUBECONFIG or ~/.kube/config).
-import { KubeConfig } from "@kubernetes/client-node";
+// Its output is the stage's structured log (JSON lines), so -o takes json only. The
+// command line is checked before anything heavy is loaded or started.
 import { createServer } from "node:http";
-import { parseArgs } from "node:util";
-import { parsePort } from "./args.ts";
-import { FUNCTIONS } from "../functions/registry.ts";
-import { loadRuntimeConfig } from "../infra/config.ts";
-import { hostFunction } from "../infra/runtime/host.ts";
+import { defineCommand, outputHelp, parseCommand, parsePort, UsageError } from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
 
-function usage(): string {
-  const fns = FUNCTIONS.map(
+export const RUN_ARGS = defineCommand({
+  command: "run",
+  options: {
+    kafka: { type: "boolean" },
+    http: { type: "string" },
+    brokers: { type: "string" },
+    metrics: { type: "string" },
+  },
+  positionals: 1,
+  outputs: ["json"],
+});
+
+async function usage(): Promise<string> {
+  const { STAGES } = await import("../functions/registry.ts");
+  const fns = STAGES.map(
     (f) => `  ${f.name.padEnd(22)}${f.critical ? "[critical] " : ""}${f.description}`,
   ).join("\n");
   return `Usage: fastfence run <function> (--kafka | --http PORT) [--brokers host:port,...]
@@ -20,34 +31,33 @@ Functions:
 ${fns}
 
 Options:
-  --kafka          consume the function's topics as a Kafka consumer (local runner, lab)
-  --http PORT      serve the Knative Functions HTTP contract on PORT (POST CloudEvents to /)
-  --brokers LIST   Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
-  --metrics PORT   with --kafka: serve /metrics and /health/* on PORT (--http serves them itself)
+  --kafka                 consume the function's topics as a Kafka consumer (local runner, lab)
+  --http PORT             serve the Knative Functions HTTP contract on PORT (POST CloudEvents to /)
+  --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
+  --metrics PORT          with --kafka: serve /metrics and /health/* on PORT (--http serves them itself)
+${outputHelp(RUN_ARGS, "a running stage logs JSON lines (infra/log.ts)")}
+  -h, --help              this help
 
 Environment: FASTFENCE_NAMESPACE, FASTFENCE_REPLICA, FASTFENCE_IDENTITY, FASTFENCE_TRUSTED_CONFIRMERS,
 FASTFENCE_KUBE_ENDPOINTS, FASTFENCE_KUBE_TIMEOUT_MS, FASTFENCE_GROUP_MODE, ... (see docs/config-reference.md)`;
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      kafka: { type: "boolean" },
-      http: { type: "string" },
-      brokers: { type: "string" },
-      metrics: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  if (values.help) return (console.log(usage()), 0);
+  const { values, positionals, help } = parseCommand(RUN_ARGS, argv);
+  if (help) return (console.log(await usage()), EXIT.ok);
   const name = positionals[0];
-  if (!name || (!values.kafka && values.http === undefined) || (values.kafka && values.http !== undefined)) {
-    console.error(usage());
-    return 2;
-  }
-  const port = parsePort("--http", values.http);
+  if (!name) throw new UsageError("run", "which function? fastfence run <function> (--help lists them)");
+  if (Boolean(values.kafka) === (values.http !== undefined))
+    throw new UsageError("run", "give exactly one of --kafka and --http PORT");
+  const port = parsePort("run", "--http", values.http);
+  const metricsPort = parsePort("run", "--metrics", values.metrics);
+  const { findStage } = await import("../functions/registry.ts");
+  if (!findStage(name))
+    throw new UsageError("run", `unknown function "${name}" (fastfence run --help lists them)`);
+
+  const { KubeConfig } = await import("@kubernetes/client-node");
+  const { loadRuntimeConfig } = await import("../infra/config.ts");
+  const { hostFunction } = await import("../app/host.ts");
   const config = loadRuntimeConfig({
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),
@@ -60,7 +70,6 @@ export async function runCommand(argv: string[]): Promise<number> {
     config,
     kubeConfig: kc,
   });
-  const metricsPort = parsePort("--metrics", values.metrics);
   const metricsServer =
     metricsPort === undefined
       ? undefined
@@ -82,5 +91,5 @@ export async function runCommand(argv: string[]): Promise<number> {
   });
   metricsServer?.close();
   await hosted.stop();
-  return 0;
+  return EXIT.ok;
 }

@@ -1,52 +1,52 @@
 // `fastfence source`: runs one event-source (observer) replica until SIGINT/SIGTERM.
 // Needs FASTFENCE_NODE_NAME (the node it runs on) and FASTFENCE_KAFKA_BROKERS; with
-// --http PORT it serves health checks and Prometheus metrics.
-import { KubeConfig } from "@kubernetes/client-node";
+// --http PORT it serves health checks and Prometheus metrics. Its output is its
+// structured log (JSON lines), so -o takes json only. The command line is checked
+// before anything heavy is loaded or started.
 import { createServer } from "node:http";
-import { parseArgs } from "node:util";
-import { Counter, Registry, collectDefaultMetrics } from "prom-client";
-import { systemClock } from "../core/clock.ts";
-import { FastfenceError } from "../core/errors.ts";
-import { parsePort } from "./args.ts";
-import { loadRuntimeConfig } from "../infra/config.ts";
-import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
-import { Kube } from "../infra/kube/client.ts";
-import { PolicyReader } from "../infra/kube/policy.ts";
-import { createLogger } from "../infra/log.ts";
-import { startEventSource } from "../source/event-source.ts";
+import { defineCommand, outputHelp, parseCommand, parsePort, UsageError } from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
+
+export const SOURCE_ARGS = defineCommand({
+  command: "source",
+  options: {
+    brokers: { type: "string" },
+    node: { type: "string" },
+    http: { type: "string" },
+  },
+  positionals: 0,
+  outputs: ["json"],
+});
 
 const USAGE = `Usage: fastfence source [--node NAME] [--brokers host:port,...] [--http PORT]
-  --node      the node this replica runs on (default $FASTFENCE_NODE_NAME)
-  --brokers   Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
-  --http      serve /health/readiness, /health/liveness and /metrics on PORT`;
+  --node NAME             the node this replica runs on (default $FASTFENCE_NODE_NAME)
+  --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
+  --http PORT             serve /health/readiness, /health/liveness and /metrics on PORT
+${outputHelp(SOURCE_ARGS, "the replica logs JSON lines (infra/log.ts)")}
+  -h, --help              this help`;
 
 export async function sourceCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      brokers: { type: "string" },
-      node: { type: "string" },
-      http: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-  if (values.help) return (console.log(USAGE), 0);
-  const port = parsePort("--http", values.http);
+  const { values, help } = parseCommand(SOURCE_ARGS, argv);
+  if (help) return (console.log(USAGE), EXIT.ok);
+  const port = parsePort("source", "--http", values.http);
+  const { loadRuntimeConfig } = await import("../infra/config.ts");
   const config = loadRuntimeConfig({
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),
     ...(values.node ? { FASTFENCE_NODE_NAME: values.node } : {}),
   });
   if (!config.FASTFENCE_NODE_NAME)
-    throw new FastfenceError(
-      "FF_INVALID_CONFIG",
-      "the event source needs its node: --node or FASTFENCE_NODE_NAME",
-    );
+    throw new UsageError("source", "the event source needs its node: --node or FASTFENCE_NODE_NAME");
   if (!config.FASTFENCE_KAFKA_BROKERS)
-    throw new FastfenceError(
-      "FF_INVALID_CONFIG",
-      "the event source needs Kafka: --brokers or FASTFENCE_KAFKA_BROKERS",
-    );
+    throw new UsageError("source", "the event source needs Kafka: --brokers or FASTFENCE_KAFKA_BROKERS");
+  const { KubeConfig } = await import("@kubernetes/client-node");
+  const { Counter, Registry, collectDefaultMetrics } = await import("prom-client");
+  const { systemClock } = await import("../core/clock.ts");
+  const { KafkaJsBus } = await import("../infra/bus/kafkajs-bus.ts");
+  const { Kube } = await import("../infra/kube/client.ts");
+  const { PolicyReader } = await import("../infra/kube/policy.ts");
+  const { createLogger } = await import("../infra/log.ts");
+  const { startEventSource } = await import("../source/event-source.ts");
   const kc = new KubeConfig();
   kc.loadFromDefault();
   const log = createLogger("event-source").child({ replica: config.FASTFENCE_REPLICA });
@@ -115,5 +115,5 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   server?.close();
   await src.stop();
   await bus.close();
-  return 0;
+  return EXIT.ok;
 }

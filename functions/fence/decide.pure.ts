@@ -32,7 +32,7 @@ import {
 } from "../../core/decision.ts";
 import type { ErrorCode } from "../../core/errors.ts";
 import type { RejectCode } from "../../core/reasons.ts";
-import { resolveLevels, type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
+import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
 import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";

@@ -17,7 +17,7 @@ import {
   type Decision,
   type ViewRequest,
 } from "../../core/decision.ts";
-import { resolveLevels, type ResolvedFencingLevel } from "../../core/policy.ts";
+import { resolveLevels } from "../../core/policy.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeRecovered } from "../../events/schemas.ts";

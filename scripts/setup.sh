@@ -114,7 +114,7 @@ fetch_kafka() {
   echo "$KAFKA_VERSION" > "$CACHE/kafka/VERSION"
 }
 # A JVM class-data-sharing archive for the broker classpath: ~2 s faster broker starts.
-build_kafka_cds() { "$CACHE/bin/node" "$ROOT/test/env/kafka-cds.ts"; }
+build_kafka_cds() { "$CACHE/bin/node" "$ROOT/harness/env/kafka-cds.ts"; }
 install_sushy() {
   rm -rf "$CACHE/venv" && python3 -m venv "$CACHE/venv"
   "$CACHE/venv/bin/pip" install -q -r "$ROOT/tools/sushy/requirements.txt"
@@ -187,7 +187,7 @@ for s in "${steps[@]}"; do
     etcd) run etcd "$ETCD_VERSION-$(sha256sum "$ROOT/tools/etcd/go.sum" | cut -c1-12)" build_etcd ;;
     kwok) run kwok "$KWOK_VERSION" build_kwok ;;
     kafka) run kafka "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" | cut -c1-12)" fetch_kafka ;;
-    kafka-cds) run kafka-cds "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" "$ROOT/test/env/kafka-cds.ts" | sha256sum | cut -c1-12)" build_kafka_cds ;;
+    kafka-cds) run kafka-cds "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" "$ROOT/harness/env/kafka-cds.ts" | sha256sum | cut -c1-12)" build_kafka_cds ;;
     sushy) run sushy "$SUSHY_VERSION" install_sushy ;;
     *) say "unknown step $s"; exit 2 ;;
   esac

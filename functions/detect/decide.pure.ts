@@ -13,6 +13,7 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { FfEvent } from "../../events/envelope.ts";
+import { decideByType } from "../stage-info.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeSuspected } from "../../events/schemas.ts";
@@ -22,16 +23,13 @@ export function locate(event: FfEvent): ViewRequest {
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
-  const ev = input.event as AnyFfEvent;
-  switch (ev.type) {
-    case EVENT_TYPES.nodeObserved:
-      return onObserved(ev.data, input);
-    case EVENT_TYPES.nodeCondition:
-      return onCondition(ev.data, input);
-    default:
-      return ignored("UnhandledEventType", `detect does not handle ${ev.type}`);
-  }
+  return byType(input);
 }
+
+const byType = decideByType("detect", {
+  [EVENT_TYPES.nodeObserved]: onObserved,
+  [EVENT_TYPES.nodeCondition]: onCondition,
+});
 
 /**
  * The checks of an observation that need only the event and the policy (run before the

@@ -19,7 +19,8 @@ import {
 } from "../../core/decision.ts";
 import { resolveLevels } from "../../core/policy.ts";
 import type { FfEvent } from "../../events/envelope.ts";
-import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
+import { decideByType } from "../stage-info.ts";
+import { EVENT_TYPES, type DataOf } from "../../events/catalog.ts";
 import type { NodeRecovered } from "../../events/schemas.ts";
 
 export function locate(event: FfEvent): ViewRequest {
@@ -32,16 +33,13 @@ export function locate(event: FfEvent): ViewRequest {
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
-  const ev = input.event as AnyFfEvent;
-  switch (ev.type) {
-    case EVENT_TYPES.nodeCondition:
-      return onCondition(ev.data, input);
-    case EVENT_TYPES.workloadsReleased:
-      return onReleased(ev.data, input);
-    default:
-      return ignored("UnhandledEventType", `recover does not handle ${ev.type}`);
-  }
+  return byType(input);
 }
+
+const byType = decideByType("recover", {
+  [EVENT_TYPES.nodeCondition]: onCondition,
+  [EVENT_TYPES.workloadsReleased]: onReleased,
+});
 
 function onCondition(
   d: DataOf<typeof EVENT_TYPES.nodeCondition>,

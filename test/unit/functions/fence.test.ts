@@ -1,7 +1,7 @@
 // fence: S6 (acts only on a Confirmed incident written by a trusted confirm identity),
 // S3 (stale incarnation, lease), S1 (FencedOff only with an Off read-back), retries.
 import { describe, expect, test } from "vitest";
-import { decide, onPowerOffResult } from "../../../functions/fence/handler.ts";
+import { decide } from "../../../functions/fence/handler.ts";
 import type { DecideInput, View } from "../../../core/decision.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
@@ -202,11 +202,39 @@ describe("fence.decide", () => {
   });
 });
 
-describe("fence.onPowerOffResult (S1)", () => {
+// The power-off's attempts come back into decide as input.result (the executor's follow-up).
+describe("fence.decide on a power-off result (S1)", () => {
   const fencing = (extra: Partial<NodeFenceStatus> = {}) =>
     confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: FENCE.replica, ...extra });
   const run = (attempts: ReturnType<typeof offAttempt>[], inc = fencing(), p = policy()) =>
-    onPowerOffResult({ incident: inc, result: { attempts }, policy: p, now: T0 + 2000, self: FENCE });
+    decide({
+      event: req(),
+      view: view({ incident: inc, node: node("a"), policy: p }),
+      now: T0 + 2000,
+      self: FENCE,
+      result: { kind: "powerOff", attempts },
+    });
+
+  test("a result of another kind, or without an incident, is refused", () => {
+    const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    const released = decide({
+      event: req(),
+      view: view({ incident: fencing(), node: node("a") }),
+      now: T0 + 2000,
+      self: FENCE,
+      result: { kind: "released", counts },
+    });
+    expect(released.outcome).toMatchObject({ kind: "rejected", code: "ViewMismatch" });
+    expect(released.actions).toEqual([]);
+    const noIncident = decide({
+      event: req(),
+      view: view({ node: node("a") }),
+      now: T0 + 2000,
+      self: FENCE,
+      result: { kind: "powerOff", attempts: [offAttempt(1, 1000)] },
+    });
+    expect(noIncident.outcome).toMatchObject({ kind: "rejected", code: "ViewMismatch" });
+  });
 
   const table: [string, ReturnType<typeof offAttempt>[], "FencedOff" | "FenceFailed", string?][] = [
     ["read back Off after the command → FencedOff", [offAttempt(1, 1000)], "FencedOff"],

@@ -11,15 +11,10 @@
 import { readFileSync } from "node:fs";
 import { FastfenceError } from "../core/errors.ts";
 import { levelsForNode, type ResolvedFencingLevel } from "../core/policy.ts";
+import { readBmcCredentials, type BmcCredentials } from "../infra/bmc/credentials.ts";
 import { powerOffAndConfirm, type BmcDriver } from "../infra/bmc/driver.ts";
 import { KubeMetal3Api, discoverNodeHost, levelFromHost } from "../infra/bmc/metal3.ts";
-import {
-  buildDriver,
-  parseBmcAddress,
-  redactAddress,
-  type BmcCredentials,
-  type BmcOptions,
-} from "../infra/bmc/settings.ts";
+import { driverForAddress, parseBmcAddress, redactAddress, type BmcOptions } from "../infra/bmc/settings.ts";
 import { levelOptions } from "../infra/fence/power.ts";
 import { Kube, KubeApiError } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
@@ -175,7 +170,7 @@ export async function nodeBmc(
   };
   let creds: BmcCredentials;
   try {
-    creds = await new KubeMetal3Api(kube).readCredentials(secret);
+    creds = await readBmcCredentials(kube, secret);
   } catch (err) {
     if (err instanceof KubeApiError && err.status === 404)
       throw new NodeSettingsError(
@@ -288,7 +283,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
 
   let driver: BmcDriver;
   try {
-    driver = buildDriver(address, creds, options);
+    driver = driverForAddress(address, creds, options);
   } catch (err) {
     console.error(
       `fastfence bmc: ${err instanceof FastfenceError ? err.message : "cannot build the driver"}`,
@@ -321,7 +316,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
       }
       case "off": {
         const r = await powerOffAndConfirm(driver, { timeoutMs, pollMs, now: () => Date.now() });
-        const ms = r.confirmedAt - r.offIssuedAt;
+        const ms = r.readBackAt - r.commandAt;
         out(`off: power-off confirmed by read-back after ${ms} ms (${r.readbacks.length} reads)`, {
           ok: true,
           power: "off",

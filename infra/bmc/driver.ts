@@ -1,11 +1,15 @@
 // The BMC driver contract and the one power-off helper every fence goes through.
 // A driver reads and changes one machine's power through its BMC (Redfish, IPMI, a fence
 // agent). powerOffAndConfirm implements safety invariant S1: a node counts as off only
-// when a status read *after* the off command says exactly "off". It must never infer
-// power-off from the off command's success, and nothing here may ever carry a credential
-// into an error message, a log line or an attempt record.
+// when a status read *after* the off command says exactly "off". Its outcome is already
+// in the NodeFence Attempt's vocabulary (core/incident.ts): success is "off-confirmed"
+// with readBackState "Off", a failure's error code maps to the Attempt result here
+// (attemptResultOf), so no later layer renames anything. It must never infer power-off
+// from the off command's success, and nothing here may ever carry a credential into an
+// error message, a log line or an attempt record.
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
 import { systemClock } from "../../core/clock.ts";
+import type { Attempt, AttemptResult } from "../../core/incident.ts";
 
 export type PowerState = "on" | "off" | "unknown";
 
@@ -165,13 +169,39 @@ export interface Readback {
   error?: string;
 }
 
-export interface ConfirmResult {
-  /** When the status read that said "off" returned. */
-  confirmedAt: number;
+/**
+ * A power-off read back as exactly off (S1), with the NodeFence Attempt's field names and
+ * values (core/incident.ts); times are ms of the caller's clock (`ConfirmOptions.now`).
+ * powerOffAndConfirm returns nothing else: every other ending is a thrown error.
+ */
+export interface OffConfirmed {
+  result: Extract<AttemptResult, "off-confirmed">;
+  readBackState: Extract<NonNullable<Attempt["readBackState"]>, "Off">;
   /** When the off command was issued. */
-  offIssuedAt: number;
+  commandAt: number;
+  /** When the status read that said exactly "off" returned (after commandAt). */
+  readBackAt: number;
   offCommands: number;
   readbacks: Readback[];
+}
+
+/** A power-off's ending other than "off-confirmed". */
+export type FailedAttemptResult = Exclude<AttemptResult, "off-confirmed">;
+
+const FAILED_RESULT_BY_CODE: Partial<Record<ErrorCode, FailedAttemptResult>> = {
+  FF_BMC_STILL_ON: "still-on",
+  FF_BMC_UNREACHABLE: "unreachable",
+  FF_BMC_AUTH_FAILED: "auth-failed",
+  FF_BMC_TIMEOUT: "timeout",
+};
+
+/**
+ * The Attempt result of a power-off that ended with this error code (never
+ * "off-confirmed": only an OffConfirmed is that). A cancelled one without a more
+ * specific result ran out of time ("timeout"); anything else is "error".
+ */
+export function attemptResultOf(code: ErrorCode, cancelled: boolean): FailedAttemptResult {
+  return FAILED_RESULT_BY_CODE[code] ?? (cancelled ? "timeout" : "error");
 }
 
 const defaultSleep = (ms: number, signal?: AbortSignal): Promise<void> => systemClock.sleep(ms, signal);
@@ -186,7 +216,7 @@ function errCode(err: unknown): string {
  * ends without an "off" read-back, and the caller's abort reason when aborted.
  * Transient status-read errors are recorded and polling continues.
  */
-export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions): Promise<ConfirmResult> {
+export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions): Promise<OffConfirmed> {
   const sleep = opts.sleep ?? defaultSleep;
   const start = opts.now();
   const end = start + opts.timeoutMs;
@@ -201,7 +231,7 @@ export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions
     await driver.off({ timeoutMs: callBudget(), signal: opts.signal });
   };
 
-  const offIssuedAt = opts.now();
+  const commandAt = opts.now();
   await issueOff();
   let onReads = 0;
   for (;;) {
@@ -212,7 +242,16 @@ export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions
       last = st;
       const at = opts.now();
       readbacks.push({ at, state: st.state, raw: st.raw });
-      if (st.state === "off") return { confirmedAt: at, offIssuedAt, offCommands, readbacks };
+      // S1: exactly "off", read after the command, is the only way to return.
+      if (st.state === "off")
+        return {
+          result: "off-confirmed",
+          readBackState: "Off",
+          commandAt,
+          readBackAt: at,
+          offCommands,
+          readbacks,
+        };
       onReads++;
       if (opts.resendOffEvery && onReads % opts.resendOffEvery === 0 && remaining() > 0) {
         try {

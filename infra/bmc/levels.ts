@@ -1,14 +1,22 @@
 // Fencing levels: an ordered list of BMC drivers per node (e.g. Redfish, then IPMI, then a
 // fence agent). Each level runs powerOffAndConfirm within its own budget; an error or a
 // timeout moves on to the next level; success only when power-off was read back (S1).
-// Every attempt is returned (level, driver kind, target, start/end, result, error code)
-// for the incident record. Attempts carry codes and secret-free messages only.
-import { FastfenceError } from "../../core/errors.ts";
-import { powerOffAndConfirm, type BmcDriver, type ConfirmResult } from "./driver.ts";
+// Every try is returned as the NodeFence Attempt itself (core/incident.ts: round, level,
+// driver, holder, times, result, read-back, error code), the record the incident stores:
+// nothing translates it afterwards. Attempts carry codes and secret-free messages only.
+import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
+import type { Attempt } from "../../core/incident.ts";
+import {
+  attemptResultOf,
+  BmcStillOnError,
+  powerOffAndConfirm,
+  type BmcDriver,
+  type OffConfirmed,
+} from "./driver.ts";
 
 export interface FencingLevel {
-  /** Short label, e.g. "redfish", "ipmi", "pdu". */
-  name: string;
+  /** The level's protocol, recorded as the attempt's `driver` (a policy level's `driver`). */
+  protocol: Attempt["driver"];
   driver: BmcDriver;
   /** Budget for this level: the off command plus the read-back. */
   timeoutMs: number;
@@ -16,50 +24,59 @@ export interface FencingLevel {
   callTimeoutMs?: number;
 }
 
-export interface LevelAttempt {
-  level: number;
-  name: string;
-  driver: string;
-  target: string;
-  startMs: number;
-  endMs: number;
-  result: "confirmed-off" | "failed" | "cancelled";
-  errorCode?: string;
-  error?: string;
-  offIssuedAt?: number;
-  confirmedAt?: number;
-  readbacks?: number;
-}
-
 export interface FenceOutcome {
+  /** True only when the last attempt is "off-confirmed" (read back Off, S1). */
   confirmed: boolean;
   /** Index of the level that confirmed power-off. */
   level?: number;
-  confirmedAt?: number;
-  attempts: LevelAttempt[];
+  attempts: Attempt[];
 }
 
-export async function fenceWithLevels(
-  levels: FencingLevel[],
-  opts: {
-    now: () => number;
-    signal?: AbortSignal;
-    sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
-  },
-): Promise<FenceOutcome> {
-  const attempts: LevelAttempt[] = [];
+export interface FenceRound {
+  /** The incident's fencing round (1-based), recorded on every attempt. */
+  round: number;
+  /** Who drives it (the lease holder), recorded on every attempt. */
+  by: string;
+  now: () => number;
+  signal?: AbortSignal;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * S1 once more, on what the attempt will claim: "off-confirmed" only with a read-back of
+ * exactly Off and both times known (powerOffAndConfirm reads only after the command; the
+ * fence stage checks readBackAt >= commandAt again). Anything else is not a confirmation.
+ */
+function isReadBackOff(r: OffConfirmed): boolean {
+  return (
+    r.result === "off-confirmed" &&
+    r.readBackState === "Off" &&
+    Number.isFinite(r.commandAt) &&
+    Number.isFinite(r.readBackAt)
+  );
+}
+
+export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound): Promise<FenceOutcome> {
+  const attempts: Attempt[] = [];
   for (let i = 0; i < levels.length; i++) {
     const lv = levels[i]!;
     if (opts.signal?.aborted) break;
-    const startMs = opts.now();
-    const base = { level: i, name: lv.name, driver: lv.driver.kind, target: lv.driver.target, startMs };
+    const base = {
+      round: opts.round,
+      level: i,
+      driver: lv.protocol,
+      by: opts.by,
+      startedAt: iso(opts.now()),
+    };
     const ac = new AbortController();
     const onAbort = () => ac.abort(opts.signal?.reason);
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     // a hard stop for this level even if a driver ignores its per-call timeout
     const hard = setTimeout(() => ac.abort(new Error("level timeout")), lv.timeoutMs + 1000);
     try {
-      const r: ConfirmResult = await powerOffAndConfirm(lv.driver, {
+      const r = await powerOffAndConfirm(lv.driver, {
         timeoutMs: lv.timeoutMs,
         pollMs: lv.pollMs ?? 200,
         callTimeoutMs: lv.callTimeoutMs,
@@ -67,24 +84,27 @@ export async function fenceWithLevels(
         signal: ac.signal,
         sleep: opts.sleep,
       });
+      if (!isReadBackOff(r)) throw new BmcStillOnError(lv.driver.target, lv.timeoutMs, undefined);
       attempts.push({
         ...base,
-        endMs: opts.now(),
-        result: "confirmed-off",
-        offIssuedAt: r.offIssuedAt,
-        confirmedAt: r.confirmedAt,
-        readbacks: r.readbacks.length,
+        commandAt: iso(r.commandAt),
+        finishedAt: iso(opts.now()),
+        result: r.result,
+        readBackState: r.readBackState,
+        readBackAt: iso(r.readBackAt),
       });
-      return { confirmed: true, level: i, confirmedAt: r.confirmedAt, attempts };
+      return { confirmed: true, level: i, attempts };
     } catch (err) {
       const cancelled = opts.signal?.aborted === true;
       const fe = err instanceof FastfenceError ? err : undefined;
+      const errorCode: ErrorCode = fe?.code ?? (ac.signal.aborted ? "FF_BMC_TIMEOUT" : "FF_INTERNAL");
+      const message = fe?.message ?? (ac.signal.aborted ? "level budget exhausted" : "unexpected error");
       attempts.push({
         ...base,
-        endMs: opts.now(),
-        result: cancelled ? "cancelled" : "failed",
-        errorCode: fe?.code ?? (ac.signal.aborted ? "FF_BMC_TIMEOUT" : "FF_INTERNAL"),
-        error: fe?.message ?? (ac.signal.aborted ? "level budget exhausted" : "unexpected error"),
+        finishedAt: iso(opts.now()),
+        result: attemptResultOf(errorCode, cancelled),
+        errorCode,
+        ...(message ? { message } : {}),
       });
       if (cancelled) break;
     } finally {

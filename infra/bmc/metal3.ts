@@ -5,14 +5,14 @@
 // (address, credentialsName, disableCertificateVerification). Also the reboot.metal3.io
 // annotation that keeps the Bare Metal Operator from powering a fenced host back on while
 // an incident is open. Pure functions, plus KubeMetal3Api: thin reads/patches through
-// infra/kube/client.ts. Never puts a credentials Secret's values into anything but the
-// returned credentials (no logs, no errors, no levels).
+// infra/kube/client.ts. Names a host's credentials Secret but never reads it (that is
+// credentials.ts, for whoever builds the driver): no credential in a level, log or error.
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
 import { FencingLevelSchema, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
-import type { BmcCredentials, BmcSettings } from "./settings.ts";
-import { credentialsFromSecretData, parseBmcAddress } from "./settings.ts";
+import type { BmcSettings } from "./settings.ts";
+import { parseBmcAddress } from "./settings.ts";
 
 /** Discovery found no usable host for a node (or a read failed); message is secret-free. */
 export class Metal3DiscoveryError extends FastfenceError {
@@ -230,7 +230,7 @@ const PLURAL = "baremetalhosts";
 
 /**
  * metal3 through the Kubernetes API (infra/kube/client.ts): nodes, BareMetalHosts,
- * Machines, the credentials Secret in the host's namespace, and the hold annotation
+ * Machines, and the hold annotation
  * (JSON merge patches on metadata.annotations only). With `namespaces` (the runtime
  * setting FASTFENCE_METAL3_NAMESPACES) every BareMetalHost list goes namespace by
  * namespace, so a namespaced Role is enough; without it, one cluster-wide list. Reading
@@ -322,14 +322,6 @@ export class KubeMetal3Api implements Metal3Api {
       infra.name,
     );
     return m3m?.metadata?.annotations;
-  }
-
-  /** Credentials from the Secret a host names (its own namespace); never logged. */
-  async readCredentials(secret: { namespace: string; name: string }): Promise<BmcCredentials> {
-    const s = await this.kube.call(`read secret ${secret.namespace}/${secret.name}`, (a) =>
-      a.core.readNamespacedSecret({ name: secret.name, namespace: secret.namespace }),
-    );
-    return credentialsFromSecretData(s.data, `${secret.namespace}/${secret.name}`);
   }
 
   private async patchHost(namespace: string, name: string, body: object, what: string): Promise<void> {

@@ -4,18 +4,14 @@
 // when the service offers a SessionService, else HTTP basic. TLS is verified unless the
 // settings say insecure. Power-off is ForceOff unless configured otherwise; status maps
 // only PowerState exactly "Off" to "off" ("PoweringOff" is still on, S1).
+// The HTTP transport is redfish-http.ts, the parsing of what discovery reads is
+// redfish-discovery.ts; this module holds the driver, its session auth and power actions.
 // Never puts the username, password or session token into an error, a log line or a
 // target string.
-import http from "node:http";
-import https from "node:https";
-import { CancelledError } from "../../core/errors.ts";
 import type { Logger } from "../log.ts";
 import {
   BmcAuthError,
-  BmcError,
   BmcProtocolError,
-  BmcTimeoutError,
-  BmcUnreachableError,
   BmcUnsupportedError,
   deadline,
   type BmcCallOptions,
@@ -23,6 +19,15 @@ import {
   type PowerState,
   type PowerStatus,
 } from "./driver.ts";
+import {
+  onlySystemOf,
+  resetActionOf,
+  serviceRoot,
+  sessionsPathOf,
+  systemsPathOf,
+  type Discovery,
+} from "./redfish-discovery.ts";
+import { RedfishHttp, type Deadline, type HttpResult } from "./redfish-http.ts";
 
 export type RedfishOffType = "ForceOff" | "PowerOff" | "GracefulShutdown";
 
@@ -47,32 +52,6 @@ export interface RedfishOptions {
   maxSockets?: number;
 }
 
-interface Discovery {
-  systemPath: string;
-  resetTarget: string;
-  allowed: string[] | undefined;
-  sessionsPath: string | undefined;
-}
-
-interface HttpResult {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: unknown;
-}
-
-const UNREACHABLE_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "ETIMEDOUT",
-  "EPIPE",
-  "ECONNABORTED",
-  "UND_ERR_SOCKET",
-]);
-
 /** Maps a Redfish PowerState to ours: exactly "Off" is off; anything transitional is still on. */
 export function mapRedfishPowerState(raw: unknown): PowerState {
   if (raw === "Off") return "off";
@@ -85,8 +64,7 @@ export class RedfishDriver implements BmcDriver {
   readonly target: string;
   private readonly base: URL;
   private readonly opts: RedfishOptions;
-  private readonly agent: http.Agent;
-  private readonly isHttps: boolean;
+  private readonly http: RedfishHttp;
   private disc: Discovery | undefined;
   private discovering: Promise<Discovery> | undefined;
   private token: string | undefined;
@@ -100,7 +78,6 @@ export class RedfishDriver implements BmcDriver {
     if (u.protocol !== "http:" && u.protocol !== "https:") {
       throw new BmcUnsupportedError(u.host, `Redfish URL scheme ${u.protocol} (want http: or https:)`);
     }
-    this.isHttps = u.protocol === "https:";
     let explicit = opts.systemId;
     if (!explicit && /\/Systems\/[^/]+/.test(u.pathname)) explicit = u.pathname.replace(/\/$/, "");
     if (explicit && !explicit.startsWith("/"))
@@ -108,14 +85,14 @@ export class RedfishDriver implements BmcDriver {
     this.explicitSystem = explicit;
     this.base = new URL(`${u.protocol}//${u.host}`);
     this.target = `${this.base.origin}${explicit ?? "/redfish/v1"}`;
-    this.agent = this.isHttps
-      ? new https.Agent({
-          keepAlive: true,
-          maxSockets: opts.maxSockets ?? 4,
-          rejectUnauthorized: !opts.insecure,
-          ...(opts.ca ? { ca: opts.ca } : {}),
-        })
-      : new http.Agent({ keepAlive: true, maxSockets: opts.maxSockets ?? 4 });
+    this.http = new RedfishHttp({
+      base: this.base,
+      target: this.target,
+      insecure: opts.insecure,
+      ca: opts.ca,
+      maxSockets: opts.maxSockets,
+      authHeaders: () => this.authHeaders(),
+    });
     if (opts.auth === "basic") this.useSession = false;
     if (opts.auth === "session") this.useSession = true;
   }
@@ -168,7 +145,7 @@ export class RedfishDriver implements BmcDriver {
       }
     }
     this.token = undefined;
-    this.agent.destroy();
+    this.http.destroy();
   }
 
   private async reset(type: string, fallbacks: string[], opts: BmcCallOptions): Promise<void> {
@@ -195,7 +172,7 @@ export class RedfishDriver implements BmcDriver {
     }
   }
 
-  private discover(d: ReturnType<typeof deadline>, opts: BmcCallOptions): Promise<Discovery> {
+  private discover(d: Deadline, opts: BmcCallOptions): Promise<Discovery> {
     if (this.disc) return Promise.resolve(this.disc);
     if (!this.discovering) {
       this.discovering = this.doDiscover(d, opts).then(
@@ -213,57 +190,24 @@ export class RedfishDriver implements BmcDriver {
     return this.discovering;
   }
 
-  private async doDiscover(d: ReturnType<typeof deadline>, opts: BmcCallOptions): Promise<Discovery> {
-    const root = (await this.raw("GET", "/redfish/v1/", undefined, d, opts)).body as Record<string, unknown>;
-    if (!root || typeof root !== "object")
-      throw new BmcProtocolError(this.target, "service root is not JSON");
-    const link = (o: unknown): string | undefined => {
-      const id = (o as { "@odata.id"?: unknown } | undefined)?.["@odata.id"];
-      return typeof id === "string" ? id : undefined;
-    };
-    const sessionsPath =
-      link((root.Links as Record<string, unknown> | undefined)?.Sessions) ??
-      (link(root.SessionService) ? `${link(root.SessionService)!.replace(/\/$/, "")}/Sessions` : undefined);
+  private async doDiscover(d: Deadline, opts: BmcCallOptions): Promise<Discovery> {
+    const root = serviceRoot((await this.raw("GET", "/redfish/v1/", undefined, d, opts)).body, this.target);
+    const sessionsPath = sessionsPathOf(root);
     if (this.useSession === undefined) this.useSession = sessionsPath !== undefined;
     if (this.useSession && !this.token) await this.login(d, opts, sessionsPath);
 
     let systemPath = this.explicitSystem;
     if (!systemPath) {
-      const systems = link(root.Systems);
-      if (!systems) throw new BmcUnsupportedError(this.target, "service root has no Systems collection");
-      const coll = (await this.call("GET", systems, undefined, d, opts)).body as { Members?: unknown[] };
-      const members = (coll?.Members ?? []).map(link).filter((x): x is string => !!x);
-      if (members.length !== 1) {
-        throw new BmcUnsupportedError(
-          this.target,
-          `Systems collection has ${members.length} members; configure the system id`,
-        );
-      }
-      systemPath = members[0]!;
+      const systems = systemsPathOf(root, this.target);
+      systemPath = onlySystemOf((await this.call("GET", systems, undefined, d, opts)).body, this.target);
     }
-    const sys = (await this.call("GET", systemPath, undefined, d, opts)).body as Record<string, unknown>;
-    const action = (sys?.Actions as Record<string, unknown> | undefined)?.["#ComputerSystem.Reset"] as
-      Record<string, unknown> | undefined;
-    const target = action?.target;
-    if (typeof target !== "string") {
-      throw new BmcUnsupportedError(this.target, `${systemPath} has no #ComputerSystem.Reset action`);
-    }
-    const allowedRaw = action?.["ResetType@Redfish.AllowableValues"];
-    const allowed = Array.isArray(allowedRaw)
-      ? allowedRaw.filter((x): x is string => typeof x === "string")
-      : undefined;
-    this.opts.log?.debug(
-      { target: this.target, systemPath, resetTarget: target, allowed },
-      "redfish discovery",
-    );
-    return { systemPath, resetTarget: target, allowed, sessionsPath };
+    const sys = (await this.call("GET", systemPath, undefined, d, opts)).body;
+    const { resetTarget, allowed } = resetActionOf(sys, systemPath, this.target);
+    this.opts.log?.debug({ target: this.target, systemPath, resetTarget, allowed }, "redfish discovery");
+    return { systemPath, resetTarget, allowed, sessionsPath };
   }
 
-  private async login(
-    d: ReturnType<typeof deadline>,
-    opts: BmcCallOptions,
-    sessionsPath: string | undefined,
-  ) {
+  private async login(d: Deadline, opts: BmcCallOptions, sessionsPath: string | undefined) {
     if (!sessionsPath) throw new BmcUnsupportedError(this.target, "no SessionService for session auth");
     const r = await this.raw(
       "POST",
@@ -288,7 +232,7 @@ export class RedfishDriver implements BmcDriver {
     method: string,
     path: string,
     body: unknown,
-    d: ReturnType<typeof deadline>,
+    d: Deadline,
     opts: BmcCallOptions,
   ): Promise<HttpResult> {
     let r = await this.raw(method, path, body, d, opts);
@@ -307,98 +251,26 @@ export class RedfishDriver implements BmcDriver {
     return r;
   }
 
-  private async raw(
+  /** A request through the transport (redfish-http.ts), auth headers unless `noAuth`. */
+  private raw(
     method: string,
     path: string,
     body: unknown,
-    d: ReturnType<typeof deadline>,
+    d: Deadline,
     opts: BmcCallOptions,
     noAuth = false,
   ): Promise<HttpResult> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.once(method, path, body, d, noAuth);
-      } catch (err) {
-        const e = err as NodeJS.ErrnoException & { reused?: boolean };
-        // A kept-alive socket the server closed meanwhile: retry once on a fresh one.
-        if (attempt === 0 && e.reused && (e.code === "ECONNRESET" || e.code === "EPIPE")) continue;
-        throw this.mapError(err, `${method} ${path}`, d, opts);
-      }
-    }
+    return this.http.request(method, path, body, d, opts, noAuth);
   }
 
-  private mapError(err: unknown, what: string, d: ReturnType<typeof deadline>, opts: BmcCallOptions): Error {
-    if (err instanceof BmcError) return err;
-    if (d.timedOut()) return new BmcTimeoutError(this.target, what, opts.timeoutMs);
-    if (opts.signal?.aborted) return new CancelledError(`BMC ${what}`, opts.signal.reason);
-    const code = (err as NodeJS.ErrnoException)?.code ?? "";
-    if (UNREACHABLE_CODES.has(code)) return new BmcUnreachableError(this.target, code);
-    if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|ERR_SSL/.test(code)) {
-      return new BmcProtocolError(this.target, `TLS verification failed (${code}); configure a CA bundle`, {
-        retriable: false,
-      });
-    }
-    return new BmcUnreachableError(this.target, code || "connection failed");
-  }
-
-  private once(
-    method: string,
-    path: string,
-    body: unknown,
-    d: ReturnType<typeof deadline>,
-    noAuth: boolean,
-  ): Promise<HttpResult> {
-    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    const headers: Record<string, string> = { Accept: "application/json", "OData-Version": "4.0" };
-    if (payload) {
-      headers["Content-Type"] = "application/json";
-      headers["Content-Length"] = String(payload.length);
-    }
-    if (!noAuth) {
-      if (this.useSession && this.token) headers["X-Auth-Token"] = this.token;
-      else if (!this.useSession) {
-        headers.Authorization =
-          "Basic " + Buffer.from(`${this.opts.username}:${this.opts.password}`).toString("base64");
-      }
-    }
-    const mod = this.isHttps ? https : http;
-    return new Promise<HttpResult>((resolve, reject) => {
-      const req = mod.request(
-        {
-          protocol: this.base.protocol,
-          hostname: this.base.hostname.replace(/^\[|\]$/g, ""),
-          port: this.base.port || (this.isHttps ? 443 : 80),
-          method,
-          path,
-          headers,
-          agent: this.agent,
-          signal: d.signal,
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on("data", (c: Buffer) => chunks.push(c));
-          res.on("error", reject);
-          res.on("end", () => {
-            const text = Buffer.concat(chunks).toString("utf8");
-            let parsed: unknown = undefined;
-            if (text.length) {
-              try {
-                parsed = JSON.parse(text);
-              } catch {
-                if ((res.statusCode ?? 0) < 300) {
-                  return reject(new BmcProtocolError(this.target, `${method} ${path}: response is not JSON`));
-                }
-              }
-            }
-            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: parsed });
-          });
-        },
-      );
-      req.on("error", (err: NodeJS.ErrnoException & { reused?: boolean }) => {
-        err.reused = req.reusedSocket;
-        reject(err);
-      });
-      req.end(payload);
-    });
+  /** The session token once logged in; basic auth unless session auth is (or may be) on. */
+  private authHeaders(): Record<string, string> {
+    if (this.useSession && this.token) return { "X-Auth-Token": this.token };
+    if (!this.useSession)
+      return {
+        Authorization:
+          "Basic " + Buffer.from(`${this.opts.username}:${this.opts.password}`).toString("base64"),
+      };
+    return {};
   }
 }

@@ -1,10 +1,13 @@
 // Where a node's BMC settings come from and what they mean: an address URL (metal3
 // BareMetalHost forms: ipmi://, redfish://, redfish+http(s)://, idrac-redfish://,
 // ilo5-redfish://, ... plus fastfence's fence-agent://host:port?agent=fence_xyz&k=v),
-// a credentials Secret (keys "username" and "password", like metal3) and driver options.
-// parseBmcAddress is pure; buildDriver turns parsed settings plus credentials into a
-// driver. Never logs or returns the credentials in anything but the driver it builds.
+// a credentials Secret (keys "username" and "password", like metal3; read and checked by
+// credentials.ts) and driver options. parseBmcAddress is pure; driverForAddress constructs
+// the driver an address names from credentials and options (no I/O: nothing is opened
+// until the driver's first call). Never logs or returns the credentials in anything but
+// the driver it constructs.
 import { InvalidInputError } from "../../core/errors.ts";
+import type { BmcCredentials } from "./credentials.ts";
 import type { BmcDriver } from "./driver.ts";
 import { FenceAgentDriver } from "./fence-agent.ts";
 import { IpmiDriver } from "./ipmi/driver.ts";
@@ -156,12 +159,15 @@ export interface BmcSettings {
   source: "policy" | "secret" | "baremetalhost" | "cli";
 }
 
-export interface BmcCredentials {
-  username: string;
-  password: string;
-}
-
-export function buildDriver(address: string, creds: BmcCredentials, options: BmcOptions = {}): BmcDriver {
+/**
+ * The driver for a BMC address (Redfish, IPMI or a fence agent, by its scheme), holding
+ * these credentials and options. Throws FF_INVALID_CONFIG for an address it cannot use.
+ */
+export function driverForAddress(
+  address: string,
+  creds: BmcCredentials,
+  options: BmcOptions = {},
+): BmcDriver {
   const p = parseBmcAddress(address);
   switch (p.protocol) {
     case "redfish":
@@ -191,22 +197,4 @@ export function buildDriver(address: string, creds: BmcCredentials, options: Bmc
         params: { ...p.params!, ...(options.insecure ? { ssl_insecure: "1" } : {}) },
       });
   }
-}
-
-/** Reads credentials from a Secret's data map (base64 values, keys "username" and "password"). */
-export function credentialsFromSecretData(
-  data: Record<string, string> | undefined,
-  secretName: string,
-): BmcCredentials {
-  const dec = (k: string) =>
-    data?.[k] !== undefined ? Buffer.from(data[k]!, "base64").toString("utf8") : undefined;
-  const username = dec("username");
-  const password = dec("password");
-  if (!username || password === undefined) {
-    throw new InvalidInputError(
-      "FF_INVALID_CONFIG",
-      `Secret ${secretName} needs keys "username" and "password"`,
-    );
-  }
-  return { username, password };
 }

@@ -2,21 +2,18 @@
 // names). Tuned for the fencing critical path: short request and session timeouts,
 // a producer that never waits on one partition (records are spread by key only for
 // ordering of one node's observations; the incident state lives in the Kubernetes API),
-// acks from all in-sync replicas. Never logs record values (they are event data).
-import { Kafka, logLevel, type Consumer, type IHeaders, type KafkaMessage, type Producer } from "kafkajs";
+// acks from all in-sync replicas. This module holds the settings, the client, topic
+// creation and the one-shot reader; hedged publishing is kafkajs-publish.ts, group
+// consumers kafkajs-subscribe.ts. Never logs record values (they are event data).
+import { Kafka, logLevel } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { Logger } from "../log.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { Bus, BusRecord, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
-
-/**
- * How long a partition that missed the hedge deadline is avoided as a first choice, ms.
- * Covers a dead leader until the controller moves it (broker.session.timeout.ms, plus a
- * controller election if the controller died too); a healthy partition is tried again
- * as the third hedge choice meanwhile, and cleared as soon as it answers in time.
- */
-const SLOW_PARTITION_MS = 5000;
+import { HedgedPublisher } from "./kafkajs-publish.ts";
+import { toRecord } from "./kafkajs-records.ts";
+import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
 
 export interface KafkaBusConfig {
   /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
@@ -72,36 +69,10 @@ export interface KafkaBusConfig {
   log?: Logger;
 }
 
-function toHeaders(h: IHeaders | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h ?? {})) {
-    if (v === undefined) continue;
-    const first = Array.isArray(v) ? v[0] : v;
-    if (first !== undefined) out[k] = Buffer.isBuffer(first) ? first.toString("utf8") : String(first);
-  }
-  return out;
-}
-
-function toRecord(topic: string, partition: number, message: KafkaMessage): BusRecord {
-  return {
-    topic,
-    partition,
-    offset: message.offset,
-    timestamp: Number(message.timestamp),
-    key: message.key ? message.key.toString("utf8") : null,
-    value: message.value,
-    headers: toHeaders(message.headers),
-  };
-}
-
 export class KafkaJsBus implements Bus {
   private readonly kafka: Kafka;
-  private producerP: Promise<Producer> | undefined;
-  private readonly partitions = new Map<string, Promise<number>>();
-  private nextPartition = 0;
-  /** "topic/partition" → until when publishes avoid starting there (ms epoch). */
-  private readonly slowUntil = new Map<string, number>();
-  private readonly consumers = new Set<Consumer>();
+  private readonly publisher: HedgedPublisher;
+  private readonly subscriptions: GroupSubscriptions;
   private readonly cfg: Required<Omit<KafkaBusConfig, "log">> & { log?: Logger };
 
   constructor(cfg: KafkaBusConfig) {
@@ -142,213 +113,22 @@ export class KafkaJsBus implements Bus {
         log[level]({ kafka: { namespace: entry.namespace, ...rest } }, message);
       },
     });
+    this.publisher = new HedgedPublisher(this.kafka, this.cfg);
+    this.subscriptions = new GroupSubscriptions(this.kafka, this.cfg);
   }
 
-  private producer(): Promise<Producer> {
-    this.producerP ??= (async () => {
-      const p = this.kafka.producer({
-        allowAutoTopicCreation: false,
-        idempotent: false,
-        metadataMaxAge: this.cfg.metadataMaxAgeMs,
-      });
-      await p.connect();
-      return p;
-    })().catch((err: unknown) => {
-      this.producerP = undefined;
-      throw new FastfenceError("FF_BUS_UNAVAILABLE", "cannot connect the Kafka producer", {
-        cause: err,
-        retriable: true,
-      });
-    });
-    return this.producerP;
-  }
-
-  /**
-   * The partition a publish starts on: round-robin, skipping partitions that recently
-   * missed the hedge deadline (their leader is probably on a dead node, until the
-   * controller moves it) unless all of them did.
-   */
-  private firstPartition(topic: string, n: number): number {
-    const now = Date.now();
-    const start = this.nextPartition++;
-    for (let i = 0; i < n; i++) {
-      const p = (start + i) % n;
-      const until = this.slowUntil.get(`${topic}/${p}`);
-      if (until === undefined || until <= now) return p;
-    }
-    return start % n;
-  }
-
-  /** Partition count of a topic (cached; 1 if it cannot be read, which disables hedging). */
-  private partitionCount(topic: string): Promise<number> {
-    let n = this.partitions.get(topic);
-    if (!n) {
-      n = (async () => {
-        const admin = this.kafka.admin();
-        await admin.connect();
-        try {
-          const md = await admin.fetchTopicMetadata({ topics: [topic] });
-          return Math.max(1, md.topics[0]?.partitions.length ?? 1);
-        } finally {
-          await admin.disconnect();
-        }
-      })().catch(() => {
-        this.partitions.delete(topic);
-        return 1;
-      });
-      this.partitions.set(topic, n);
-    }
-    return n;
-  }
-
-  async publish(
+  /** Hedged publishing (kafkajs-publish.ts). */
+  publish(
     topic: string,
     records: readonly KafkaRecord[],
     opts: { acks?: "leader" | "all" } = {},
   ): Promise<void> {
-    const acks = opts.acks ?? this.cfg.acks;
-    const p = await this.producer();
-    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
-    const first = this.firstPartition(topic, n);
-    const maxSends = Math.min(n, 3);
-    const send = (partition: number | undefined) =>
-      p.send({
-        topic,
-        acks: acks === "all" ? -1 : 1,
-        timeout: this.cfg.requestTimeoutMs,
-        messages: records.map((r) => ({
-          key: r.key,
-          value: r.value,
-          headers: r.headers,
-          ...(partition === undefined ? {} : { partition }),
-        })),
-      });
-    await new Promise<void>((resolve, reject) => {
-      let sent = 0;
-      let failed = 0;
-      let done = false;
-      let timer: NodeJS.Timeout | undefined;
-      const finish = (err?: unknown) => {
-        if (done) return;
-        done = true;
-        clearInterval(timer);
-        if (err === undefined) resolve();
-        else
-          reject(
-            new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, {
-              cause: err,
-              retriable: true,
-            }),
-          );
-      };
-      const launch = () => {
-        const partition = n > 1 ? (first + sent) % n : undefined;
-        sent++;
-        const started = Date.now();
-        send(partition).then(
-          () => {
-            if (partition !== undefined && Date.now() - started < this.cfg.hedgeAfterMs)
-              this.slowUntil.delete(`${topic}/${partition}`);
-            finish();
-          },
-          (err: unknown) => {
-            failed++;
-            if (sent < maxSends) launch();
-            else if (failed >= sent) finish(err);
-          },
-        );
-      };
-      launch();
-      if (maxSends > 1)
-        timer = setInterval(() => {
-          if (done) return;
-          // The partition tried last has not answered in time: start elsewhere for a while.
-          this.slowUntil.set(`${topic}/${(first + sent - 1) % n}`, Date.now() + SLOW_PARTITION_MS);
-          if (sent < maxSends) launch();
-        }, this.cfg.hedgeAfterMs);
-    });
+    return this.publisher.publish(topic, records, opts);
   }
 
-  async subscribe(opts: SubscribeOptions): Promise<Subscription> {
-    let resolveReady!: () => void;
-    const ready = new Promise<void>((r) => (resolveReady = r));
-    let closed = false;
-    let current: Consumer | undefined;
-    let rebuild: NodeJS.Timeout | undefined;
-    const start = async (): Promise<Consumer> => {
-      const consumer = this.kafka.consumer({
-        groupId: opts.groupId,
-        sessionTimeout: this.cfg.sessionTimeoutMs,
-        heartbeatInterval: this.cfg.heartbeatIntervalMs,
-        rebalanceTimeout: Math.max(this.cfg.sessionTimeoutMs, 3000),
-        // How long a broker holds an empty fetch. It adds no latency (a fetch returns as
-        // soon as a record arrives), it only bounds idle polling: 100 ms cost every replica
-        // ~10 fetches per second per broker, a visible share of a small node's CPU.
-        maxWaitTimeInMs: 500,
-        metadataMaxAge: this.cfg.metadataMaxAgeMs,
-        allowAutoTopicCreation: false,
-        // A failed fetch round (e.g. a partition leader that just died) pauses every fetch
-        // of this consumer for the backoff, so keep it short. After 10 failures in a row
-        // kafkajs restarts the consumer (reconnect, re-join): a last resort, since the
-        // failover fixes (kafkajs-failover.ts) handle a dead leader or coordinator.
-        retry: { initialRetryTime: 100, maxRetryTime: 250, retries: 10 },
-      });
-      consumer.on(consumer.events.GROUP_JOIN, () => resolveReady());
-      consumer.on(consumer.events.CRASH, (e) => {
-        const { error, restart } = e.payload as { error: unknown; restart: boolean };
-        this.cfg.log?.warn(
-          { incident: "none", node: "none", groupId: opts.groupId, restart, err: error },
-          "Kafka consumer crashed",
-        );
-        // kafkajs restarts by itself after retriable errors only; after any other error
-        // the consumer would stay dead, so build a new one.
-        if (!restart && !closed && current === consumer) {
-          this.consumers.delete(consumer);
-          rebuild = setTimeout(() => void restartLater(), 1000);
-        }
-      });
-      this.consumers.add(consumer);
-      try {
-        await consumer.connect();
-        await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
-        await consumer.run({
-          autoCommit: true,
-          autoCommitInterval: 500,
-          eachMessage: async ({ topic, partition, message }) => {
-            await opts.onRecord(toRecord(topic, partition, message));
-          },
-        });
-      } catch (err) {
-        this.consumers.delete(consumer);
-        await consumer.disconnect().catch(() => undefined);
-        throw err;
-      }
-      return consumer;
-    };
-    const restartLater = async (): Promise<void> => {
-      if (closed) return;
-      try {
-        current = await start();
-      } catch (err) {
-        this.cfg.log?.warn(
-          { incident: "none", node: "none", groupId: opts.groupId, err },
-          "Kafka consumer restart failed",
-        );
-        rebuild = setTimeout(() => void restartLater(), 1000);
-      }
-    };
-    current = await start();
-    return {
-      ready,
-      close: async () => {
-        closed = true;
-        clearTimeout(rebuild);
-        if (current) {
-          this.consumers.delete(current);
-          await current.disconnect();
-        }
-      },
-    };
+  /** A consumer-group subscription (kafkajs-subscribe.ts). */
+  subscribe(opts: SubscribeOptions): Promise<Subscription> {
+    return this.subscriptions.subscribe(opts);
   }
 
   async readAll(topics: readonly string[], opts: { timeoutMs?: number } = {}): Promise<BusRecord[]> {
@@ -447,9 +227,7 @@ export class KafkaJsBus implements Bus {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.consumers].map((c) => c.disconnect()));
-    this.consumers.clear();
-    if (this.producerP) await (await this.producerP.catch(() => undefined))?.disconnect();
-    this.producerP = undefined;
+    await this.subscriptions.closeAll();
+    await this.publisher.close();
   }
 }

@@ -1,30 +1,25 @@
 // Executes fence's powerOff and recover's powerOn actions: resolves each fencing level of
-// the policy into a BMC driver (credentials from the level's Secret: the fastfence
-// namespace for policy levels, the BareMetalHost's namespace for discovered ones), runs the
-// levels in order (infra/bmc/levels.ts) and reports every attempt in the incident's
-// Attempt shape. For a discovered host it sets the reboot.metal3.io hold before the
-// power-off (the Bare Metal Operator must not power it back on) and clears it before a
-// power-on or when an incident ends (releaseHolds). An attempt is "off-confirmed" only
-// when the driver read the power state back as Off after the command (S1). Credentials
-// are read per action and never logged or returned.
+// the policy into a BMC driver (credentials through infra/bmc/credentials.ts from the
+// level's Secret: the fastfence namespace for policy levels, the BareMetalHost's namespace
+// for discovered ones), runs the levels in order (infra/bmc/levels.ts) and returns their
+// attempts as they come, already in the incident's Attempt shape. For a discovered host it
+// sets the reboot.metal3.io hold before the power-off (the Bare Metal Operator must not
+// power it back on) and clears it before a power-on or when an incident ends
+// (releaseHolds). An attempt is "off-confirmed" only when the driver read the power state
+// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts). Credentials are
+// read per driver and never logged or returned.
 import type { Action } from "../../core/decision.ts";
 import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
 import type { Attempt } from "../../core/incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel as PolicyLevel } from "../../core/policy.ts";
+import { readBmcCredentials } from "../bmc/credentials.ts";
 import type { BmcDriver } from "../bmc/driver.ts";
-import { fenceWithLevels, type FencingLevel as DriverLevel, type LevelAttempt } from "../bmc/levels.ts";
+import { fenceWithLevels, type FencingLevel as DriverLevel } from "../bmc/levels.ts";
 import { KubeMetal3Api } from "../bmc/metal3.ts";
-import { buildDriver, type BmcOptions } from "../bmc/settings.ts";
+import { driverForAddress, type BmcOptions } from "../bmc/settings.ts";
 import type { Kube } from "../kube/client.ts";
 import type { PowerExecutor } from "../runtime/stage-executor.ts";
 import type { Clock } from "../../core/clock.ts";
-
-const RESULT_BY_CODE: Record<string, Attempt["result"]> = {
-  FF_BMC_STILL_ON: "still-on",
-  FF_BMC_UNREACHABLE: "unreachable",
-  FF_BMC_AUTH_FAILED: "auth-failed",
-  FF_BMC_TIMEOUT: "timeout",
-};
 
 /** Driver options from a policy level's string map (documented in docs/bmc.md). */
 export function levelOptions(opts: Record<string, string> | undefined, timeoutMs: number): BmcOptions {
@@ -37,31 +32,6 @@ export function levelOptions(opts: Record<string, string> | undefined, timeoutMs
     ...(suite === "3" || suite === "17" ? { ipmiCipherSuite: Number(suite) as 3 | 17 } : {}),
     ...(o.pollMs ? { pollMs: Number(o.pollMs) } : {}),
     timeoutMs,
-  };
-}
-
-export function toAttempt(
-  a: LevelAttempt,
-  round: number,
-  by: string,
-  driver: PolicyLevel["driver"],
-): Attempt {
-  const iso = (ms: number) => new Date(ms).toISOString();
-  const ok = a.result === "confirmed-off" && a.confirmedAt !== undefined;
-  return {
-    round,
-    level: a.level,
-    driver,
-    by,
-    startedAt: iso(a.startMs),
-    ...(a.offIssuedAt !== undefined ? { commandAt: iso(a.offIssuedAt) } : {}),
-    finishedAt: iso(a.endMs),
-    result: ok
-      ? "off-confirmed"
-      : (RESULT_BY_CODE[a.errorCode ?? ""] ?? (a.result === "cancelled" ? "timeout" : "error")),
-    ...(ok ? { readBackState: "Off" as const, readBackAt: iso(a.confirmedAt!) } : {}),
-    ...(a.errorCode ? { errorCode: a.errorCode } : {}),
-    ...(a.error ? { message: a.error } : {}),
   };
 }
 
@@ -81,19 +51,21 @@ export class BmcPowerExecutor implements PowerExecutor {
   }
 
   /**
-   * Drivers are cached per address+secret so connections (Redfish sessions, keep-alive) are
-   * reused. A discovered level's Secret is read in its host's namespace, a policy level's
-   * in the fastfence namespace (a policy can never name another namespace).
+   * The driver for a policy level: read its credentials Secret and construct the driver on
+   * first use, then reuse it (cached per address+secret+options) so connections (Redfish
+   * sessions, keep-alive) are reused. A discovered level's Secret is read in its host's
+   * namespace, a policy level's in the fastfence namespace (a policy can never name
+   * another namespace).
    */
-  private async driverFor(level: PolicyLevel): Promise<BmcDriver> {
+  private async driverForLevel(level: PolicyLevel): Promise<BmcDriver> {
     const namespace = level.discovered?.namespace ?? this.secretNamespace;
     const key = `${level.address}|${namespace}/${level.credentialsSecret}|${JSON.stringify(level.options ?? {})}`;
     let d = this.drivers.get(key);
     if (!d) {
       // The promise is cached, so a prepare and the power-off that follows share one read.
-      d = this.metal3
-        .readCredentials({ namespace, name: level.credentialsSecret })
-        .then((creds) => buildDriver(level.address, creds, levelOptions(level.options, level.timeoutMs)));
+      d = readBmcCredentials(this.kube, { namespace, name: level.credentialsSecret }).then((creds) =>
+        driverForAddress(level.address, creds, levelOptions(level.options, level.timeoutMs)),
+      );
       this.drivers.set(key, d);
       d.catch(() => this.drivers.delete(key));
     }
@@ -104,7 +76,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     const level = a.levels[0];
     if (!level) return;
     try {
-      const d = await this.driverFor(level);
+      const d = await this.driverForLevel(level);
       await d.prepare?.({ timeoutMs: Math.min(level.timeoutMs, 2000), signal });
     } catch {
       // Only a head start: the power-off reports any real problem with this level.
@@ -115,8 +87,8 @@ export class BmcPowerExecutor implements PowerExecutor {
     const driver: DriverLevel[] = [];
     for (const l of levels) {
       driver.push({
-        name: l.driver,
-        driver: await this.driverFor(l),
+        protocol: l.driver,
+        driver: await this.driverForLevel(l),
         timeoutMs: l.timeoutMs,
         pollMs: Number(l.options?.pollMs ?? 100),
       });
@@ -153,13 +125,13 @@ export class BmcPowerExecutor implements PowerExecutor {
       ];
     }
     const outcome = await fenceWithLevels(levels, {
+      round: a.round,
+      by: a.holder,
       now: () => this.clock.now(),
       signal,
       sleep: (ms, s) => this.clock.sleep(ms, s),
     });
-    return outcome.attempts.map((x) =>
-      toAttempt(x, a.round, a.holder, a.levels[x.level]?.driver ?? "redfish"),
-    );
+    return outcome.attempts;
   }
 
   async powerOn(
@@ -172,7 +144,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     let lastErr: unknown;
     for (const l of a.levels) {
       try {
-        const d = await this.driverFor(l);
+        const d = await this.driverForLevel(l);
         await d.on({ timeoutMs: l.timeoutMs, signal });
         return;
       } catch (err) {

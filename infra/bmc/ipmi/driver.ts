@@ -18,7 +18,8 @@ import {
   type PowerStatus,
 } from "../driver.ts";
 import * as chassisControl from "./messages/chassisControl/index.ts";
-import { IpmiSession, IpmiSessionError, type IpmiSessionOptions } from "./session.ts";
+import { IpmiSession, type IpmiSessionOptions } from "./session.ts";
+import { IpmiSessionError } from "./transport.ts";
 import { IpmiWireError } from "./wire.ts";
 
 export interface IpmiDriverOptions {

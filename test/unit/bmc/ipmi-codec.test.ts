@@ -1,5 +1,5 @@
 // IPMI RMCP+ codecs against the recorded wire bytes of a real ipmi_sim session
-// (fixtures/ipmi-session-cs3.json, made by test/env/bmc-record-ipmi.ts): every request we
+// (fixtures/ipmi-session-cs3.json, made by harness/env/bmc-record-ipmi.ts): every request we
 // sent re-encodes byte for byte, every reply decodes, the RAKP codes verify, and the
 // session keys authenticate and decrypt the recorded traffic.
 import { readFileSync } from "node:fs";

@@ -12,7 +12,8 @@ import {
   releasePatch,
   settingsFromHost,
 } from "../../../infra/bmc/metal3.ts";
-import { credentialsFromSecretData, parseBmcAddress } from "../../../infra/bmc/settings.ts";
+import { credentialsFromSecretData } from "../../../infra/bmc/credentials.ts";
+import { parseBmcAddress } from "../../../infra/bmc/settings.ts";
 
 describe("parseBmcAddress", () => {
   it.each([

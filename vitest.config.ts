@@ -1,5 +1,5 @@
 // Two test projects: "unit" (pure code, no servers, < 1 min) and "integration" (real
-// kube-apiserver, etcd, Kafka, BMC emulators started by test/env). Integration tests
+// kube-apiserver, etcd, Kafka, BMC emulators started by harness/env). Integration tests
 // run one file at a time: the machine has 2 cores and the servers are heavy.
 import { defineConfig } from "vitest/config";
 

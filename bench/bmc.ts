@@ -13,8 +13,8 @@ import { parseArgs } from "node:util";
 import { powerOffAndConfirm, type BmcDriver } from "../infra/bmc/driver.ts";
 import { IpmiDriver } from "../infra/bmc/ipmi/driver.ts";
 import { RedfishDriver } from "../infra/bmc/redfish.ts";
-import { startIpmiSim } from "../test/env/bmc-ipmi-sim.ts";
-import { startLabRedfish } from "../test/env/bmc-redfish-lab.ts";
+import { startIpmiSim } from "../harness/env/bmc-ipmi-sim.ts";
+import { startLabRedfish } from "../harness/env/bmc-redfish-lab.ts";
 
 const { values } = parseArgs({ options: { rounds: { type: "string" } } });
 const ROUNDS = Number(values.rounds ?? 20);

@@ -40,7 +40,7 @@ const SCALE = 10;
 const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${l}`);
 let lab: Lab | undefined;
-// test/env's own exit handler exits synchronously after ours, so tear down synchronously.
+// harness/env's own exit handler exits synchronously after ours, so tear down synchronously.
 for (const sig of ["SIGINT", "SIGTERM"] as const)
   process.once(sig, () => {
     const st = readState();

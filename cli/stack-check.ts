@@ -2,24 +2,42 @@
 // controller-manager, scheduler, one kwok node, one Kafka broker, ipmi_sim and
 // sushy-tools), prints each part's health, version and start-up time, and stops
 // everything. A quick "is this machine ready" check; it needs `make setup` first and
-// uses the test environment (test/env), so it is a developer command, not shipped.
+// uses the test harness (harness/env), so it is a developer command, not shipped.
+// With -o json|yaml it prints one document at the end and its progress goes to stderr.
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
-import { VersionApi } from "@kubernetes/client-node";
+import { defineCommand, outputHelp, parseCommand } from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
+import { render } from "./output.ts";
+
+export const STACK_CHECK_ARGS = defineCommand({
+  command: "stack-check",
+  options: {},
+  positionals: 0,
+  outputs: ["text", "json", "yaml"],
+});
+
+const USAGE = `Usage: fastfence stack-check [-o text|json|yaml]
+Starts the test stack (needs make setup), prints each part's health, version and start-up time, stops it.
+${outputHelp(STACK_CHECK_ARGS, "text prints a row per part as it starts; json and yaml one document at the end")}
+  -h, --help              this help`;
+
+interface Part {
+  part: string;
+  health: string;
+  version: string;
+  startupMs?: number;
+}
 
 export async function stackCheckCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { help: { type: "boolean", short: "h" } } });
-  if (values.help)
-    return (
-      console.log(
-        "Usage: fastfence stack-check   (starts the test stack, prints health and versions, stops it)",
-      ),
-      0
-    );
-  const envMod = await import("../test/env/index.ts");
-  const { startIpmiSim } = await import("../test/env/bmc-ipmi-sim.ts");
-  const { startSushy } = await import("../test/env/bmc-sushy.ts");
+  const args = parseCommand(STACK_CHECK_ARGS, argv);
+  if (args.help) return (console.log(USAGE), EXIT.ok);
+  const text = args.output === "text";
+  const parts: Part[] = [];
+  const { VersionApi } = await import("@kubernetes/client-node");
+  const envMod = await import("../harness/env/index.ts");
+  const { startIpmiSim } = await import("../harness/env/bmc-ipmi-sim.ts");
+  const { startSushy } = await import("../harness/env/bmc-sushy.ts");
   const { KafkaJsBus } = await import("../infra/bus/kafkajs-bus.ts");
   const bin = (n: string) => join(envMod.BIN, n);
   const version = (cmd: string, args: string[]) => {
@@ -31,14 +49,17 @@ export async function stackCheckCommand(argv: string[]): Promise<number> {
       return "unknown";
     }
   };
-  const row = (part: string, health: string, ver: string, ms?: number) =>
-    console.log(
-      `${part.padEnd(26)}${health.padEnd(8)}${ver.padEnd(40)}${ms === undefined ? "" : `${ms} ms`}`,
-    );
+  const row = (part: string, health: string, ver: string, ms?: number) => {
+    parts.push({ part, health, version: ver, ...(ms === undefined ? {} : { startupMs: ms }) });
+    if (text)
+      console.log(
+        `${part.padEnd(26)}${health.padEnd(8)}${ver.padEnd(40)}${ms === undefined ? "" : `${ms} ms`}`,
+      );
+  };
   const scope = new envMod.EnvScope();
-  let failed = false;
+  let error: string | undefined;
   try {
-    console.log(`${"PART".padEnd(26)}${"HEALTH".padEnd(8)}${"VERSION".padEnd(40)}START-UP`);
+    if (text) console.log(`${"PART".padEnd(26)}${"HEALTH".padEnd(8)}${"VERSION".padEnd(40)}START-UP`);
     let t = Date.now();
     const cp = scope.add(await envMod.startControlPlane({ controllerManager: true, scheduler: true }));
     const v = await cp.kubeConfig.makeApiClient(VersionApi).getCode();
@@ -109,11 +130,15 @@ export async function stackCheckCommand(argv: string[]): Promise<number> {
     ] as const)
       row(tool, "ok", version(tool, [...args]), undefined);
   } catch (err) {
-    failed = true;
-    console.error(`stack-check failed: ${err instanceof Error ? err.message : String(err)}`);
+    error = err instanceof Error ? err.message : String(err);
+    console.error(`stack-check failed: ${error}`);
   } finally {
     await scope.stopAll();
-    console.log("stopped every part of the stack");
+    (text ? console.log : console.error)("stopped every part of the stack");
   }
-  return failed ? 1 : 0;
+  if (!text)
+    console.log(
+      render(args.output, { ok: error === undefined, parts, ...(error === undefined ? {} : { error }) }),
+    );
+  return error === undefined ? EXIT.ok : EXIT.failed;
 }

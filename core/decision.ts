@@ -107,7 +107,8 @@ export interface ReleaseCounts {
  * The result of an action, fed back into the stage that asked for it (contract point 4).
  * `powerOff`: every attempt of the round, in order. `released`: what the deletes removed.
  */
-export type ActionResult = { kind: "powerOff"; attempts: Attempt[] } | { kind: "released"; counts: ReleaseCounts };
+export type ActionResult =
+  { kind: "powerOff"; attempts: Attempt[] } | { kind: "released"; counts: ReleaseCounts };
 
 export interface DecideInput<E = unknown> {
   event: E;

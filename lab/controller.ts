@@ -24,7 +24,7 @@ async function shutdown(code: number): Promise<never> {
   }
   process.exit(code);
 }
-// test/env's own exit handler exits synchronously after ours, so tear down synchronously.
+// harness/env's own exit handler exits synchronously after ours, so tear down synchronously.
 for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const)
   process.once(sig, () => {
     const st = readState();

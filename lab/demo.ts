@@ -38,7 +38,7 @@ const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${l}`);
 
 let lab: Lab | undefined;
-// test/env's own exit handler exits synchronously after ours, so tear down synchronously.
+// harness/env's own exit handler exits synchronously after ours, so tear down synchronously.
 for (const sig of ["SIGINT", "SIGTERM"] as const)
   process.once(sig, () => {
     console.error(`\n${sig}: tearing the lab down`);

@@ -2,11 +2,19 @@
 // node's own address (10.77.0.x:9092, controller :9093). Writes each broker's
 // server.properties and log4j config, formats its storage (on the host, before the node
 // starts) and returns the java command the node launcher runs. Tuned so a dead broker's
-// partitions move within ~2 s (brief stall source 1). Never binds outside the node's netns.
+// partitions move within ~2 s (brief stall source 1). Also reads the cluster's metadata:
+// live brokers and partition leaders per broker. Never binds outside the node's netns.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { spawn } from "node:child_process";
-import { jvmArgs, log4jConfig } from "../test/env/kafka.ts";
+import { Kafka, logLevel } from "kafkajs";
+import { sleep } from "../harness/env/base.ts";
+import {
+  formatStorage,
+  jvmArgs,
+  log4jConfig,
+  newClusterId,
+  writeServerProperties,
+} from "../harness/env/kafka-jvm.ts";
 
 export const KAFKA_PORT = 9092;
 export const KAFKA_CONTROLLER_PORT = 9093;
@@ -26,11 +34,7 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
   const n = brokers.length;
   const rf = Math.min(3, n);
   const isr = rf >= 3 ? 2 : 1;
-  // A base64url UUID like Kafka's own; never one starting with "-", which the storage
-  // tool's argument parser would take for an option.
-  let clusterId = "";
-  while (!clusterId || clusterId.startsWith("-"))
-    clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
+  const clusterId = newClusterId();
   const voters = brokers
     .slice(0, Math.min(3, n))
     .map((b) => `${b.id}@${b.ip}:${KAFKA_CONTROLLER_PORT}`)
@@ -110,40 +114,85 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
         "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
       };
       const propsPath = join(b.dir, "server.properties");
-      writeFileSync(
-        propsPath,
-        Object.entries(props)
-          .map(([k, v]) => `${k}=${v}`)
-          .join("\n") + "\n",
-      );
+      writeServerProperties(propsPath, props);
       const log4jPath = join(b.dir, "log4j2.yaml");
       writeFileSync(log4jPath, log4jConfig(join(b.dir, "kafka.log")));
-      await new Promise<void>((res, rej) => {
-        const c = spawn(
-          "java",
-          [
-            ...jvmArgs("128m", log4jPath),
-            "kafka.tools.StorageTool",
-            "format",
-            "-t",
-            clusterId,
-            "-c",
-            propsPath,
-          ],
-          {
-            stdio: ["ignore", "pipe", "pipe"],
-          },
-        );
-        let out = "";
-        c.stdout.on("data", (d: Buffer) => (out += d.toString()));
-        c.stderr.on("data", (d: Buffer) => (out += d.toString()));
-        c.once("error", rej);
-        c.once("exit", (code) =>
-          code === 0 ? res() : rej(new Error(`kafka storage format failed: ${out.slice(-2000)}`)),
-        );
-      });
+      await formatStorage(clusterId, propsPath, log4jPath);
       cmds.set(b.id, ["java", ...jvmArgs(heap, log4jPath), "kafka.Kafka", propsPath]);
     }),
   );
   return cmds;
+}
+
+/** Brokers alive and partition leaders per broker id (pipeline topics). */
+export async function kafkaMeta(
+  brokers: string,
+): Promise<{ brokers: number; leaders: Record<number, number> }> {
+  const kafka = new Kafka({
+    brokers: brokers.split(","),
+    clientId: "lab-meta",
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1000,
+    requestTimeout: 2000,
+    retry: { retries: 1 },
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const c = await admin.describeCluster();
+    const topics = (await admin.listTopics()).filter((t) => t.startsWith("fastfence"));
+    const leaders: Record<number, number> = {};
+    if (topics.length) {
+      const md = await admin.fetchTopicMetadata({ topics });
+      for (const t of md.topics)
+        for (const p of t.partitions) leaders[p.leader] = (leaders[p.leader] ?? 0) + 1;
+    }
+    return { brokers: c.brokers.length, leaders };
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** A lab node as its broker: node index i runs broker id i + 1. */
+interface BrokerNode {
+  name: string;
+  index: number;
+}
+
+/**
+ * Steady state before anything is measured: brokers that started late lead nothing until
+ * Kafka's leader rebalance (every 5 s here) hands them their preferred partitions back;
+ * a crash before that would take down most leaders at once, which a running cluster
+ * never has. Waits up to 30 s for every broker to lead at least its share minus one.
+ */
+export async function waitLeadersBalanced(
+  brokers: string,
+  nodes: BrokerNode[],
+  log: (line: string) => void,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const t0 = Date.now();
+  for (;;) {
+    const { leaders } = await kafkaMeta(brokers).catch(() => ({ leaders: {} as Record<number, number> }));
+    const counts = nodes.map((x) => leaders[x.index + 1] ?? 0);
+    const total = counts.reduce((a, b) => a + b, 0);
+    const share = Math.floor(total / nodes.length);
+    if (total > 0 && counts.every((c) => c >= share - 1)) {
+      log(`partition leaders balanced (${counts.join("/")}) in ${Date.now() - t0} ms`);
+      return;
+    }
+    if (Date.now() - t0 > timeoutMs) {
+      log(`partition leaders still unbalanced after ${timeoutMs} ms (${counts.join("/")}); going on`);
+      return;
+    }
+    await sleep(1000);
+  }
+}
+
+/** The node that hosts the most of the pipeline: most partition leaders (ties: first). */
+export async function busiestNode(brokers: string, nodes: BrokerNode[]): Promise<string> {
+  const { leaders } = await kafkaMeta(brokers);
+  let best = nodes[0]!;
+  for (const x of nodes) if ((leaders[x.index + 1] ?? 0) > (leaders[best.index + 1] ?? 0)) best = x;
+  return best.name;
 }

@@ -1,6 +1,6 @@
 // The node agent of one simulated lab node: in one process (cheap on 2 cores), the node's
 // event-source replica and one replica of every pipeline function (Kafka runtime), wired
-// exactly like the integration tests and `fastfence run` (infra/runtime/host.ts). It also
+// exactly like the integration tests and `fastfence run` (app/host.ts). It also
 // serves a tiny control endpoint on the node's address for the "function-only crash"
 // fault (stops chosen replicas while the node stays healthy) and writes agent.json
 // (ready, replicas) into the node dir. It decides nothing itself.
@@ -14,7 +14,8 @@ import { loadRuntimeConfig } from "../infra/config.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger } from "../infra/log.ts";
-import { functionNames, hostFunction, pipelineTopics, type HostedFunction } from "../infra/runtime/host.ts";
+import { hostFunction, pipelineTopics, type HostedFunction } from "../app/host.ts";
+import { stageNames } from "../functions/registry.ts";
 import { startEventSource, type EventSource } from "../source/event-source.ts";
 
 export interface AgentConfig {
@@ -82,7 +83,7 @@ async function main(): Promise<void> {
     },
   });
   const fns: HostedFunction[] = [];
-  for (const fn of functionNames()) {
+  for (const fn of stageNames()) {
     const bus = new KafkaJsBus({
       brokers: cfg.brokers,
       clientId: replica(fn),

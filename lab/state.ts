@@ -224,7 +224,7 @@ export function teardownFromState(s: LabState): string[] {
   }
   if (s.bridge === BRIDGE && linkExists(BRIDGE) && ip(["link", "delete", BRIDGE]))
     done.push(`deleted bridge ${BRIDGE}`);
-  // 5. Directories: only the lab's own run dir and the test env's temp dirs.
+  // 5. Directories: only the lab's own run dir and the harness's temp dirs.
   const tmp = resolve(tmpdir());
   for (const d of s.dirs) {
     const real = resolve(d);
@@ -237,7 +237,7 @@ export function teardownFromState(s: LabState): string[] {
       done.push(`removed ${real}`);
     }
   }
-  // 6. The test env registry of a dead controller (its groups and /tmp dirs).
+  // 6. The harness run registry of a dead controller (its groups and /tmp dirs).
   if (existsSync(join(ROOT, "scripts", "reap.sh"))) {
     try {
       const out = execFileSync(join(ROOT, "scripts", "reap.sh"), {

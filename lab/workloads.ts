@@ -1,9 +1,11 @@
 // Workloads for the lab, created against the real API and the real KubeVirt CRDs: a
 // Deployment, a StatefulSet whose pod has a pre-bound ReadWriteOnce volume and a
-// VolumeAttachment, and a VM (VirtualMachine + VirtualMachineInstance + launcher pod).
+// VolumeAttachment, and a VM (harness/kube/vm.ts: VirtualMachine + VMI + launcher pod).
 // Each set carries a suffix so bench trials can create fresh ones on the victim node and
 // delete them afterwards. Only ever talks to the lab API server.
 import type { AppsV1Api, CoreV1Api, CustomObjectsApi, StorageV1Api, V1Pod } from "@kubernetes/client-node";
+import { sleep } from "../harness/env/base.ts";
+import { createVm, FAKE_IMAGE as image } from "../harness/kube/vm.ts";
 
 export interface Apis {
   core: CoreV1Api;
@@ -12,9 +14,7 @@ export interface Apis {
   custom: CustomObjectsApi;
 }
 
-const image = "registry.invalid/fake:1";
 const NS = "default";
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls fn until it returns a value; on timeout the error says what was last seen. */
 async function until<T>(
@@ -178,39 +178,7 @@ export async function createWorkloads(
       },
     },
   });
-  const g = { group: "kubevirt.io", version: "v1", namespace: NS };
-  const domain = { devices: {}, resources: { requests: { memory: "64Mi" } } };
-  await c.custom.createNamespacedCustomObject({
-    ...g,
-    plural: "virtualmachines",
-    body: {
-      apiVersion: "kubevirt.io/v1",
-      kind: "VirtualMachine",
-      metadata: { name: n.vm },
-      spec: { runStrategy: "Always", template: { spec: { domain } } },
-    },
-  });
-  await c.custom.createNamespacedCustomObject({
-    ...g,
-    plural: "virtualmachineinstances",
-    body: {
-      apiVersion: "kubevirt.io/v1",
-      kind: "VirtualMachineInstance",
-      metadata: { name: n.vm, labels: { "kubevirt.io/nodeName": node } },
-      spec: { domain },
-      status: { nodeName: node, phase: "Running" },
-    },
-  });
-  await c.core.createNamespacedPod({
-    namespace: NS,
-    body: {
-      metadata: {
-        name: `virt-launcher-${n.vm}`,
-        labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": n.vm },
-      },
-      spec: { nodeName: node, containers: [{ name: "compute", image }] },
-    },
-  });
+  await createVm(c, n.vm, node, NS);
   await until(`${n.web} Running`, async () => {
     const l = await c.core.listNamespacedPod({ namespace: NS, labelSelector: `app=${n.web}` });
     return l.items.filter((p) => p.status?.phase === "Running").length >= replicas ? true : undefined;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cleans up after test processes that died without cleaning up (SIGKILL, OOM, crash).
-# test/env records every process group, temp dir and network namespace it creates in
+# harness/env records every process group, temp dir and network namespace it creates in
 # .cache/run/<test pid>.json; for each file whose owner process is gone, this kills the
 # recorded process groups, removes the recorded temp dirs and namespaces, and deletes
 # the file. Safe to run any time: files of live owners are left alone, and it never
@@ -79,7 +79,7 @@ for path in sys.argv[1:]:
     removed = 0
     for d in rec.get("tempDirs", []):
         real = os.path.realpath(d)
-        # Only ever temp dirs test/env made: <tmp>/fastfence-*
+        # Only ever temp dirs harness/env made: <tmp>/fastfence-*
         if os.path.dirname(real) == tmp_root and os.path.basename(real).startswith("fastfence-"):
             if os.path.exists(real):
                 shutil.rmtree(real, ignore_errors=True)

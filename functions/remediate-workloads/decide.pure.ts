@@ -36,8 +36,17 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   if (input.result) {
     const { view, now, self } = input;
     if (input.result.kind !== "released" || !view.incident)
-      return rejected("ViewMismatch", `remediate-workloads cannot decide on a ${input.result.kind} result here`);
-    return onReleased({ incident: view.incident, counts: input.result.counts, policy: view.policy, now, self });
+      return rejected(
+        "ViewMismatch",
+        `remediate-workloads cannot decide on a ${input.result.kind} result here`,
+      );
+    return onReleased({
+      incident: view.incident,
+      counts: input.result.counts,
+      policy: view.policy,
+      now,
+      self,
+    });
   }
   const ev = input.event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.nodeFenced)

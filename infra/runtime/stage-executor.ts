@@ -343,7 +343,11 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       const { locateResync, resync } = stage;
       if (!locateResync || !resync)
         return {
-          outcome: { kind: "ignored", code: "UnhandledInput", reason: `${stage.name} does not re-drive incidents` },
+          outcome: {
+            kind: "ignored",
+            code: "UnhandledInput",
+            reason: `${stage.name} does not re-drive incidents`,
+          },
           emit: [],
         };
       return run(

@@ -5,8 +5,9 @@
 import { CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { applyObjects, readManifests } from "../env/apply.ts";
-import { ROOT, sleep, startControlPlane, withEnv } from "../env/index.ts";
+import { applyObjects, readManifests } from "../../harness/env/apply.ts";
+import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 const NS = "fastfence-system";
 const CONFIRM = `system:serviceaccount:${NS}:fastfence-confirm`;

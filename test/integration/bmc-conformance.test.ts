@@ -9,10 +9,10 @@ import { powerOffAndConfirm, type BmcDriver } from "../../infra/bmc/driver.ts";
 import { FenceAgentDriver } from "../../infra/bmc/fence-agent.ts";
 import { IpmiDriver } from "../../infra/bmc/ipmi/driver.ts";
 import { RedfishDriver } from "../../infra/bmc/redfish.ts";
-import { startIpmiSim, type IpmiSim } from "../env/bmc-ipmi-sim.ts";
-import { startLabRedfish, type LabRedfish } from "../env/bmc-redfish-lab.ts";
-import { freeTcpPort, freeUdpPort } from "../env/bmc-spawn.ts";
-import { startSushy, type Sushy } from "../env/bmc-sushy.ts";
+import { startIpmiSim, type IpmiSim } from "../../harness/env/bmc-ipmi-sim.ts";
+import { startLabRedfish, type LabRedfish } from "../../harness/env/bmc-redfish-lab.ts";
+import { freeTcpPort, freeUdpPort } from "../../harness/env/bmc-spawn.ts";
+import { startSushy, type Sushy } from "../../harness/env/bmc-sushy.ts";
 
 interface Creds {
   username: string;
@@ -78,7 +78,8 @@ function conformance(peer: () => Peer) {
       expect(await p.observe()).not.toBe(false);
 
       const r = await confirm(d, p.transitionMs);
-      expect(r.confirmedAt).toBeGreaterThanOrEqual(r.offIssuedAt);
+      expect(r).toMatchObject({ result: "off-confirmed", readBackState: "Off" });
+      expect(r.readBackAt).toBeGreaterThanOrEqual(r.commandAt);
       expect(r.readbacks.at(-1)?.state).toBe("off");
       expect(await p.observe()).not.toBe(true);
       expect((await d.status({ timeoutMs: 30_000 })).state).toBe("off");

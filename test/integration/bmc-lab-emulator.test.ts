@@ -6,8 +6,8 @@ import { FastfenceError } from "../../core/errors.ts";
 import { powerOffAndConfirm } from "../../infra/bmc/driver.ts";
 import { IpmiDriver } from "../../infra/bmc/ipmi/driver.ts";
 import { RedfishDriver } from "../../infra/bmc/redfish.ts";
-import { startIpmiSim, type IpmiSim } from "../env/bmc-ipmi-sim.ts";
-import { startLabRedfish, type LabRedfish } from "../env/bmc-redfish-lab.ts";
+import { startIpmiSim, type IpmiSim } from "../../harness/env/bmc-ipmi-sim.ts";
+import { startLabRedfish, type LabRedfish } from "../../harness/env/bmc-redfish-lab.ts";
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
   try {

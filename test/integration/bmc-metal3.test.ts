@@ -20,9 +20,10 @@ import { loadRuntimeConfig, metal3Namespaces } from "../../infra/config.ts";
 import { BmcPowerExecutor } from "../../infra/fence/power.ts";
 import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { systemClock } from "../../core/clock.ts";
-import { LabRedfishServer } from "../emulators/redfish/server.ts";
-import { applyObjects, readManifests } from "../env/apply.ts";
-import { ROOT, THIRD_PARTY_CRDS, startControlPlane, withEnv, type ControlPlane } from "../env/index.ts";
+import { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
+import { applyObjects, readManifests } from "../../harness/env/apply.ts";
+import { ROOT, THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 const HOST_NS = "metal3";
 const FF_NS = "fastfence-system";
@@ -140,10 +141,11 @@ const everything: string[] = [];
 
 function view(node: string, discovery: "None" | "Metal3"): View {
   return {
-    node: { name: node, bootId: "b", ready: "Unknown", controlPlane: false, labels: {} },
+    node: { name: node, bootId: "b", ready: "Unknown", labels: {} },
     openIncidents: [],
     nodes: [],
     policy: resolvePolicy({ fencing: { discovery } }),
+    trustedConfirmers: [],
   };
 }
 

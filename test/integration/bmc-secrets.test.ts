@@ -4,16 +4,16 @@
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FastfenceError } from "../../core/errors.ts";
-import { bmcCommand } from "../../cli/bmc.ts";
+import { main } from "../../cli/main.ts";
 import type { BmcDriver } from "../../infra/bmc/driver.ts";
 import { FenceAgentDriver } from "../../infra/bmc/fence-agent.ts";
 import { IpmiDriver } from "../../infra/bmc/ipmi/driver.ts";
 import { fenceWithLevels } from "../../infra/bmc/levels.ts";
 import { RedfishDriver } from "../../infra/bmc/redfish.ts";
 import { createLogger } from "../../infra/log.ts";
-import { startIpmiSim, type IpmiSim } from "../env/bmc-ipmi-sim.ts";
-import { startLabRedfish, type LabRedfish } from "../env/bmc-redfish-lab.ts";
-import { freeTcpPort, freeUdpPort } from "../env/bmc-spawn.ts";
+import { startIpmiSim, type IpmiSim } from "../../harness/env/bmc-ipmi-sim.ts";
+import { startLabRedfish, type LabRedfish } from "../../harness/env/bmc-redfish-lab.ts";
+import { freeTcpPort, freeUdpPort } from "../../harness/env/bmc-spawn.ts";
 
 const USER = "bmcuserQ7x";
 const PASS = "Pw-9f3Kx-zzTop";
@@ -57,7 +57,10 @@ describe("BMC credentials never leak", () => {
       } catch (err) {
         recordError(err);
       }
-      const out = await fenceWithLevels([{ name: d.kind, driver: d, timeoutMs: 8000, pollMs: 100 }], {
+      const protocol = d.kind === "redfish" || d.kind === "ipmi" ? d.kind : "fence-agent";
+      const out = await fenceWithLevels([{ protocol, driver: d, timeoutMs: 8000, pollMs: 100 }], {
+        round: 1,
+        by: "bmc-secrets-test",
         now: () => Date.now(),
       });
       seen.push(JSON.stringify(out));
@@ -148,13 +151,15 @@ describe("BMC credentials never leak", () => {
       .spyOn(console, "error")
       .mockImplementation((...a: unknown[]) => void lines.push(a.join(" ")));
     const env = { ...process.env };
+    let usageCode = -1;
     try {
       for (const pw of [PASS, WRONG]) {
         process.env.FASTFENCE_BMC_USERNAME = USER;
         process.env.FASTFENCE_BMC_PASSWORD = pw;
         for (const action of ["check", "off", "on", "status"]) {
-          await bmcCommand([action, "--url", `ipmi://127.0.0.1:${sim.port}`, "--timeout-ms", "8000"]);
-          await bmcCommand([
+          await main(["bmc", action, "--url", `ipmi://127.0.0.1:${sim.port}`, "--timeout-ms", "8000"]);
+          await main([
+            "bmc",
             action,
             "--url",
             `redfish+https://127.0.0.1:${lab.port}`,
@@ -165,7 +170,9 @@ describe("BMC credentials never leak", () => {
           ]);
         }
       }
-      await bmcCommand([
+      // a usage error (credentials in the address): printed by the entry point, exit 2
+      usageCode = await main([
+        "bmc",
         "status",
         "--url",
         `redfish://${USER}:${PASS}@127.0.0.1:${lab.port}/redfish/v1/Systems/node-1`,
@@ -176,6 +183,7 @@ describe("BMC credentials never leak", () => {
       process.env = env;
     }
     expect(lines.some((l) => l.includes("confirmed"))).toBe(true);
+    expect(usageCode).toBe(2);
     seen.push(...lines);
   });
 

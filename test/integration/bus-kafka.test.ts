@@ -10,7 +10,8 @@ import { Kafka, logLevel } from "kafkajs";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
-import { startKafka, withEnv } from "../env/index.ts";
+import { startKafka } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 1 })) }));
 

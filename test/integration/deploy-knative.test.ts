@@ -24,7 +24,7 @@ import {
   type ResponseContext,
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
-import { THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../env/index.ts";
+import { THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../../harness/env/index.ts";
 import { groupOf, objectId, readYamlDocs, render, type KubeObject } from "../../knative/render.ts";
 
 const ROOT = join(import.meta.dirname, "../..");

@@ -15,7 +15,7 @@ import {
   runCommand,
   sleep,
   startControlPlane,
-} from "../env/index.ts";
+} from "../../harness/env/index.ts";
 
 interface Ready {
   pid: number;
@@ -44,7 +44,7 @@ function livePidsInGroups(pgids: number[]): number[] {
 }
 
 function spawnChild(): { child: ChildProcess; ready: Promise<Ready>; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [join(ROOT, "test/env/cleanup-child.ts")], {
+  const child = spawn(process.execPath, [join(ROOT, "harness/env/cleanup-child.ts")], {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -2,7 +2,8 @@
 // stops, and comes back on the same port with the same data.
 import { describe, expect, it } from "vitest";
 import { Kafka, logLevel } from "kafkajs";
-import { isListening, runCommand, startKafka, withEnv } from "../env/index.ts";
+import { isListening, runCommand, startKafka } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 describe("test env: Kafka broker lifecycle", () => {
   const env = withEnv(async (scope) => {

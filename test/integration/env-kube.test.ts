@@ -10,7 +10,8 @@ import {
   type V1Lease,
   type V1Node,
 } from "@kubernetes/client-node";
-import { sleep, startControlPlane, startKwokNodes, withEnv, type KwokNodes } from "../env/index.ts";
+import { sleep, startControlPlane, startKwokNodes, type KwokNodes } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 const microTime = (d: Date): Date => d.toISOString().replace(/Z$/, "000Z") as unknown as Date;
 

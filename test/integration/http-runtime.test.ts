@@ -8,9 +8,10 @@ import { describe, expect, it } from "vitest";
 import { envelope } from "../../events/envelope.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
-import { hostFunction } from "../../infra/runtime/host.ts";
-import { applyObjects, readManifests } from "../env/apply.ts";
-import { ROOT, startControlPlane, withEnv } from "../env/index.ts";
+import { hostFunction } from "../../app/host.ts";
+import { applyObjects, readManifests } from "../../harness/env/apply.ts";
+import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 const env = withEnv(async (scope) => {
   const cp = scope.add(await startControlPlane());

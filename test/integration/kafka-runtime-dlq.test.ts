@@ -11,8 +11,9 @@ import { DeadLetterSchema } from "../../events/schemas.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
-import { hostFunction, pipelineTopics } from "../../infra/runtime/host.ts";
-import { startKafka, withEnv } from "../env/index.ts";
+import { hostFunction, pipelineTopics } from "../../app/host.ts";
+import { startKafka } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 import { waitFor } from "./pipeline-helpers.ts";
 
 const env = withEnv(async (scope) => {

@@ -8,7 +8,8 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { Kube } from "../../infra/kube/client.ts";
 import { makePooledApiClient } from "../../infra/kube/pooled-auth.ts";
 import { NodeOps, OUT_OF_SERVICE_TAINT } from "../../infra/kube/nodes.ts";
-import { startControlPlane, withEnv } from "../env/index.ts";
+import { startControlPlane } from "../../harness/env/index.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
 
 describe("Kubernetes adapters (real kube-apiserver)", () => {
   const env = withEnv(async (scope) => ({ cp: scope.add(await startControlPlane()) }));

@@ -64,7 +64,7 @@ describe("lab up / down", () => {
     expect(s.netns.length).toBe(3);
     const before = snapshot(s);
     expect(before.length).toBeGreaterThan(10);
-    const st = cli("status");
+    const st = cli("status", "-o", "json");
     expect(st.status, st.stderr).toBe(0);
     expect(st.stdout).toMatch(/"ready": "True"/);
     const down = cli("down");

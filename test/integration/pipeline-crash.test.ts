@@ -9,8 +9,8 @@ import { parseEvent, TOPICS } from "../../events/catalog.ts";
 import { decodeKafka } from "../../events/codec.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
-import { withEnv } from "../env/index.ts";
-import { startPipelineCluster } from "../env/pipeline-cluster.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
+import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import {
   createDeployment,
   createStatefulSet,

@@ -6,9 +6,9 @@
 // - a node crashes but its BMC never reads back Off (stuck in PoweringOff): its workloads
 //   are never released, and the incident says why (S1).
 import { describe, expect, it } from "vitest";
-import { withEnv } from "../env/index.ts";
-import { startPipelineCluster } from "../env/pipeline-cluster.ts";
-import { functionNames } from "../../infra/runtime/host.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
+import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
+import { stageNames } from "../../functions/registry.ts";
 import { incidents, podsOn, waitFor } from "./pipeline-helpers.ts";
 
 const NODES = ["node-a", "node-b", "node-c", "node-d"];
@@ -24,7 +24,7 @@ const env = withEnv(async (scope) =>
 describe("pipeline safety", () => {
   it("fences nothing when the observer and every function replica on a healthy node crash", async () => {
     const c = env();
-    await c.crashReplicas("node-b", { source: true, functions: functionNames() });
+    await c.crashReplicas("node-b", { source: true, functions: stageNames() });
     await new Promise((r) => setTimeout(r, 5000));
     const open = (await incidents(c)).filter((i) => i.status && i.status.phase !== "Suspected");
     expect(open).toEqual([]);

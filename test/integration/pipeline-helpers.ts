@@ -3,30 +3,12 @@
 // and VolumeAttachment, a KubeVirt VM with its VMI and launcher pod). Test code only.
 import type { V1Pod } from "@kubernetes/client-node";
 import type { NodeFence } from "../../core/incident.ts";
-import { NAMESPACE, type PipelineCluster } from "../env/pipeline-cluster.ts";
+import { NAMESPACE, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
+import { waitUntil } from "../../harness/env/wait.ts";
+import { createVm as createVmOn, FAKE_IMAGE as image } from "../../harness/kube/vm.ts";
 
-export async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false>,
-  timeoutMs = 30_000,
-  everyMs = 50,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > end)
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what}${lastErr ? ` (last error: ${String(lastErr)})` : ""}`,
-      );
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+/** Polls until `fn` returns a value (30 s, every 50 ms by default); harness/env/wait.ts. */
+export const waitFor = waitUntil;
 
 /** Every NodeFence; retries the API server's transient 429 ("storage is (re)initializing"). */
 export async function incidents(c: PipelineCluster): Promise<NodeFence[]> {
@@ -57,8 +39,6 @@ async function listIncidents(c: PipelineCluster): Promise<NodeFence[]> {
 export async function podsOn(c: PipelineCluster, node: string): Promise<V1Pod[]> {
   return (await c.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
 }
-
-const image = "registry.invalid/fake:1";
 
 /** A Deployment of one pod; returns the node it runs on once it is Running. */
 export async function createDeployment(c: PipelineCluster, name: string): Promise<string> {
@@ -156,37 +136,5 @@ export async function createStatefulSet(c: PipelineCluster, node: string): Promi
 
 /** A KubeVirt VirtualMachine "vm1" with its VirtualMachineInstance and launcher pod on `node`. */
 export async function createVm(c: PipelineCluster, node: string): Promise<void> {
-  const g = { group: "kubevirt.io", version: "v1", namespace: "default" };
-  const domain = { devices: {}, resources: { requests: { memory: "64Mi" } } };
-  await c.custom.createNamespacedCustomObject({
-    ...g,
-    plural: "virtualmachines",
-    body: {
-      apiVersion: "kubevirt.io/v1",
-      kind: "VirtualMachine",
-      metadata: { name: "vm1" },
-      spec: { runStrategy: "Always", template: { spec: { domain } } },
-    },
-  });
-  await c.custom.createNamespacedCustomObject({
-    ...g,
-    plural: "virtualmachineinstances",
-    body: {
-      apiVersion: "kubevirt.io/v1",
-      kind: "VirtualMachineInstance",
-      metadata: { name: "vm1", labels: { "kubevirt.io/nodeName": node } },
-      spec: { domain },
-      status: { nodeName: node, phase: "Running" },
-    },
-  });
-  await c.core.createNamespacedPod({
-    namespace: "default",
-    body: {
-      metadata: {
-        name: "virt-launcher-vm1",
-        labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1" },
-      },
-      spec: { nodeName: node, containers: [{ name: "compute", image }] },
-    },
-  });
+  await createVmOn(c, "vm1", node);
 }

@@ -152,13 +152,7 @@ export async function establishSession(
     },
     signal,
   );
-  if (r2.status !== 0) {
-    const kind = rakp.AUTH_STATUSES.has(r2.status) ? "auth" : "protocol";
-    throw new IpmiSessionError(
-      kind,
-      `RAKP2: ${rakp.STATUS_TEXT[r2.status] ?? `status 0x${r2.status.toString(16)}`}`,
-    );
-  }
+  throwOnRakpStatus("RAKP2", r2.status);
   const h: rakp.Handshake = {
     consoleSessionId,
     managedSessionId,
@@ -196,14 +190,18 @@ export async function establishSession(
     },
     signal,
   );
-  if (r4.status !== 0) {
-    const kind = rakp.AUTH_STATUSES.has(r4.status) ? "auth" : "protocol";
-    throw new IpmiSessionError(
-      kind,
-      `RAKP4: ${rakp.STATUS_TEXT[r4.status] ?? `status 0x${r4.status.toString(16)}`}`,
-    );
-  }
+  throwOnRakpStatus("RAKP4", r4.status);
   if (!rakp.verifyRakp4(suite, sikKey, h, r4.icv))
     throw new IpmiSessionError("auth", "RAKP4 integrity check value mismatch");
   return { consoleSessionId, managedSessionId, keys: rakp.sessionKeys(suite, sikKey) };
+}
+
+/** A RAKP message with a non-zero status code ends the handshake: auth or protocol failure. */
+function throwOnRakpStatus(step: "RAKP2" | "RAKP4", status: number): void {
+  if (status === 0) return;
+  const kind = rakp.AUTH_STATUSES.has(status) ? "auth" : "protocol";
+  throw new IpmiSessionError(
+    kind,
+    `${step}: ${rakp.STATUS_TEXT[status] ?? `status 0x${status.toString(16)}`}`,
+  );
 }

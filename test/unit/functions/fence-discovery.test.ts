@@ -118,7 +118,12 @@ describe("recover power-on with fencing.discovery", () => {
     const p = policy({ powerOnAfterFence: true, fencing: { discovery: "Metal3" } });
     const d = recoverDecide({
       event: ev,
-      view: view({ incident: inc, node: node("a", { labels: {} }), policy: p, discoveredLevels: [HOST_LEVEL] }),
+      view: view({
+        incident: inc,
+        node: node("a", { labels: {} }),
+        policy: p,
+        discoveredLevels: [HOST_LEVEL],
+      }),
       now: T0 + 5000,
       self: FENCE,
     });

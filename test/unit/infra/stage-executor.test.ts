@@ -29,7 +29,11 @@ import * as fence from "../../../functions/fence/handler.ts";
 import * as recover from "../../../functions/recover/handler.ts";
 import * as remediate from "../../../functions/remediate-workloads/handler.ts";
 import { KubeApiError } from "../../../infra/kube/client.ts";
-import { MAX_REDECIDE, stageHandler as executorHandler, stageRunner } from "../../../infra/runtime/stage-executor.ts";
+import {
+  MAX_REDECIDE,
+  stageHandler as executorHandler,
+  stageRunner,
+} from "../../../infra/runtime/stage-executor.ts";
 import {
   BOOT,
   CLUSTER3,
@@ -80,7 +84,8 @@ type World = ReturnType<typeof world>;
 
 // The stages wired as app/host.ts wires them (discovery off).
 const WORLD = { trustedConfirmers: TRUSTED };
-const stageHandler = (stage: PureStage, ad: World["ad"], self: Self) => executorHandler(stage, ad, self, WORLD);
+const stageHandler = (stage: PureStage, ad: World["ad"], self: Self) =>
+  executorHandler(stage, ad, self, WORLD);
 const fenceHandler = (w: World, self = FENCE) => stageHandler(fence.stage, w.ad, self);
 const confirmHandler = (w: World) => stageHandler(confirm.stage, w.ad, CONFIRM);
 const remediateHandler = (w: World, self = FENCE) => stageHandler(remediate.stage, w.ad, self);
@@ -575,9 +580,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     const w = setup();
     const err = serverError("write status");
     w.c.before("power.powerOff", () => w.c.failNext("incidents.writeStatus", err));
-    await expect(stageHandler(withPowerOff({}), w.ad, FENCE)(fenceRequest(), w.ctx)).rejects.toBe(
-      err,
-    );
+    await expect(stageHandler(withPowerOff({}), w.ad, FENCE)(fenceRequest(), w.ctx)).rejects.toBe(err);
     expect(w.c.incident(NAME)?.status?.phase).toBe("Fencing");
   });
 });

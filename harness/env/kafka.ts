@@ -1,22 +1,23 @@
-// Real Apache Kafka brokers (KRaft combined mode, broker+controller in one JVM) for
+// Real Apache Kafka brokers (KRaft combined mode, broker+controller in one JVM) for the
 // integration tests: 1 broker, or 3 brokers forming a 3-voter controller quorum, on free
 // loopback ports, tuned to notice a dead broker within ~2 s. Brokers are restartable and
 // keep their data dir and ports. Must never listen off loopback or outlive the test process.
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
-import { homedir } from "node:os";
+import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { EnvError, sleep } from "./base.ts";
 import {
-  CACHE,
-  EnvError,
-  ManagedProcess,
-  freePort,
-  makeTempDir,
-  removeTempDir,
-  runCommand,
-  startAll,
-} from "./process.ts";
+  formatStorage,
+  jvmArgs,
+  kafkaCdsPath,
+  log4jConfig,
+  newClusterId,
+  writeServerProperties,
+} from "./kafka-jvm.ts";
+import { freePort } from "./ports.ts";
+import { canConnect } from "./probes.ts";
+import { ManagedProcess, runCommand } from "./process.ts";
+import { makeTempDir, removeTempDir } from "./registry.ts";
+import { startAll } from "./scope.ts";
 
 export interface KafkaOptions {
   brokers?: 1 | 3;
@@ -56,126 +57,6 @@ export interface KafkaCluster {
   stop(): Promise<void>;
 }
 
-const KAFKA_LIBS = join(CACHE, "kafka", "libs");
-
-/**
- * The broker classpath. Kafka 4.1's Maven dependencies resolve slf4j-api 1.7 next to
- * log4j-slf4j2-impl, which leaves the broker with a no-op logger; when a 2.x slf4j-api
- * is available (in libs, or in the local Maven repository) use it instead.
- */
-export function kafkaClasspath(): string {
-  if (!existsSync(KAFKA_LIBS)) throw new EnvError(`${KAFKA_LIBS} is missing; run scripts/setup.sh kafka`);
-  const jars = readdirSync(KAFKA_LIBS)
-    .filter((f) => f.endsWith(".jar"))
-    .sort();
-  let slf4j2 = jars.find((j) => /^slf4j-api-2\./.test(j));
-  let slf4j2Path = slf4j2 ? join(KAFKA_LIBS, slf4j2) : undefined;
-  if (!slf4j2Path) {
-    const m2 = join(homedir(), ".m2/repository/org/slf4j/slf4j-api");
-    const versions = existsSync(m2) ? readdirSync(m2).filter((v) => v.startsWith("2.")) : [];
-    for (const v of versions.sort().reverse()) {
-      const p = join(m2, v, `slf4j-api-${v}.jar`);
-      if (existsSync(p)) {
-        slf4j2 = `slf4j-api-${v}.jar`;
-        slf4j2Path = p;
-        break;
-      }
-    }
-  }
-  const paths = jars
-    .filter((j) => !(slf4j2Path && /^slf4j-api-1\./.test(j)))
-    .filter((j) => j !== slf4j2)
-    .map((j) => join(KAFKA_LIBS, j));
-  return [...(slf4j2Path ? [slf4j2Path] : []), ...paths].join(":");
-}
-
-/** The brokers' log4j2 config (YAML): everything to `logFile`, client chatter at WARN. */
-export function log4jConfig(logFile: string): string {
-  return [
-    "Configuration:",
-    "  status: warn",
-    "  Appenders:",
-    "    File:",
-    "      name: file",
-    `      fileName: "${logFile}"`,
-    "      PatternLayout:",
-    '        pattern: "[%d] %p %m (%c)%n"',
-    "  Loggers:",
-    "    Root:",
-    "      level: INFO",
-    "      AppenderRef:",
-    "        - ref: file",
-    "    Logger:",
-    "      - name: org.apache.kafka.clients",
-    "        level: WARN",
-    "      - name: kafka.request.logger",
-    "        level: WARN",
-    "",
-  ].join("\n");
-}
-
-/**
- * A dynamic class-data-sharing archive of a broker's classes, keyed by the classpath
- * (jar names, sizes, mtimes): with it a broker JVM starts ~1 s faster. Built once by
- * buildKafkaCds() (`node test/env/kafka-cds.ts`); without it brokers start normally.
- */
-export function kafkaCdsPath(): string {
-  const h = createHash("sha256");
-  for (const jar of kafkaClasspath().split(":")) {
-    const st = statSync(jar);
-    h.update(`${jar}:${st.size}:${st.mtimeMs}\n`);
-  }
-  return join(CACHE, "kafka", "cds", `broker-${h.digest("hex").slice(0, 16)}.jsa`);
-}
-
-/** JVM flags and classpath of a test/lab broker: small heap, fast start, CDS archive when built. */
-export function jvmArgs(
-  heap: string,
-  log4jPath: string,
-  cds: "use" | "none" | { dumpTo: string } = "use",
-): string[] {
-  const cdsArgs: string[] = [];
-  if (cds === "use") {
-    const archive = kafkaCdsPath();
-    if (existsSync(archive))
-      cdsArgs.push(
-        `-XX:SharedArchiveFile=${archive}`,
-        "-Xshare:auto",
-        "-Xlog:cds=off",
-        "-Xlog:class+path=off",
-      );
-  } else if (cds !== "none") {
-    cdsArgs.push(`-XX:ArchiveClassesAtExit=${cds.dumpTo}`);
-  }
-  return [
-    `-Xmx${heap}`,
-    "-Xms64m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:-UsePerfData",
-    "-Djava.awt.headless=true",
-    ...cdsArgs,
-    `-Dlog4j2.configurationFile=${log4jPath}`,
-    "-cp",
-    kafkaClasspath(),
-  ];
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((res) => {
-    const s = connect({ host: "127.0.0.1", port, timeout: 500 });
-    s.once("connect", () => {
-      s.destroy();
-      res(true);
-    });
-    s.once("error", () => res(false));
-    s.once("timeout", () => {
-      s.destroy();
-      res(false);
-    });
-  });
-}
-
 /** True once the broker answers a metadata request that lists all `expected` brokers. */
 async function metadataOk(bootstrap: string, expected: number): Promise<boolean> {
   try {
@@ -195,11 +76,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
   const dir = makeTempDir("kafka");
   const t0 = Date.now();
   const timings: Record<string, number> = {};
-  // A Kafka cluster id: 16 random bytes, base64url without padding (22 chars).
-  // Never one starting with "-": the storage tool's argument parser would take it for an option.
-  let clusterId = "";
-  while (!clusterId || clusterId.startsWith("-"))
-    clusterId = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64url");
+  const clusterId = newClusterId();
   const ports: { id: number; port: number; controllerPort: number }[] = [];
   for (let i = 1; i <= n; i++)
     ports.push({ id: i, port: await freePort(), controllerPort: await freePort() });
@@ -262,30 +139,11 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
           ...opts.properties,
         };
         const propsPath = join(bdir, "server.properties");
-        writeFileSync(
-          propsPath,
-          Object.entries(props)
-            .map(([k, v]) => `${k}=${v}`)
-            .join("\n") + "\n",
-        );
+        writeServerProperties(propsPath, props);
         const logPath = join(bdir, "kafka.log");
         const log4jPath = join(bdir, "log4j2.yaml");
         writeFileSync(log4jPath, log4jConfig(logPath));
-        formats.push(
-          runCommand(
-            "java",
-            [
-              ...jvmArgs("128m", log4jPath, opts.cdsDumpTo ? "none" : "use"),
-              "kafka.tools.StorageTool",
-              "format",
-              "-t",
-              clusterId,
-              "-c",
-              propsPath,
-            ],
-            { timeoutMs: 60_000 },
-          ).then(() => undefined),
-        );
+        formats.push(formatStorage(clusterId, propsPath, log4jPath, opts.cdsDumpTo ? "none" : "use"));
 
         let proc: ManagedProcess | undefined;
         const spawnBroker = (): ManagedProcess =>
@@ -341,7 +199,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
       const deadline = Date.now() + timeout;
       while (!(await metadataOk(bootstrap, n))) {
         if (Date.now() > deadline) throw new EnvError(`kafka cluster not ready after ${timeout} ms`);
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
       }
       timings.ready = Date.now() - t0;
       return {

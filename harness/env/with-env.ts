@@ -1,13 +1,10 @@
-// The real-server test environment: managed processes, a Kubernetes control plane, kwok
-// nodes, Kafka brokers, and a vitest helper that stops everything a test file started.
-// Must never start servers that outlive the test process or listen off loopback.
+// The vitest hook of the harness: withEnv starts an environment once per test file
+// (beforeAll) and stops everything it started afterwards (afterAll), also when a later
+// start step or a test fails. Test files only: it imports vitest, so the lab, the
+// benches and the CLI must never import it.
 import { afterAll, beforeAll } from "vitest";
-import { EnvError, EnvScope } from "./process.ts";
-
-export * from "./process.ts";
-export * from "./controlplane.ts";
-export * from "./kwok.ts";
-export * from "./kafka.ts";
+import { EnvError } from "./base.ts";
+import { EnvScope } from "./scope.ts";
 
 /**
  * Start an environment once per test file and stop it afterwards, even when a later

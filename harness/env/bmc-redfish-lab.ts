@@ -1,4 +1,4 @@
-// Starts the lab Redfish emulator (test/emulators/redfish) over HTTPS with a fresh
+// Starts the lab Redfish emulator (harness/emulators/redfish) over HTTPS with a fresh
 // self-signed certificate for 127.0.0.1 (its PEM doubles as the CA bundle), wired to a
 // simulated node (a process group) that ForceOff kills and On starts.
 // Returns the URL, credentials, CA, the emulator (fault switches) and stop().

@@ -1,13 +1,14 @@
 // Process helper for the BMC test starters (ipmi_sim, sushy-emulator, simulated nodes):
 // each server runs in its own process group under `setpriv --pdeathsig KILL` (so it dies
 // with the test runner), its output goes to a log file whose tail is shown on failure,
-// and stop() kills exactly that process group. Built on test/env/process.ts (its registry
+// and stop() kills exactly that process group. Built on process.ts (the run registry
 // lets scripts/reap.sh clean up after a killed run). Never kills anything it did not start.
 import dgram from "node:dgram";
 import { mkdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { ManagedProcess, ROOT, RUN_DIR, tailFile } from "./process.ts";
+import { ROOT, RUN_DIR } from "./base.ts";
+import { ManagedProcess, tailFile } from "./process.ts";
 
 export { ROOT, RUN_DIR };
 

@@ -1,4 +1,4 @@
-// Applies YAML manifests (multi-document files or folders) to a test API server with
+// Applies YAML manifests (multi-document files or folders) to a harness API server with
 // @kubernetes/client-node's generic object API (typed YAML loading, so
 // x-kubernetes-* schema fields survive serialisation), and waits for CRDs to be Established.
 // Test infrastructure; it never talks to any server but the test one.
@@ -11,7 +11,7 @@ import {
   type KubeConfig,
   type KubernetesObject,
 } from "@kubernetes/client-node";
-import { sleep } from "./process.ts";
+import { ROOT, THIRD_PARTY_CRDS, sleep } from "./base.ts";
 
 export function readManifests(
   path: string,
@@ -33,6 +33,14 @@ export async function applyObjects(kc: KubeConfig, objects: KubernetesObject[]):
   for (const o of objects) await api.create(o);
   const crds = objects.filter((o) => o.kind === "CustomResourceDefinition").map((o) => o.metadata!.name!);
   if (crds.length) await waitCrdsEstablished(kc, crds);
+}
+
+/** fastfence's CRDs (knative/base/crds) and KubeVirt's (the VMs it releases), Established. */
+export async function applyFastfenceCrds(kc: KubeConfig): Promise<void> {
+  await applyObjects(kc, [
+    ...readManifests(join(ROOT, "knative/base/crds")),
+    ...readManifests(join(THIRD_PARTY_CRDS, "kubevirt.io")),
+  ]);
 }
 
 export async function waitCrdsEstablished(

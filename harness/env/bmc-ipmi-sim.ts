@@ -1,12 +1,12 @@
-// Starts OpenIPMI's ipmi_sim as a lab IPMI BMC on a free loopback UDP port: a generated
-// lan.conf (one admin user, RMCP+ with the simulator's cipher suites: 3 works, 17 is not
-// offered by this ipmi_sim build), the `serial 15 ... codec VM` line that enables power
-// control, and a startcmd that is the simulated node (power-off kills it, power-on starts
-// it). Returns { host, port, credentials, nodePids(), stop() }.
+// Starts OpenIPMI's ipmi_sim as a test IPMI BMC on a free loopback UDP port: a generated
+// lan.conf (ipmi-sim-config.ts: one admin user, RMCP+ with cipher suite 3) whose startcmd
+// is the simulated node (power-off kills it, power-on starts it).
+// Returns { host, port, credentials, nodePids(), stop() }. Never listens off loopback.
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
+import { ipmitoolArgs, writeIpmiSimFiles } from "./ipmi-sim-config.ts";
 import { childPids, freeTcpPort, freeUdpPort, pidAlive, RUN_DIR, spawnGroup, waitFor } from "./bmc-spawn.ts";
 
 const pexec = promisify(execFile);
@@ -37,67 +37,31 @@ export async function startIpmiSim(
   const port = await freeUdpPort();
   const serialPort = await freeTcpPort();
   const nodeCmd = opts.nodeCmd ?? "setpriv --pdeathsig KILL -- sleep 100000";
-  writeFileSync(
-    path.join(dir, "lan.conf"),
-    `name "ffsim"
-set_working_mc 0x20
-  startlan 1
-    addr 127.0.0.1 ${port}
-    priv_limit admin
-    allowed_auths_callback none md2 md5 straight
-    allowed_auths_user none md2 md5 straight
-    allowed_auths_operator none md2 md5 straight
-    allowed_auths_admin none md2 md5 straight
-    guid a123456789abcdefa123456789abcdef
-  endlan
-  serial 15 127.0.0.1 ${serialPort} codec VM
-  startcmd "${nodeCmd}"
-  startnow ${opts.startNow === false ? "false" : "true"}
-  poweroff_wait 0
-  kill_wait 1
-  user 1 true  ""  "test" user 10 none md2 md5 straight
-  user 2 true  "${username}" "${password}" admin 10 none md2 md5 straight
-`,
-    { mode: 0o600 },
-  );
-  writeFileSync(
-    path.join(dir, "sim.emu"),
-    `mc_setbmc 0x20
-mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02 persist_sdr
-sel_enable 0x20 1000 0x0a
-mc_enable 0x20
-`,
-  );
-  mkdirSync(path.join(dir, "state"));
-  const proc = spawnGroup(
-    "ipmi_sim",
-    "ipmi_sim",
-    ["-c", path.join(dir, "lan.conf"), "-f", path.join(dir, "sim.emu"), "-s", path.join(dir, "state"), "-n"],
-    { cwd: dir },
-  );
-  const ipmitool = async (args: string[]) => {
-    const { stdout } = await pexec(
-      "ipmitool",
-      [
-        "-I",
-        "lanplus",
-        "-C",
-        "3",
-        "-H",
-        "127.0.0.1",
-        "-p",
-        String(port),
-        "-U",
-        username,
-        "-E",
-        "-N",
-        "1",
-        "-R",
-        "3",
-        ...args,
+  const args = writeIpmiSimFiles(
+    dir,
+    {
+      name: "ffsim",
+      host: "127.0.0.1",
+      port,
+      guid: "a123456789abcdefa123456789abcdef",
+      serialPort,
+      username,
+      password,
+      power: [
+        `startcmd "${nodeCmd}"`,
+        `startnow ${opts.startNow === false ? "false" : "true"}`,
+        "poweroff_wait 0",
+        "kill_wait 1",
       ],
-      { env: { ...process.env, IPMI_PASSWORD: password }, timeout: 15_000 },
-    );
+    },
+    "state",
+  );
+  const proc = spawnGroup("ipmi_sim", "ipmi_sim", args, { cwd: dir });
+  const ipmitool = async (args: string[]) => {
+    const { stdout } = await pexec("ipmitool", [...ipmitoolArgs("127.0.0.1", port, username, 3), ...args], {
+      env: { ...process.env, IPMI_PASSWORD: password },
+      timeout: 15_000,
+    });
     return stdout;
   };
   const ipmitoolStatus = async () => {

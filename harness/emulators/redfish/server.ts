@@ -1,9 +1,11 @@
-// The lab Redfish emulator (test code, not product code): a small DMTF Redfish service
+// The lab Redfish emulator (harness code, not product code): a small DMTF Redfish service
 // with one ComputerSystem whose ForceOff/On call hooks (kill or start the simulated
 // node's processes), session and basic auth, and fault injection switches: added
 // latency, HTTP 5xx, auth failure, stuck in PoweringOff, "lying" (reports Off while the
 // node still runs; the off hook is not called) and unreachable (stops listening).
-// It must never be imported by product code, and never listens beyond loopback.
+// Shared by the tests, the lab and the benches; it must never be imported by the pipeline
+// (core/, functions/, events/, infra/, source/), and never listens beyond loopback and the
+// lab bridge.
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import https from "node:https";

@@ -6,7 +6,7 @@
 // broker; and on every node one event-source replica and one replica of each function
 // (Kafka runtime), each running as its own service-account identity with the RBAC of
 // knative/base/rbac and the S6 admission policy of knative/base/admission installed.
-// Test infrastructure: it never talks to anything off loopback.
+// Harness code for the integration tests: it never talks to anything off loopback.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -21,30 +21,27 @@ import type { FencingPolicySpecInput } from "../../core/policy.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
-import {
-  functionNames,
-  hostFunction,
-  pipelineTopics,
-  type HostedFunction,
-} from "../../infra/runtime/host.ts";
+import { hostFunction, pipelineTopics, type HostedFunction } from "../../app/host.ts";
+import { stageNames } from "../../functions/registry.ts";
 import { PROBE_ADDRESS_ANNOTATION, startEventSource, type EventSource } from "../../source/event-source.ts";
 import { LabRedfishServer } from "../emulators/redfish/server.ts";
-import { applyObjects, readManifests } from "./apply.ts";
+import {
+  FASTFENCE_NAMESPACE,
+  createBmcSecret,
+  createFencingPolicy,
+  redfishLevel,
+} from "../kube/fencing-policy.ts";
+import { applyFastfenceCrds, applyObjects, readManifests } from "./apply.ts";
+import { ROOT, sleep } from "./base.ts";
 import { startControlPlane, type ControlPlane } from "./controlplane.ts";
 import { startKafka, type KafkaCluster } from "./kafka.ts";
 import { startKwokNodes, type KwokNodes } from "./kwok.ts";
-import {
-  EnvScope,
-  ManagedProcess,
-  ROOT,
-  THIRD_PARTY_CRDS,
-  freePort,
-  makeTempDir,
-  removeTempDir,
-  sleep,
-} from "./process.ts";
+import { freePort } from "./ports.ts";
+import { ManagedProcess } from "./process.ts";
+import { makeTempDir, removeTempDir } from "./registry.ts";
+import { EnvScope } from "./scope.ts";
 
-export const NAMESPACE = "fastfence-system";
+export const NAMESPACE = FASTFENCE_NAMESPACE;
 
 export interface SimNodeParts {
   name: string;
@@ -101,10 +98,7 @@ export async function startPipelineCluster(
     ]);
     const kc = cp.kubeConfig;
     const core = kc.makeApiClient(CoreV1Api);
-    await applyObjects(kc, [
-      ...readManifests(join(ROOT, "knative/base/crds")),
-      ...readManifests(join(THIRD_PARTY_CRDS, "kubevirt.io")),
-    ]);
+    await applyFastfenceCrds(kc);
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
     // Every component runs as its own service-account identity with exactly the RBAC of
     // knative/base/rbac, under the S6 admission policy — as deployed.
@@ -161,10 +155,7 @@ export async function startPipelineCluster(
       });
       await parts.bmc.start();
       scope.add({ stop: () => parts.bmc.stop() });
-      await core.createNamespacedSecret({
-        namespace: NAMESPACE,
-        body: { metadata: { name: `bmc-${name}` }, stringData: { username: "fence", password } },
-      });
+      await createBmcSecret(core, name, "fence", password);
       const node = await core.readNode({ name });
       node.metadata!.annotations = {
         ...node.metadata!.annotations,
@@ -182,14 +173,7 @@ export async function startPipelineCluster(
         retryBackoffMs: 500,
         nodes: names.map((name) => ({
           nodeSelector: { names: [name] },
-          levels: [
-            {
-              driver: "redfish" as const,
-              address: `redfish+http://127.0.0.1:${nodes.get(name)!.bmc.port}/redfish/v1/Systems/${name}`,
-              credentialsSecret: `bmc-${name}`,
-              timeoutMs: 5000,
-            },
-          ],
+          levels: [redfishLevel("127.0.0.1", nodes.get(name)!.bmc.port, name)],
         })),
       },
     };
@@ -201,17 +185,7 @@ export async function startPipelineCluster(
           ? { ...((base as Record<string, object>)[k] ?? {}), ...v }
           : v;
     const custom = kc.makeApiClient(CustomObjectsApi);
-    await custom.createClusterCustomObject({
-      group: "fastfence.io",
-      version: "v1alpha1",
-      plural: "fencingpolicies",
-      body: {
-        apiVersion: "fastfence.io/v1alpha1",
-        kind: "FencingPolicy",
-        metadata: { name: "default" },
-        spec: policy,
-      },
-    });
+    await createFencingPolicy(custom, policy);
 
     const admin = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "test-admin" });
     await admin.ensureTopics(pipelineTopics(1));
@@ -236,7 +210,7 @@ export async function startPipelineCluster(
           heartbeatNamespace: NAMESPACE,
         },
       });
-      for (const fn of functionNames()) {
+      for (const fn of stageNames()) {
         const bus = new KafkaJsBus({
           brokers: kafka.bootstrap,
           clientId: replica(fn),
@@ -263,7 +237,7 @@ export async function startPipelineCluster(
     await Promise.all(
       [...nodes.values()].flatMap((p) => [p.source!.ready, ...p.functions.map((f) => f.ready)]),
     );
-    const everything = { source: true, functions: functionNames() };
+    const everything = { source: true, functions: stageNames() };
     scope.add({
       stop: async () => void (await Promise.all([...nodes.values()].map((p) => stopReplicas(p, everything)))),
     });

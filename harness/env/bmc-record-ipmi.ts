@@ -1,6 +1,6 @@
 // Records the wire bytes of one real RMCP+ session (cipher suite 3) between the native
 // IPMI driver and ipmi_sim, for the codec unit tests' fixtures:
-//   node test/env/bmc-record-ipmi.ts > test/unit/bmc/fixtures/ipmi-session-cs3.json
+//   node harness/env/bmc-record-ipmi.ts > test/unit/bmc/fixtures/ipmi-session-cs3.json
 // The lab credentials it writes are throwaway test values for a simulator that is gone
 // when the script ends.
 import { IpmiDriver } from "../../infra/bmc/ipmi/driver.ts";

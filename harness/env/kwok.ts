@@ -1,4 +1,4 @@
-// Simulated kubelets for integration tests: one `kwok --manage-single-node` process per
+// Simulated kubelets for the integration tests: one `kwok --manage-single-node` process per
 // fake node, against a test control plane. The Node object is created here (kwok does not
 // create nodes); kwok then keeps its status and its Lease in kube-node-lease fresh and
 // marks pods bound to it Running. kill() is a node crash (the Lease stops being renewed).
@@ -7,8 +7,11 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CoordinationV1Api, CoreV1Api, type V1Node } from "@kubernetes/client-node";
+import { kwokNodeObject } from "../kube/node.ts";
 import type { ControlPlane } from "./controlplane.ts";
-import { BIN, EnvError, ManagedProcess, makeTempDir, removeTempDir, sleep } from "./process.ts";
+import { BIN, EnvError, sleep } from "./base.ts";
+import { ManagedProcess } from "./process.ts";
+import { makeTempDir, removeTempDir } from "./registry.ts";
 
 export interface KwokOptions {
   /** Node Lease duration kwok writes; it renews every duration/4 (default 4 s → ~1 s renewals). */
@@ -48,46 +51,6 @@ export interface KwokNodes {
   byName(name: string): KwokNode;
   /** Stops every kwok process; the Node objects stay (the control plane goes away anyway). */
   stop(): Promise<void>;
-}
-
-function nodeObject(name: string, bootId: string, opts: KwokOptions): V1Node {
-  const cap = {
-    cpu: opts.capacity?.cpu ?? "32",
-    memory: opts.capacity?.memory ?? "256Gi",
-    pods: opts.capacity?.pods ?? "110",
-  };
-  return {
-    apiVersion: "v1",
-    kind: "Node",
-    metadata: {
-      name,
-      labels: {
-        type: "kwok",
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        ...opts.labels,
-      },
-      annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
-    },
-    spec: opts.taint ? { taints: [{ key: "kwok.x-k8s.io/node", value: "fake", effect: "NoSchedule" }] } : {},
-    status: {
-      allocatable: cap,
-      capacity: cap,
-      nodeInfo: {
-        architecture: "amd64",
-        bootID: bootId,
-        containerRuntimeVersion: "kwok",
-        kernelVersion: "kwok",
-        kubeProxyVersion: "v1.34.4",
-        kubeletVersion: "v1.34.4",
-        machineID: name,
-        operatingSystem: "linux",
-        osImage: "kwok",
-        systemUUID: name,
-      },
-    },
-  };
 }
 
 /** Read-modify-write of a Node's status, retried on 409 (kcm also writes new nodes). */
@@ -162,10 +125,10 @@ export async function startKwokNodes(
     await Promise.all(
       names.map(async (name) => {
         const bootId = randomUUID();
-        await core.createNode({ body: nodeObject(name, bootId, opts) });
+        await core.createNode({ body: kwokNodeObject(name, bootId, opts) });
         // The create call drops status: write it through the status subresource.
         await updateNodeStatus(core, name, (node) => {
-          node.status = { ...node.status, ...nodeObject(name, bootId, opts).status };
+          node.status = { ...node.status, ...kwokNodeObject(name, bootId, opts).status };
         });
         let proc = spawnKwok(name);
         const handle: KwokNode = {

@@ -1,5 +1,5 @@
-// CLI: builds the Kafka broker class-data-sharing archive used by test/env/kafka.ts
-// (`node test/env/kafka-cds.ts`; a no-op when it exists). Must do nothing else.
+// CLI: builds the Kafka broker class-data-sharing archive used by harness/env/kafka-jvm.ts
+// (`node harness/env/kafka-cds.ts`; a no-op when it exists). Must do nothing else.
 import { buildKafkaCds } from "./kafka.ts";
 
 const t0 = Date.now();

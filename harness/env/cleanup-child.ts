@@ -3,7 +3,7 @@
 // (pids, ports, temp dirs), then waits to be interrupted. Must do nothing else.
 import { startControlPlane } from "./controlplane.ts";
 import { startKafka } from "./kafka.ts";
-import { makeNetns, registrySnapshot } from "./process.ts";
+import { makeNetns, registrySnapshot } from "./registry.ts";
 
 const netns = makeNetns("cleanup");
 const cp = await startControlPlane();

@@ -1,23 +1,17 @@
-// A real Kubernetes control plane for integration tests: etcd + kube-apiserver on free
-// loopback ports, optionally kube-controller-manager and kube-scheduler, with a throwaway
-// CA, serving cert, admin client cert (O=system:masters) and service-account key pair,
-// and an admin kubeconfig. Must never listen off loopback or outlive the test process.
-import { generateKeyPairSync } from "node:crypto";
+// A real Kubernetes control plane for the tests, the lab and the benches: etcd +
+// kube-apiserver on free loopback ports, optionally kube-controller-manager and
+// kube-scheduler, with a throwaway PKI (pki.ts) and an admin kubeconfig. Must never
+// listen off loopback or outlive the process that started it.
 import { readFileSync, writeFileSync } from "node:fs";
-import { get as httpsGet } from "node:https";
-import { get as httpGet } from "node:http";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import {
-  BIN,
-  EnvError,
-  ManagedProcess,
-  freePort,
-  makeTempDir,
-  removeTempDir,
-  runCommand,
-  startAll,
-} from "./process.ts";
+import { BIN, EnvError } from "./base.ts";
+import { issueCert, kubeconfigYaml, makePki } from "./pki.ts";
+import { freePort } from "./ports.ts";
+import { httpOk, httpsOk } from "./probes.ts";
+import { ManagedProcess } from "./process.ts";
+import { makeTempDir, removeTempDir } from "./registry.ts";
+import { startAll, type EnvScope } from "./scope.ts";
 
 export interface ControlPlaneOptions {
   /** Start kube-controller-manager (default false). */
@@ -69,162 +63,36 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-interface Pki {
-  caCert: string;
-  caKey: string;
-  servingCert: string;
-  servingKey: string;
-  adminCert: string;
-  adminKey: string;
-  saPub: string;
-  saKey: string;
-}
-
-async function openssl(dir: string, args: string[]): Promise<void> {
-  await runCommand("openssl", args, { cwd: dir, timeoutMs: 20_000 });
-}
-
-/** Issue a cert signed by the CA in `dir` (EC P-256, 1 day). */
-async function issueCert(
-  dir: string,
-  base: string,
-  subject: string,
-  ext: string,
-): Promise<{ cert: string; key: string }> {
-  const key = join(dir, `${base}.key`);
-  const csr = join(dir, `${base}.csr`);
-  const cert = join(dir, `${base}.crt`);
-  const extFile = join(dir, `${base}.ext`);
-  writeFileSync(extFile, ext);
-  await openssl(
-    dir,
-    ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"].concat([
-      "-keyout",
-      key,
-      "-out",
-      csr,
-      "-subj",
-      subject,
-    ]),
-  );
-  await openssl(
-    dir,
-    ["x509", "-req", "-in", csr, "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key")].concat([
-      "-CAcreateserial",
-      "-days",
-      "2",
-      "-out",
-      cert,
-      "-extfile",
-      extFile,
-    ]),
-  );
-  return { cert, key };
-}
-
-async function makePki(dir: string): Promise<Pki> {
-  const caKey = join(dir, "ca.key");
-  const caCert = join(dir, "ca.crt");
-  await openssl(
-    dir,
-    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-      .concat(["-keyout", caKey, "-out", caCert, "-days", "2", "-subj", "/CN=fastfence-test-ca"])
-      .concat([
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-      ]),
-  );
-  const [serving, admin] = await Promise.all([
-    issueCert(
-      dir,
-      "apiserver",
-      "/CN=kube-apiserver",
-      "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n" +
-        "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n",
-    ),
-    issueCert(
-      dir,
-      "admin",
-      "/O=system:masters/CN=fastfence-admin",
-      "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n",
-    ),
-  ]);
-  const sa = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-  const saPub = join(dir, "sa.pub");
-  const saKey = join(dir, "sa.key");
-  writeFileSync(saPub, sa.publicKey.export({ type: "spki", format: "pem" }));
-  writeFileSync(saKey, sa.privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 });
-  return {
-    caCert,
-    caKey,
-    servingCert: serving.cert,
-    servingKey: serving.key,
-    adminCert: admin.cert,
-    adminKey: admin.key,
-    saPub,
-    saKey,
-  };
-}
-
-function kubeconfigYaml(server: string, caCert: string, cert: string, key: string, user: string): string {
-  return [
-    "apiVersion: v1",
-    "kind: Config",
-    "clusters:",
-    "- name: fastfence-test",
-    "  cluster:",
-    `    server: ${server}`,
-    `    certificate-authority: ${caCert}`,
-    "users:",
-    `- name: ${user}`,
-    "  user:",
-    `    client-certificate: ${cert}`,
-    `    client-key: ${key}`,
-    "contexts:",
-    "- name: fastfence-test",
-    "  context:",
-    "    cluster: fastfence-test",
-    `    user: ${user}`,
-    "current-context: fastfence-test",
-    "",
-  ].join("\n");
-}
-
-function httpOk(url: string): Promise<boolean> {
-  return new Promise((res) => {
-    const req = httpGet(url, { timeout: 1000 }, (r) => {
-      r.resume();
-      res(r.statusCode === 200);
-    });
-    req.on("error", () => res(false));
-    req.on("timeout", () => req.destroy());
+/**
+ * kube-controller-manager or kube-scheduler: the admin kubeconfig, a free loopback port,
+ * no leader election, then `args`; `ready` resolves once its /healthz answers.
+ */
+async function startComponent(
+  scope: EnvScope,
+  o: { name: string; dir: string; certDir: string; kubeconfigPath: string; args: string[]; timeout: number },
+): Promise<{ proc: ManagedProcess; ready: Promise<void> }> {
+  const port = await freePort();
+  const proc = ManagedProcess.spawn({
+    name: o.name,
+    command: join(BIN, o.name),
+    dir: o.dir,
+    args: [
+      `--kubeconfig=${o.kubeconfigPath}`,
+      `--authentication-kubeconfig=${o.kubeconfigPath}`,
+      `--authorization-kubeconfig=${o.kubeconfigPath}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${port}`,
+      `--cert-dir=${join(o.dir, o.certDir)}`,
+      "--leader-elect=false",
+      ...o.args,
+    ],
   });
-}
-
-function httpsOk(
-  url: string,
-  tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; insecure?: boolean },
-): Promise<boolean> {
-  return new Promise((res) => {
-    const req = httpsGet(
-      url,
-      {
-        timeout: 1000,
-        ca: tls.ca,
-        cert: tls.cert,
-        key: tls.key,
-        rejectUnauthorized: !tls.insecure,
-      },
-      (r) => {
-        r.resume();
-        res(r.statusCode === 200);
-      },
-    );
-    req.on("error", () => res(false));
-    req.on("timeout", () => req.destroy());
-  });
+  scope.add({ stop: () => proc.stop() });
+  const ready = proc.waitReady(
+    () => httpsOk(`https://127.0.0.1:${port}/healthz`, { insecure: true }),
+    o.timeout,
+  );
+  return { proc, ready };
 }
 
 /** Start etcd + kube-apiserver (+ optional controller-manager and scheduler). */
@@ -300,23 +168,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       await apiserver.waitReady(() => httpsOk(`${server}/readyz`, tls), timeout);
       timings.apiserver = Date.now() - t0;
 
-      let controllerManager: ManagedProcess | undefined;
-      let scheduler: ManagedProcess | undefined;
       const waits: Promise<void>[] = [];
-      if (opts.controllerManager) {
-        const port = await freePort();
-        const cm = ManagedProcess.spawn({
-          name: "kube-controller-manager",
-          command: join(BIN, "kube-controller-manager"),
-          dir,
-          args: [
-            `--kubeconfig=${kubeconfigPath}`,
-            `--authentication-kubeconfig=${kubeconfigPath}`,
-            `--authorization-kubeconfig=${kubeconfigPath}`,
-            "--bind-address=127.0.0.1",
-            `--secure-port=${port}`,
-            `--cert-dir=${join(dir, "kcm-certs")}`,
-            "--leader-elect=false",
+      const component = async (name: string, certDir: string, timing: string, args: string[]) => {
+        const c = await startComponent(scope, { name, dir, certDir, kubeconfigPath, args, timeout });
+        waits.push(c.ready.then(() => void (timings[timing] = Date.now() - t0)));
+        return c.proc;
+      };
+      const controllerManager = opts.controllerManager
+        ? await component("kube-controller-manager", "kcm-certs", "controllerManager", [
             "--controllers=*",
             `--use-service-account-credentials=${opts.serviceAccountCredentials ?? true}`,
             `--service-account-private-key-file=${pki.saKey}`,
@@ -325,42 +184,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
             `--cluster-signing-key-file=${pki.caKey}`,
             "--profiling=false",
             ...(opts.controllerManagerArgs ?? []),
-          ],
-        });
-        controllerManager = cm;
-        scope.add({ stop: () => cm.stop() });
-        waits.push(
-          cm
-            .waitReady(() => httpsOk(`https://127.0.0.1:${port}/healthz`, { insecure: true }), timeout)
-            .then(() => void (timings.controllerManager = Date.now() - t0)),
-        );
-      }
-      if (opts.scheduler) {
-        const port = await freePort();
-        const sch = ManagedProcess.spawn({
-          name: "kube-scheduler",
-          command: join(BIN, "kube-scheduler"),
-          dir,
-          args: [
-            `--kubeconfig=${kubeconfigPath}`,
-            `--authentication-kubeconfig=${kubeconfigPath}`,
-            `--authorization-kubeconfig=${kubeconfigPath}`,
-            "--bind-address=127.0.0.1",
-            `--secure-port=${port}`,
-            `--cert-dir=${join(dir, "scheduler-certs")}`,
-            "--leader-elect=false",
+          ])
+        : undefined;
+      const scheduler = opts.scheduler
+        ? await component("kube-scheduler", "scheduler-certs", "scheduler", [
             "--profiling=false",
             ...(opts.schedulerArgs ?? []),
-          ],
-        });
-        scheduler = sch;
-        scope.add({ stop: () => sch.stop() });
-        waits.push(
-          sch
-            .waitReady(() => httpsOk(`https://127.0.0.1:${port}/healthz`, { insecure: true }), timeout)
-            .then(() => void (timings.scheduler = Date.now() - t0)),
-        );
-      }
+          ])
+        : undefined;
       await Promise.all(waits);
 
       const kubeConfig = new KubeConfig();

@@ -1,0 +1,145 @@
+// The throwaway PKI of a harness control plane, made with openssl in the control plane's
+// temp dir: a CA, the API server's serving cert (127.0.0.1, kubernetes.default...), an
+// admin client cert (O=system:masters), a service-account key pair, further client certs
+// on demand, and kubeconfig files naming them. Must never write outside the dir it is given.
+import { generateKeyPairSync } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runCommand } from "./process.ts";
+
+export interface Pki {
+  caCert: string;
+  caKey: string;
+  servingCert: string;
+  servingKey: string;
+  adminCert: string;
+  adminKey: string;
+  saPub: string;
+  saKey: string;
+}
+
+async function openssl(dir: string, args: string[]): Promise<void> {
+  await runCommand("openssl", args, { cwd: dir, timeoutMs: 20_000 });
+}
+
+/** Issue a cert signed by the CA in `dir` (EC P-256, 1 day). */
+export async function issueCert(
+  dir: string,
+  base: string,
+  subject: string,
+  ext: string,
+): Promise<{ cert: string; key: string }> {
+  const key = join(dir, `${base}.key`);
+  const csr = join(dir, `${base}.csr`);
+  const cert = join(dir, `${base}.crt`);
+  const extFile = join(dir, `${base}.ext`);
+  writeFileSync(extFile, ext);
+  await openssl(
+    dir,
+    ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"].concat([
+      "-keyout",
+      key,
+      "-out",
+      csr,
+      "-subj",
+      subject,
+    ]),
+  );
+  await openssl(
+    dir,
+    ["x509", "-req", "-in", csr, "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key")].concat([
+      "-CAcreateserial",
+      "-days",
+      "2",
+      "-out",
+      cert,
+      "-extfile",
+      extFile,
+    ]),
+  );
+  return { cert, key };
+}
+
+export async function makePki(dir: string): Promise<Pki> {
+  const caKey = join(dir, "ca.key");
+  const caCert = join(dir, "ca.crt");
+  await openssl(
+    dir,
+    ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+      .concat(["-keyout", caKey, "-out", caCert, "-days", "2", "-subj", "/CN=fastfence-test-ca"])
+      .concat([
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+      ]),
+  );
+  const [serving, admin] = await Promise.all([
+    issueCert(
+      dir,
+      "apiserver",
+      "/CN=kube-apiserver",
+      "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n" +
+        "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n",
+    ),
+    issueCert(
+      dir,
+      "admin",
+      "/O=system:masters/CN=fastfence-admin",
+      "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n",
+    ),
+  ]);
+  const sa = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+  const saPub = join(dir, "sa.pub");
+  const saKey = join(dir, "sa.key");
+  writeFileSync(saPub, sa.publicKey.export({ type: "spki", format: "pem" }));
+  writeFileSync(saKey, sa.privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 });
+  return {
+    caCert,
+    caKey,
+    servingCert: serving.cert,
+    servingKey: serving.key,
+    adminCert: admin.cert,
+    adminKey: admin.key,
+    saPub,
+    saKey,
+  };
+}
+
+/**
+ * A kubeconfig with one cluster, one client-cert user and one context. `cluster` names
+ * the cluster and context (default fastfence-test); `tlsServerName` is the name the
+ * serving cert is checked against when the server is reached through another address.
+ */
+export function kubeconfigYaml(
+  server: string,
+  caCert: string,
+  cert: string,
+  key: string,
+  user: string,
+  opts: { cluster?: string; tlsServerName?: string } = {},
+): string {
+  const cluster = opts.cluster ?? "fastfence-test";
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    `- name: ${cluster}`,
+    "  cluster:",
+    `    server: ${server}`,
+    `    certificate-authority: ${caCert}`,
+    ...(opts.tlsServerName ? [`    tls-server-name: ${opts.tlsServerName}`] : []),
+    "users:",
+    `- name: ${user}`,
+    "  user:",
+    `    client-certificate: ${cert}`,
+    `    client-key: ${key}`,
+    "contexts:",
+    `- name: ${cluster}`,
+    "  context:",
+    `    cluster: ${cluster}`,
+    `    user: ${user}`,
+    `current-context: ${cluster}`,
+    "",
+  ].join("\n");
+}

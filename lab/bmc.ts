@@ -1,0 +1,250 @@
+// BMC emulation for the lab nodes, on the host side of the bridge: the lab Redfish
+// emulator (in this process) or OpenIPMI ipmi_sim per node, and the power switch both
+// act through: power-on starts the node's launcher, power-off SIGKILLs every process of
+// the node's network namespace. ipmi_sim asks for it through the power endpoint on
+// 127.0.0.1 (its chassis_control program), the Redfish emulator through its hooks. Every
+// action lands in the node's power log (the invariant checker's ground truth). It never
+// signals a process outside a lab node's namespace, nor listens beyond the lab addresses.
+import { execFile } from "node:child_process";
+import { chmodSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
+import { join } from "node:path";
+import { LabRedfishServer } from "../harness/emulators/redfish/server.ts";
+import { sleep } from "../harness/env/base.ts";
+import { ipmitoolArgs, writeIpmiSimFiles } from "../harness/env/ipmi-sim-config.ts";
+import { freePort } from "../harness/env/ports.ts";
+import { ManagedProcess } from "../harness/env/process.ts";
+import { waitUntil } from "../harness/env/wait.ts";
+import { nodeProcesses } from "./topology.ts";
+import { HOST_IP, pidsInNetns, procAlive, record, signalPids, type LabState } from "./state.ts";
+import type { LabNode } from "./types.ts";
+
+export interface BmcContext {
+  nodes: LabNode[];
+  state: LabState;
+  save(): void;
+}
+
+export class LabBmcs {
+  private readonly ctx: BmcContext;
+  private powerServer?: HttpServer;
+  private powerPort = 0;
+
+  constructor(ctx: BmcContext) {
+    this.ctx = ctx;
+  }
+
+  /** The Redfish emulator of a Redfish node on HOST_IP:bmcPort, powered Off. */
+  async startRedfish(x: LabNode, username: string, password: string): Promise<void> {
+    x.redfish = new LabRedfishServer({
+      username,
+      password,
+      systemId: x.name,
+      host: HOST_IP,
+      port: x.bmcPort,
+      sessions: true,
+      initialPower: "Off",
+      hooks: { powerOff: () => this.killNode(x, "bmc"), powerOn: () => this.startLauncher(x, "bmc") },
+    });
+    await x.redfish.start();
+  }
+
+  /** First power-on of every node (both kinds switch through startLauncher). */
+  async powerOnAll(): Promise<void> {
+    await this.startPowerEndpoint();
+    for (const x of this.ctx.nodes) {
+      if (x.bmc === "ipmi") {
+        await this.startIpmiSim(x);
+        await this.startLauncher(x, "lab");
+      } else {
+        x.redfish!.power = "PoweringOn";
+        await this.startLauncher(x, "lab");
+        x.redfish!.power = "On";
+      }
+    }
+  }
+
+  /**
+   * The power switch of IPMI nodes, for ipmi_sim's chassis_control program (127.0.0.1
+   * only): GET /power/<node> → 1|0 (its launcher runs), POST /power/<node>/on|off. Every
+   * action is recorded in the node's power log (the invariant checker's ground truth), as
+   * "lab" when the lab itself asked the BMC (resets), else "bmc".
+   */
+  private async startPowerEndpoint(): Promise<void> {
+    const server = createHttpServer((req, res) => {
+      const m = /^\/power\/([^/]+)(?:\/(on|off))?$/.exec(req.url ?? "");
+      const x = m ? this.ctx.nodes.find((n) => n.name === m[1]) : undefined;
+      if (!m || !x) return void res.writeHead(404).end();
+      if (req.method === "GET" && !m[2]) return void res.end(x.launcher?.running ? "1" : "0");
+      if (req.method !== "POST" || !m[2]) return void res.writeHead(405).end();
+      const by = x.labAction ? "lab" : "bmc";
+      (m[2] === "off" ? this.killNode(x, by) : this.startLauncher(x, by)).then(
+        () => res.end("ok"),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    this.powerServer = server;
+    this.powerPort = (server.address() as { port: number }).port;
+  }
+
+  private async startIpmiSim(x: LabNode): Promise<void> {
+    const serialPort = await freePort();
+    // ipmi_sim runs this for every chassis power request ("get power", "set power 0|1")
+    // and answers from it: the node's power is whether its processes run, switched at
+    // once by the lab (startcmd would only act on ipmi_sim's 1 s timer, twice).
+    const chassis = join(x.dir, "chassis.sh");
+    const url = `http://127.0.0.1:${this.powerPort}/power/${x.name}`;
+    writeFileSync(
+      chassis,
+      `#!/bin/sh\n# ipmi_sim chassis_control for lab node ${x.name}: power through the lab's power endpoint.\n` +
+        `case "$1 $2" in\n` +
+        `  "get power") v=$(curl -sf --max-time 5 ${url}) || exit 1; echo "power:$v" ;;\n` +
+        `  "set power") if [ "$3" = 0 ]; then a=off; else a=on; fi; curl -sf --max-time 10 -X POST ${url}/$a >/dev/null ;;\n` +
+        `  *) exit 1 ;;\nesac\n`,
+    );
+    chmodSync(chassis, 0o755);
+    const args = writeIpmiSimFiles(
+      x.dir,
+      {
+        name: `ff${x.index}`,
+        host: HOST_IP,
+        port: x.bmcPort,
+        guid: `a123456789abcdefa123456789abcde${x.index}`,
+        serialPort,
+        username: "admin",
+        password: x.ipmiPassword ?? "",
+        trailer: [`chassis_control "${chassis}"`],
+      },
+      "ipmi-state",
+    );
+    x.ipmi = ManagedProcess.spawn({ name: `ipmi_sim-${x.name}`, command: "ipmi_sim", args, dir: x.dir });
+    this.ctx.state.procs.push(record(x.ipmi.pid, x.ipmi.name));
+    this.ctx.save();
+    await waitUntil(
+      `ipmi_sim ${x.name}`,
+      async () => (await this.ipmiPower(x)) !== undefined,
+      15_000,
+      300,
+      "lab: ",
+    );
+  }
+
+  async ipmitool(x: LabNode, args: string[]): Promise<string> {
+    return await new Promise((res, rej) =>
+      execFile(
+        "ipmitool",
+        [...ipmitoolArgs(HOST_IP, x.bmcPort, "admin", 2), ...args],
+        { env: { ...process.env, IPMI_PASSWORD: x.ipmiPassword ?? "" }, timeout: 10_000 },
+        (err, stdout) => (err ? rej(err) : res(stdout)),
+      ),
+    );
+  }
+
+  private async ipmiPower(x: LabNode): Promise<"On" | "Off" | undefined> {
+    const out = await this.ipmitool(x, ["chassis", "power", "status"]);
+    return /Power is on/.test(out) ? "On" : /Power is off/.test(out) ? "Off" : undefined;
+  }
+
+  /** Power state as the node's BMC reports it. */
+  async powerState(x: LabNode): Promise<string> {
+    if (x.redfish) return x.redfish.power;
+    for (let i = 0; i < 3; i++) {
+      try {
+        const p = await this.ipmiPower(x);
+        if (p) return p;
+      } catch {
+        await sleep(300);
+      }
+    }
+    return "Unknown";
+  }
+
+  /** Power-on (Redfish emulator hook, or the lab starting a Redfish node). */
+  async startLauncher(x: LabNode, by: "bmc" | "lab"): Promise<void> {
+    if (x.launcher?.running) return;
+    x.launcher = ManagedProcess.spawn({
+      name: `node-${x.name}`,
+      command: x.startScript,
+      args: [],
+      dir: x.dir,
+      logFile: "launcher.log",
+    });
+    x.powerLog.push({ at: Date.now(), action: "on", by });
+    const s = this.ctx.state;
+    s.procs = s.procs.filter((p) => p.name !== `node-${x.name}` || procAlive(p));
+    s.procs.push(record(x.launcher.pid, `node-${x.name}`));
+    this.ctx.save();
+  }
+
+  /** Power-off (Redfish hook): SIGKILL every process of the node's namespace, wait until gone. */
+  async killNode(x: LabNode, by: "bmc" | "lab"): Promise<void> {
+    x.powerLog.push({ at: Date.now(), action: "off", by });
+    for (let i = 0; i < 100; i++) {
+      const pids = pidsInNetns(x.netns);
+      if (pids.length === 0) break;
+      signalPids(pids, "SIGKILL");
+      signalPids(pids, "SIGCONT");
+      await sleep(20);
+    }
+    await x.launcher?.waitExit();
+  }
+
+  /** Power the node on through its BMC (after a fence), e.g. between bench trials. */
+  async powerOn(x: LabNode): Promise<void> {
+    if (x.redfish) {
+      if (x.redfish.power === "On" && x.launcher?.running) return;
+      x.redfish.power = "PoweringOn";
+      await this.startLauncher(x, "lab");
+      x.redfish.power = "On";
+      return;
+    }
+    const launcher = () => nodeProcesses(x.netns).launcher;
+    x.labAction = true;
+    try {
+      for (let i = 0; i < 5; i++) {
+        await this.ipmitool(x, ["chassis", "power", "on"]).catch(() => undefined);
+        const deadline = Date.now() + 4000;
+        while (Date.now() < deadline && launcher() === undefined) await sleep(100);
+        if (launcher() !== undefined) break;
+      }
+      await sleep(100);
+    } finally {
+      x.labAction = false;
+    }
+  }
+
+  /** Power-cycle a crashed-but-unfenced node (lab reset). */
+  async powerCycle(x: LabNode): Promise<void> {
+    if (x.redfish) {
+      x.redfish.power = "PoweringOff";
+      await this.killNode(x, "lab");
+      x.redfish.power = "Off";
+    } else {
+      x.labAction = true;
+      try {
+        await this.ipmitool(x, ["chassis", "power", "off"]);
+        await waitUntil(
+          "ipmi power off",
+          async () => nodeProcesses(x.netns).launcher === undefined,
+          10_000,
+          100,
+          "lab: ",
+        );
+      } finally {
+        x.labAction = false;
+      }
+    }
+    await this.powerOn(x);
+  }
+
+  /** Stop the Redfish emulators, thaw frozen ipmi_sims (to be killed), close the power endpoint. */
+  async stop(): Promise<void> {
+    for (const x of this.ctx.nodes) await x.redfish?.stop().catch(() => undefined);
+    for (const x of this.ctx.nodes) {
+      if (x.ipmi) process.kill(x.ipmi.pid, "SIGCONT");
+    }
+    this.powerServer?.close();
+    this.powerServer?.closeAllConnections();
+  }
+}

@@ -1,0 +1,64 @@
+// What a trial reads back from the lab: the NodeFence incidents in the API (retrying
+// while the API server is busy) and the event log, every pipeline topic of the event
+// catalog (optionally the observations) plus the dead letters, decoded. Read only: it
+// never writes to the API or to Kafka.
+import type { NodeFence } from "../core/incident.ts";
+import { parseEvent, TOPICS } from "../events/catalog.ts";
+import { decodeKafka } from "../events/codec.ts";
+import type { FfEvent } from "../events/envelope.ts";
+import { sleep } from "../harness/env/base.ts";
+import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import type { Lab } from "./lab.ts";
+import { NAMESPACE } from "./types.ts";
+
+/** The pipeline's topics: every catalog topic but the observations and the dead letters. */
+const PIPELINE_TOPICS = Object.values(TOPICS).filter(
+  (t) => t !== TOPICS.observations && t !== TOPICS.deadLetter,
+);
+
+export async function listIncidents(lab: Lab): Promise<NodeFence[]> {
+  for (let i = 0; ; i++) {
+    try {
+      const l = (await lab.custom.listNamespacedCustomObject({
+        group: "fastfence.io",
+        version: "v1alpha1",
+        plural: "nodefences",
+        namespace: NAMESPACE,
+      })) as { items: NodeFence[] };
+      return l.items;
+    } catch (err) {
+      if (i >= 50) throw err;
+      await sleep(200);
+    }
+  }
+}
+
+export interface EventLog {
+  events: FfEvent[];
+  deadLetters: Record<string, unknown>[];
+}
+
+/** Read the event log (pipeline topics, optionally observations) and the dead letters. */
+export async function readEventLog(lab: Lab, withObservations = false): Promise<EventLog> {
+  const bus = new KafkaJsBus({ brokers: lab.brokers, clientId: `lab-reader-${Date.now()}` });
+  try {
+    const recs = await bus.readAll(
+      [...PIPELINE_TOPICS, ...(withObservations ? [TOPICS.observations] : []), TOPICS.deadLetter],
+      { timeoutMs: 30_000 },
+    );
+    const events: FfEvent[] = [];
+    const deadLetters: Record<string, unknown>[] = [];
+    for (const r of recs) {
+      try {
+        if (r.topic === TOPICS.deadLetter)
+          deadLetters.push(JSON.parse(r.value?.toString("utf8") ?? "{}") as Record<string, unknown>);
+        else events.push(parseEvent(decodeKafka(r)));
+      } catch {
+        deadLetters.push({ undecodable: true, topic: r.topic, offset: r.offset });
+      }
+    }
+    return { events, deadLetters };
+  } finally {
+    await bus.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,122 @@
+// Fault injection on lab nodes: crash (SIGKILL every process but the launcher; power stays
+// on), hang/resume (SIGSTOP/SIGCONT the node's PID namespace), full partition/heal (the
+// host-side veth down/up), partial partitions (blackhole routes inside the node's
+// namespace), BMC faults, and a function-only crash on a healthy node (its agent's
+// control endpoint). Each fault is noted with its time. It never signals a process
+// outside a lab node's namespace, and never fences or powers anything off itself.
+import { sleep } from "../harness/env/base.ts";
+import { blackhole, setLink } from "./net.ts";
+import { HOST_IP, signalPids } from "./state.ts";
+import { nodeProcesses } from "./topology.ts";
+import { AGENT_PORT, type BmcFault, type FaultNote, type LabNode } from "./types.ts";
+
+/** What the faults act on: the lab's nodes, and where each fault is noted. */
+export interface FaultTarget {
+  nodes: LabNode[];
+  node(name: string): LabNode;
+  faults: FaultNote[];
+}
+
+function note(lab: FaultTarget, x: LabNode, kind: string, at: number): void {
+  lab.faults.push({ node: x.name, kind, at });
+}
+
+/** The launcher and every other process of the node's PID namespace. */
+function everyProcess(x: LabNode): number[] {
+  const p = nodeProcesses(x.netns);
+  return [...(p.launcher ? [p.launcher] : []), ...p.others];
+}
+
+/** crash: SIGKILL every process of the node; the "hardware" (launcher) and power stay on. */
+export async function crash(lab: FaultTarget, name: string): Promise<number> {
+  const t0 = Date.now();
+  const x = lab.node(name);
+  for (let i = 0; i < 50; i++) {
+    const { others } = nodeProcesses(x.netns);
+    if (others.length === 0) break;
+    signalPids(others, "SIGKILL");
+    await sleep(10);
+  }
+  note(lab, x, "crash", t0);
+  return t0;
+}
+
+/** hang: SIGSTOP every process in the node's PID namespace (power stays On). */
+export function hang(lab: FaultTarget, name: string): number {
+  const t0 = Date.now();
+  const x = lab.node(name);
+  signalPids(everyProcess(x), "SIGSTOP");
+  note(lab, x, "hang", t0);
+  return t0;
+}
+
+export function resume(lab: FaultTarget, name: string): number {
+  signalPids(everyProcess(lab.node(name)), "SIGCONT");
+  return Date.now();
+}
+
+export async function partition(lab: FaultTarget, name: string): Promise<number> {
+  const t0 = Date.now();
+  await setLink(lab.node(name).veth, false);
+  note(lab, lab.node(name), "partition", t0);
+  return t0;
+}
+
+export async function heal(lab: FaultTarget, name: string): Promise<number> {
+  const x = lab.node(name);
+  await setLink(x.veth, true);
+  await blackhole(x.netns, [HOST_IP, ...peersOf(lab, x)], false);
+  return Date.now();
+}
+
+const peersOf = (lab: FaultTarget, x: LabNode) => lab.nodes.filter((o) => o !== x).map((o) => o.ip);
+
+/** Partial partition: "peers" = reaches the API (host) but no other node; "api" = the reverse. */
+export async function partialPartition(
+  lab: FaultTarget,
+  name: string,
+  mode: "peers" | "api",
+): Promise<number> {
+  const x = lab.node(name);
+  const t0 = Date.now();
+  await blackhole(x.netns, mode === "peers" ? peersOf(lab, x) : [HOST_IP], true);
+  note(lab, x, `partial-partition-${mode}`, t0);
+  return t0;
+}
+
+/** BMC faults. IPMI BMCs support only unreachable (ipmi_sim frozen). */
+export async function bmcFault(lab: FaultTarget, name: string, fault: BmcFault): Promise<void> {
+  const x = lab.node(name);
+  if (x.redfish) {
+    x.redfish.resetFaults();
+    await x.redfish.setUnreachable(fault === "unreachable");
+    if (fault === "slow") x.redfish.faults.latencyMs = 3000;
+    if (fault === "lying") x.redfish.faults.lie = true;
+    if (fault === "stuck") x.redfish.faults.stuckPoweringOff = true;
+  } else if (x.ipmi) {
+    if (fault !== "unreachable" && fault !== "none")
+      throw new Error(`lab: the IPMI BMC of ${name} supports only "unreachable" and "none"`);
+    try {
+      process.kill(x.ipmi.pid, fault === "unreachable" ? "SIGSTOP" : "SIGCONT");
+    } catch {
+      // gone
+    }
+  }
+  note(lab, x, `bmc-${fault}`, Date.now());
+}
+
+/** Function-only crash on a (healthy) node: stop some function replicas / the event source. */
+export async function functionCrash(
+  lab: FaultTarget,
+  name: string,
+  functions: string[],
+  source = false,
+): Promise<unknown> {
+  const x = lab.node(name);
+  const r = await fetch(
+    `http://${x.ip}:${AGENT_PORT}/crash?functions=${functions.join(",")}&source=${source ? 1 : 0}`,
+    { method: "POST" },
+  );
+  note(lab, x, "function-crash", Date.now());
+  return await r.json();
+}

@@ -1,0 +1,71 @@
+// The reset step of a trial: put the lab back so the next trial starts from a healthy
+// cluster. Undo the fault (resume, heal), power the victim back on if it was fenced (or
+// power-cycle it when the scenario broke its processes), delete the trial's workloads,
+// then wait until the victim is Ready, untainted, its agent ready, every broker back and
+// no incident about it open; a victim fenced again while it rebooted is powered on again
+// and counted. It only drives the lab; it never fences anything itself.
+import { sleep } from "../harness/env/base.ts";
+import { listIncidents } from "./event-log.ts";
+import type { Lab } from "./lab.ts";
+import { SCENARIOS, type Scenario } from "./scenarios.ts";
+import { deleteWorkloads } from "./workloads.ts";
+
+const OPEN_PHASES = ["Confirmed", "Fencing", "FencedOff", "Released", "FenceFailed"];
+const OUT_OF_SERVICE = "node.kubernetes.io/out-of-service";
+
+/** Put the lab back; resolves to how often the victim was fenced again while it rebooted. */
+export async function resetAfter(
+  lab: Lab,
+  scenario: Scenario,
+  victim: string,
+  sfx: string,
+  live: (l: string) => void = () => undefined,
+): Promise<number> {
+  const spec = SCENARIOS[scenario];
+  let refenced = 0;
+  const t = Date.now();
+  const x = lab.node(victim);
+  await spec.undo?.(lab, victim);
+  const power = await lab.powerState(victim);
+  if (power === "Off") await lab.powerOn(victim);
+  else if (spec.powerCycle) await lab.powerCycle(victim);
+  await deleteWorkloads(lab, sfx);
+  // Healthy again: Ready, no out-of-service taint, its agent ready, all brokers back.
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const node = await lab.core.readNode({ name: victim }).catch(() => undefined);
+    const ready = node?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+    const tainted = (node?.spec?.taints ?? []).some((tt) => tt.key === OUT_OF_SERVICE);
+    const agent = lab.opts.fastfence === false || lab.agentStatus(x)?.ready === true;
+    let brokers = 0;
+    try {
+      brokers = (await lab.kafkaMeta()).brokers;
+    } catch {
+      brokers = 0;
+    }
+    const open = (await listIncidents(lab)).filter(
+      (i) => i.spec.nodeName === victim && OPEN_PHASES.includes(i.status?.phase ?? "Closed"),
+    );
+    if (ready && !tainted && agent && brokers === lab.nodes.length && open.length === 0) break;
+    if (Date.now() > deadline)
+      throw new Error(
+        `lab reset: ${victim} not healthy after 120 s (ready ${ready}, tainted ${tainted}, agent ${agent}, brokers ${brokers}, open incidents ${open.map((i) => `${i.metadata.name}:${i.status?.phase}`).join(",")})`,
+      );
+    if ((await lab.powerState(victim)) === "Off") {
+      // Fenced again while rebooting (a healthy, booting node): note it and power on again.
+      refenced++;
+      live(`  (reset: ${victim} was powered off again while it rebooted; powering on)`);
+      await lab.powerOn(victim);
+    }
+    if (tainted && Date.now() - t > 30_000) {
+      // recover did not clear it (e.g. the node never really went down): clear it by hand.
+      node!.spec!.taints = node!.spec!.taints!.filter((tt) => tt.key !== OUT_OF_SERVICE);
+      await lab.core.replaceNode({ name: victim, body: node! }).catch(() => undefined);
+    }
+    await sleep(500);
+  }
+  // Give the rebooted broker a moment to take its preferred leaderships back.
+  await sleep(6000);
+  live(`  (lab reset in ${((Date.now() - t) / 1000).toFixed(1)} s)`);
+  return refenced;
+}

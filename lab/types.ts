@@ -1,0 +1,64 @@
+// The lab's shared vocabulary: its fixed ports and node names, the options of `lab up`,
+// a node as the controller holds it (its record plus its BMC, launcher and power log),
+// BMC kinds and faults. Declarations only: it must never do anything at import time.
+import type { FencingPolicySpecInput } from "../core/policy.ts";
+import type { LabRedfishServer } from "../harness/emulators/redfish/server.ts";
+import type { ManagedProcess } from "../harness/env/process.ts";
+import { FASTFENCE_NAMESPACE } from "../harness/kube/fencing-policy.ts";
+import type { NodeRecord } from "./state.ts";
+
+export const NAMESPACE = FASTFENCE_NAMESPACE;
+/** The API relay's port on the lab bridge. */
+export const API_PORT = 6443;
+/** Each node's kubelet-port listener (what the observers probe). */
+export const KUBELET_PORT = 10250;
+/** Each node agent's control endpoint (function-only crash). */
+export const AGENT_PORT = 7070;
+export const NODE_NAMES = ["node-a", "node-b", "node-c", "node-d", "node-e", "node-f", "node-g"];
+
+export type BmcKind = "ipmi" | "redfish";
+export type BmcFault = "unreachable" | "slow" | "lying" | "stuck" | "none";
+
+export interface LabOptions {
+  nodes?: number;
+  /** BMC per node: "mixed" (default: ipmi, redfish, ipmi, ...), or all of one kind. */
+  bmc?: "mixed" | BmcKind;
+  /** Run the node agents (fastfence). false = the baseline: Kubernetes alone. */
+  fastfence?: boolean;
+  controllerManagerArgs?: string[];
+  apiserverArgs?: string[];
+  policy?: FencingPolicySpecInput;
+  /** Progress lines. */
+  log?: (line: string) => void;
+  /** Create the default workloads spread over the nodes (default true). */
+  workloads?: boolean;
+  /** kwok node Lease duration (renewed every quarter of it); default 40 s like a kubelet. */
+  kwokLeaseSeconds?: number;
+}
+
+/** A power action a BMC (or the lab, resetting) carried out: the invariant checker's ground truth. */
+export interface PowerAction {
+  at: number;
+  action: "off" | "on";
+  by: "bmc" | "lab";
+}
+
+export interface LabNode extends NodeRecord {
+  redfish?: LabRedfishServer;
+  ipmi?: ManagedProcess;
+  ipmiPassword?: string;
+  /** The launcher started by this process (Redfish nodes). */
+  launcher?: ManagedProcess;
+  startScript: string;
+  /** Power actions the BMC carried out (for the invariant checker). */
+  powerLog: PowerAction[];
+  /** IPMI nodes: a lab-initiated power action (reset) is pending, so log it as "lab". */
+  labAction?: boolean;
+}
+
+/** A fault the lab injected (node, kind, ms epoch). */
+export interface FaultNote {
+  node: string;
+  kind: string;
+  at: number;
+}

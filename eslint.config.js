@@ -1,8 +1,8 @@
 // Lint rules: typescript-eslint's recommended set with type information, plus the
 // guardrails that keep the house in order (CONTRIBUTING.md, "Layers"):
 // - promises: none left floating, none passed where a callback's result is ignored;
-// - layers: events and core are pure data and rules; functions/ (the pure stages) build on
-//   them and never reach infra/ or app/; infra/ (adapters) never reaches app/, cli/, lab/,
+// - layers: core/ (domain model and rules) → events/ (the catalog) → functions/ (the pure
+//   stages, which never reach infra/ or app/); infra/ (adapters) never reaches app/, cli/, lab/,
 //   bench/ or harness/; nothing outside test/ imports test/;
 // - no import cycles;
 // - no source file over 400 lines outside test/ (a module has one job);
@@ -53,11 +53,15 @@ export default tseslint.config(
     },
   },
   {
-    files: ["events/**/*.ts", "core/**/*.ts"],
+    files: ["core/**/*.ts"],
     rules: forbid(
-      [...OUTSIDE_PURE, "functions"],
-      "events/ and core/ are pure data and rules: no adapters, no stages.",
+      [...OUTSIDE_PURE, "functions", "events"],
+      "core/ is the bottom layer: the domain model and rules import nothing of fastfence's above them.",
     ),
+  },
+  {
+    files: ["events/**/*.ts"],
+    rules: forbid([...OUTSIDE_PURE, "functions"], "events/ is data on top of core/: no adapters, no stages."),
   },
   {
     files: ["functions/**/*.ts"],

@@ -15,10 +15,20 @@
 //     view's incident as just written; that decision is executed the same way, and its
 //     events follow the first decision's.
 // This module declares types and tiny helpers only; it must never perform I/O.
-import type { OutgoingEvent } from "../events/envelope.ts";
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
 import type { IgnoreCode, RejectCode } from "./reasons.ts";
+
+/**
+ * An event a decision asks to publish once its actions succeeded; the runtime wraps it in a
+ * CloudEvents envelope (events/envelope.ts) with id, source, time and trace context.
+ */
+export interface OutgoingEvent<T = unknown> {
+  type: string;
+  subject: string;
+  ffincident?: string;
+  data: T;
+}
 
 /**
  * What happened to one delivered input. Every input ends in exactly one outcome. An ignored

@@ -3,6 +3,7 @@
 // distributed tracing). This module only declares types and builds envelopes; the
 // zod schemas live in events/schemas.ts and the catalog in events/catalog.ts.
 // It must never perform I/O.
+import type { OutgoingEvent } from "../core/decision.ts";
 import { randomUUID } from "node:crypto";
 
 /** Extension attribute carrying the incident correlation id (lowercase alnum, per spec). */
@@ -28,12 +29,7 @@ export interface FfEvent<T = unknown> {
 }
 
 /** An event a handler wants published; the runtime fills id, source and time. */
-export interface OutgoingEvent<T = unknown> {
-  type: string;
-  subject: string;
-  ffincident?: string;
-  data: T;
-}
+export type { OutgoingEvent };
 
 function hex(bytes: number): string {
   return randomUUID()

@@ -96,7 +96,10 @@ function toCoreNode(n: KubeNodeInfo): NodeInfo {
   return { name: n.name, bootId: n.bootId, ready: n.ready, labels: n.labels };
 }
 
-/** How many times a stale view is re-read and re-decided before giving up (retriable). */
+/**
+ * How many times a stale view is re-read and re-decided; after that the input ends ignored
+ * with code LostRaces (another replica won each race and recorded its outcome).
+ */
 export const MAX_REDECIDE = 4;
 
 /** Decides on a view, or (with `result`) on the result of an action the last decision asked for. */

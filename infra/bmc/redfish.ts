@@ -137,7 +137,7 @@ export class RedfishDriver implements BmcDriver {
     if (this.token && this.sessionUri) {
       const d = deadline({ timeoutMs: 2000 });
       try {
-        await this.raw("DELETE", this.sessionUri, undefined, d, { timeoutMs: 2000 });
+        await this.http.request("DELETE", this.sessionUri, undefined, d, { timeoutMs: 2000 });
       } catch {
         // best effort
       } finally {
@@ -191,7 +191,10 @@ export class RedfishDriver implements BmcDriver {
   }
 
   private async doDiscover(d: Deadline, opts: BmcCallOptions): Promise<Discovery> {
-    const root = serviceRoot((await this.raw("GET", "/redfish/v1/", undefined, d, opts)).body, this.target);
+    const root = serviceRoot(
+      (await this.http.request("GET", "/redfish/v1/", undefined, d, opts)).body,
+      this.target,
+    );
     const sessionsPath = sessionsPathOf(root);
     if (this.useSession === undefined) this.useSession = sessionsPath !== undefined;
     if (this.useSession && !this.token) await this.login(d, opts, sessionsPath);
@@ -209,7 +212,7 @@ export class RedfishDriver implements BmcDriver {
 
   private async login(d: Deadline, opts: BmcCallOptions, sessionsPath: string | undefined) {
     if (!sessionsPath) throw new BmcUnsupportedError(this.target, "no SessionService for session auth");
-    const r = await this.raw(
+    const r = await this.http.request(
       "POST",
       sessionsPath,
       { UserName: this.opts.username, Password: this.opts.password },
@@ -235,11 +238,11 @@ export class RedfishDriver implements BmcDriver {
     d: Deadline,
     opts: BmcCallOptions,
   ): Promise<HttpResult> {
-    let r = await this.raw(method, path, body, d, opts);
+    let r = await this.http.request(method, path, body, d, opts);
     if ((r.status === 401 || r.status === 403) && this.useSession && this.token) {
       this.token = undefined;
       await this.login(d, opts, this.disc?.sessionsPath ?? "/redfish/v1/SessionService/Sessions");
-      r = await this.raw(method, path, body, d, opts);
+      r = await this.http.request(method, path, body, d, opts);
     }
     if (r.status === 401 || r.status === 403) throw new BmcAuthError(this.target);
     if (r.status >= 500) {
@@ -249,18 +252,6 @@ export class RedfishDriver implements BmcDriver {
     }
     if (r.status === 404) throw new BmcUnsupportedError(this.target, `${method} ${path} answered HTTP 404`);
     return r;
-  }
-
-  /** A request through the transport (redfish-http.ts), auth headers unless `noAuth`. */
-  private raw(
-    method: string,
-    path: string,
-    body: unknown,
-    d: Deadline,
-    opts: BmcCallOptions,
-    noAuth = false,
-  ): Promise<HttpResult> {
-    return this.http.request(method, path, body, d, opts, noAuth);
   }
 
   /** The session token once logged in; basic auth unless session auth is (or may be) on. */

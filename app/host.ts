@@ -4,6 +4,7 @@
 // returns a handle to stop it. Used by `fastfence run`, the lab and the integration tests,
 // so all three run exactly the same wiring. It never decides anything itself.
 import type { KubeConfig } from "@kubernetes/client-node";
+import { readFile } from "node:fs/promises";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { FastfenceError } from "../core/errors.ts";
 import { CATALOG, TOPICS, isEventType, parseEvent } from "../events/catalog.ts";
@@ -11,9 +12,17 @@ import { encodeHttp, encodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { findStage, stageNames } from "../functions/registry.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import type { Bus, TopicSpec } from "../infra/bus/bus.ts";
 import { KubeMetal3Api } from "../infra/bmc/metal3.ts";
-import { identityFor, metal3Namespaces, trustedConfirmers, type RuntimeConfig } from "../infra/config.ts";
+import {
+  httpAllowedSubjects,
+  httpAudience,
+  identityFor,
+  metal3Namespaces,
+  trustedConfirmers,
+  type RuntimeConfig,
+} from "../infra/config.ts";
 import { BmcPowerExecutor } from "../infra/fence/power.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { IncidentStore } from "../infra/kube/incidents.ts";
@@ -25,6 +34,11 @@ import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
 import { stageHandler, type StageAdapters } from "../infra/runtime/stage-executor.ts";
 import { startHttpRuntime } from "../infra/runtime/http-runtime.ts";
+import {
+  createTokenReviewAuthenticator,
+  kubeTokenReviewer,
+  noAuthentication,
+} from "../infra/runtime/http-auth.ts";
 import { startKafkaRuntime } from "../infra/runtime/kafka-runtime.ts";
 
 /**
@@ -121,6 +135,7 @@ export async function hostFunction(opts: {
       hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
       metadataMaxAgeMs: config.FASTFENCE_KAFKA_METADATA_MAX_AGE_MS,
       acks: config.FASTFENCE_KAFKA_ACKS,
+      security: kafkaSecurityFrom(config, log),
       log,
     });
   }
@@ -158,10 +173,26 @@ export async function hostFunction(opts: {
     port: opts.mode.http,
     ...(opts.mode.host ? { host: opts.mode.host } : {}),
     replica: config.FASTFENCE_REPLICA,
+    auth:
+      config.FASTFENCE_HTTP_AUTH === "none"
+        ? noAuthentication
+        : createTokenReviewAuthenticator({
+            audience: httpAudience(config, def.name),
+            allowedSubjects: httpAllowedSubjects(config),
+            reviewer: kubeTokenReviewer(kube, config.FASTFENCE_HTTP_AUTH_TIMEOUT_MS),
+            clock,
+            cacheTtlMs: config.FASTFENCE_HTTP_AUTH_CACHE_SECONDS * 1000,
+          }),
     dispatch,
     ...(config.K_SINK
       ? {
-          publishExtra: (evs: FfEvent[]) => postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS),
+          publishExtra: (evs: FfEvent[]) =>
+            postToSink(
+              config.K_SINK!,
+              evs,
+              config.FASTFENCE_KUBE_TIMEOUT_MS,
+              config.FASTFENCE_SINK_TOKEN_FILE,
+            ),
         }
       : b
         ? {
@@ -183,10 +214,31 @@ export async function hostFunction(opts: {
   };
 }
 
-/** POSTs events to a Knative sink (binary mode), one request each; a non-2xx is a retriable error. */
-export async function postToSink(url: string, events: FfEvent[], timeoutMs: number): Promise<void> {
+/**
+ * POSTs events to a Knative sink (binary mode), one request each; a non-2xx is a retriable
+ * error. With `tokenFile` (FASTFENCE_SINK_TOKEN_FILE) each post carries its token as a bearer
+ * token, read afresh every time (the kubelet rotates it); the token is never logged.
+ */
+export async function postToSink(
+  url: string,
+  events: FfEvent[],
+  timeoutMs: number,
+  tokenFile?: string,
+): Promise<void> {
   for (const ev of events) {
     const { headers, body } = encodeHttp(ev);
+    if (tokenFile) {
+      let token: string;
+      try {
+        token = (await readFile(tokenFile, "utf8")).trim();
+      } catch (err) {
+        throw new FastfenceError("FF_BUS_UNAVAILABLE", `cannot read the sink token file ${tokenFile}`, {
+          cause: err,
+          retriable: true,
+        });
+      }
+      headers.authorization = `Bearer ${token}`;
+    }
     let res: Response;
     try {
       res = await fetch(url, { method: "POST", headers, body, signal: AbortSignal.timeout(timeoutMs) });

@@ -32,7 +32,9 @@ ${fns}
 
 Options:
   --kafka                 consume the function's topics as a Kafka consumer (local runner, lab)
-  --http PORT             serve the Knative Functions HTTP contract on PORT (POST CloudEvents to /)
+  --http PORT             serve the Knative Functions HTTP contract on PORT (POST CloudEvents to /);
+                          each POST needs a bearer token the API server accepts for the function's
+                          audience (FASTFENCE_HTTP_AUTH, FASTFENCE_HTTP_AUDIENCE; docs/deploy-knative.md)
   --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
   --metrics PORT          with --kafka: serve /metrics and /health/* on PORT (--http serves them itself)
 ${outputHelp(RUN_ARGS, "a running stage logs JSON lines (infra/log.ts)")}

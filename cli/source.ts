@@ -43,6 +43,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   const { Counter, Registry, collectDefaultMetrics } = await import("prom-client");
   const { systemClock } = await import("../core/clock.ts");
   const { KafkaJsBus } = await import("../infra/bus/kafkajs-bus.ts");
+  const { kafkaSecurityFrom } = await import("../infra/bus/kafka-security.ts");
   const { Kube } = await import("../infra/kube/client.ts");
   const { PolicyReader } = await import("../infra/kube/policy.ts");
   const { createLogger } = await import("../infra/log.ts");
@@ -54,6 +55,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   const bus = new KafkaJsBus({
     brokers: config.FASTFENCE_KAFKA_BROKERS,
     clientId: `fastfence-source-${config.FASTFENCE_REPLICA}`,
+    security: kafkaSecurityFrom(config, log),
     log,
   });
   const registry = new Registry();

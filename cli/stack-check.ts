@@ -92,7 +92,11 @@ export async function stackCheckCommand(argv: string[]): Promise<number> {
     );
     t = Date.now();
     const kafka = scope.add(await envMod.startKafka({ brokers: 1 }));
-    const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "stack-check" });
+    const bus = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "stack-check",
+      security: kafka.clientSecurity("admin"),
+    });
     await bus.ensureTopics([{ topic: "stack-check", partitions: 1, replicationFactor: 1 }]);
     await bus.close();
     row(

@@ -6,6 +6,9 @@ import { TOPICS, parseEvent } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
+import { loadRuntimeConfig } from "../infra/config.ts";
+import { createLogger } from "../infra/log.ts";
 import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
 import { render } from "./output.ts";
@@ -38,7 +41,11 @@ export async function traceCommand(argv: string[]): Promise<number> {
   const brokers = values.brokers ?? process.env.FASTFENCE_KAFKA_BROKERS;
   if (!brokers)
     throw new UsageError("trace", "no Kafka brokers: pass --brokers or set FASTFENCE_KAFKA_BROKERS");
-  const bus = new KafkaJsBus({ brokers, clientId: "fastfence-trace" });
+  // TLS/SASL from the FASTFENCE_KAFKA_* settings (the audit principal's credentials);
+  // warnings go to stderr so -o json stays clean.
+  const log = createLogger("trace", { destination: process.stderr });
+  const security = kafkaSecurityFrom(loadRuntimeConfig(process.env), log);
+  const bus = new KafkaJsBus({ brokers, clientId: "fastfence-trace", security });
   try {
     const single = process.env.FASTFENCE_KAFKA_TOPIC;
     const topics = values.topic?.length

@@ -32,9 +32,14 @@ export function toStructural(js: Schema): Schema {
     if (typeof js.maximum === "number" && Math.abs(js.maximum) < SAFE) out.maximum = js.maximum;
   }
   if ("default" in js) out.default = js.default;
+  if (typeof js.maxProperties === "number") out.maxProperties = js.maxProperties; // bounds CEL cost
+  // CEL rules the API server checks (zod: .meta({ "x-kubernetes-validations": [...] })).
+  if (Array.isArray(js["x-kubernetes-validations"]))
+    out["x-kubernetes-validations"] = js["x-kubernetes-validations"];
   if (type === "array") {
     out.items = toStructural((js.items ?? {}) as Schema);
     if (typeof js.minItems === "number" && js.minItems > 0) out.minItems = js.minItems;
+    if (typeof js.maxItems === "number") out.maxItems = js.maxItems; // bounds CEL cost
   }
   if (type === "object") {
     const props = js.properties as Record<string, Schema> | undefined;

@@ -66,6 +66,19 @@ export interface LeaseInfo {
   durationMs: number;
 }
 
+/**
+ * An observer node as the API describes it: the keys its event-source replica published on
+ * its heartbeat Lease (fastfence-alive-<node>; only that node's identity may write it) and
+ * when that Lease was last renewed.
+ */
+export interface ObserverInfo {
+  /** Published key annotations ("<keyId>:<base64 SPKI DER>"), current first, then the previous one. */
+  keys: string[];
+  /** RFC 3339 (renewTime, written with the observer node's clock). */
+  renewTime?: string;
+  durationMs: number;
+}
+
 /** Current state, read by the adapter before deciding. */
 export interface View {
   /** The incident this event is about, if it exists (with metadata.resourceVersion). */
@@ -80,10 +93,12 @@ export interface View {
   /** The node's fencing Lease (fence stage only). */
   lease?: LeaseInfo;
   /**
-   * The node's own liveness heartbeat: a Lease its event-source replica renews through the
-   * API server every probe.heartbeatIntervalMs (confirm only).
+   * Observer nodes by name (ViewRequest.observers): their published keys and heartbeat,
+   * to check a claim's origin (core/evidence-checks.ts). Absent: not read.
    */
-  heartbeat?: LeaseInfo;
+  observers?: Readonly<Record<string, ObserverInfo>>;
+  /** The node's kubelet Lease (kube-node-lease/<node>, ViewRequest.kubeletLease), read from the API. */
+  kubeletLease?: LeaseInfo;
   /**
    * Identities (service-account user names) whose Confirmed incidents may be fenced (S6).
    * From the deployment's configuration, never from an event.
@@ -249,10 +264,14 @@ export interface ViewRequest {
   openIncidentOfNode?: boolean;
   /** Read the node's fencing Lease (View.lease). */
   lease?: string;
-  /** Read the node's heartbeat Lease by this name (View.heartbeat). */
-  heartbeat?: string;
   /** Read all nodes and all open incidents (View.nodes, View.openIncidents); otherwise they may be empty. */
   cluster: boolean;
+  /** Read all nodes (View.nodes) even when `cluster` is false: the ring check of a claim needs them. */
+  nodeList?: boolean;
+  /** Read every observer node's published keys and heartbeat (View.observers). */
+  observers?: boolean;
+  /** Read the node's kubelet Lease (View.kubeletLease). */
+  kubeletLease?: boolean;
   /** Discover the node's fencing levels (View.discoveredLevels / discoveryError) when the policy opts in. */
   discovery?: boolean;
 }

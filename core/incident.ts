@@ -87,6 +87,14 @@ const Time = z.iso.datetime({ offset: true });
 export const EVIDENCE_KINDS = ["probe", "condition", "lease"] as const;
 export type EvidenceKind = (typeof EVIDENCE_KINDS)[number];
 
+/** An observer's Ed25519 signature over its claim (core/evidence-proof.ts). */
+export const ProofSchema = z.object({
+  /** First 16 hex digits of sha256 over the signing key's SPKI DER. */
+  keyId: z.string().min(1).max(64),
+  /** Signature over the claim's canonical bytes, base64. */
+  sig: z.string().min(1).max(256),
+});
+
 /** One observer's testimony that a node looks dead. */
 export const EvidenceSchema = z.object({
   /** Observer replica id (pod name), e.g. "event-source-abc12". */
@@ -102,6 +110,16 @@ export const EvidenceSchema = z.object({
   consecutiveMisses: z.int().min(0).optional(),
   /** First miss of the streak (probe evidence). */
   firstMissAt: Time.optional(),
+  /** Observer's clock: when it last saw the node's heartbeat Lease renewed (probe evidence, signed). */
+  heartbeatSeenAt: Time.optional(),
+  /** Whether the observer's heartbeat watch was synced when it probed (probe evidence, signed). */
+  heartbeatSynced: z.boolean().optional(),
+  /**
+   * The observer's Ed25519 signature over the claim (core/evidence-proof.ts), re-verified by
+   * confirm and kept as the audit trail. Probe evidence only: condition and lease evidence
+   * is re-read from the API instead.
+   */
+  proof: ProofSchema.optional(),
 });
 export type Evidence = z.infer<typeof EvidenceSchema>;
 

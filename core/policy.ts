@@ -49,9 +49,11 @@ export const SuspicionSettingsSchema = z
     // Whether a node's Ready=False/Unknown condition (set by the node lifecycle controller)
     // counts as one independent observer. Default true. It is slow (40-50 s) but independent.
     countNodeCondition: z.boolean().default(true),
-    // Never confirm a node whose own heartbeat Lease was renewed after its observers'
-    // miss streak began: it still reaches the API server, so it is partitioned from its
-    // peers, not dead. Default true. Off only if nodes' event sources cannot reach the API.
+    // Never confirm a node that an observer saw renew its heartbeat Lease after that
+    // observer's miss streak began (both times on the observer's own clock): it still
+    // reaches the API server, so it is partitioned from its peers, not dead. While on,
+    // evidence from an observer whose heartbeat watch was not synced does not count.
+    // Default true. Off only if nodes' event sources cannot reach the API.
     heartbeatVeto: z.boolean().default(true),
   })
   .prefault({});
@@ -65,6 +67,12 @@ export const CorroborationSettingsSchema = z
     // Evidence counts only if it is at most this old when confirming. Unit: ms. Default
     // 5000. Longer tolerates slow observers; shorter refuses to combine stale views.
     evidenceWindowMs: z.int().min(100).max(600_000).default(5_000),
+    // How far an input's timestamps (an observation's at, firstMissAt, heartbeatSeenAt, the
+    // envelope time) and an observer's heartbeat renewal may lie ahead of the receiver's
+    // clock. Later input is refused (FutureTimestamp) to the dead-letter topic. Unit: ms.
+    // Default 2000. Larger tolerates badly synchronised clocks; smaller narrows how far a
+    // forger can stretch evidence into the future (evidence stays fresh that much longer).
+    maxClockSkewMs: z.int().min(0).max(60_000).default(2_000),
   })
   .prefault({});
 
@@ -114,11 +122,48 @@ export const FencingLevelSchema = z.object({
 });
 export type FencingLevel = z.infer<typeof FencingLevelSchema>;
 
-/** Levels for the nodes a selector matches: by name, or by labels (all must match). */
+/**
+ * The only label prefix a fencing level may be selected by: the NodeRestriction admission
+ * plugin forbids a kubelet to set labels under it on its own Node, so root on a node cannot
+ * relabel itself into another node's levels (issue 13). Any other label is refused.
+ */
+export const TRUSTED_NODE_LABEL_PREFIX = "node-restriction.kubernetes.io/";
+
+/** At most this many labels per selector (bounds the CRD's CEL rule cost for the API server). */
+const MAX_MATCH_LABELS = 16;
+
+const MatchLabelsSchema = z
+  .record(z.string(), z.string())
+  .superRefine((labels, ctx) => {
+    if (Object.keys(labels).length > MAX_MATCH_LABELS)
+      ctx.addIssue({ code: "custom", message: `at most ${MAX_MATCH_LABELS} labels` });
+    for (const key of Object.keys(labels))
+      if (!key.startsWith(TRUSTED_NODE_LABEL_PREFIX))
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `label ${key} is not under ${TRUSTED_NODE_LABEL_PREFIX}: a kubelet can set it on its own Node`,
+        });
+  })
+  .meta({
+    maxProperties: MAX_MATCH_LABELS,
+    description: `Labels the node must carry (all of them, at most ${MAX_MATCH_LABELS}). Only keys under ${TRUSTED_NODE_LABEL_PREFIX} (labels a kubelet cannot set on its own Node; NodeRestriction admission): other labels are refused.`,
+    "x-kubernetes-validations": [
+      {
+        rule: `self.all(k, k.startsWith('${TRUSTED_NODE_LABEL_PREFIX}'))`,
+        message: `only labels under ${TRUSTED_NODE_LABEL_PREFIX} may select fencing levels (a kubelet cannot set those on its own Node)`,
+      },
+    ],
+  });
+
+/**
+ * Levels for the nodes a selector matches: by name, or by labels (all must match), and
+ * only labels a kubelet cannot set on itself (TRUSTED_NODE_LABEL_PREFIX).
+ */
 export const NodeFencingSchema = z.object({
   nodeSelector: z.object({
     names: z.array(z.string().min(1)).optional(),
-    matchLabels: z.record(z.string(), z.string()).optional(),
+    matchLabels: MatchLabelsSchema.optional(),
   }),
   levels: z.array(FencingLevelSchema).min(1),
 });
@@ -145,15 +190,16 @@ export type ResolvedFencingLevel = FencingLevel & { discovered?: DiscoveredFrom 
 export const FencingSettingsSchema = z
   .object({
     // First matching entry wins. A node that no entry matches cannot be fenced (blocked),
-    // unless `discovery` below finds its BMC.
-    nodes: z.array(NodeFencingSchema).default([]),
+    // unless `discovery` below finds its BMC. At most 2000 entries (bounds the cost of the
+    // CRD's matchLabels rule, which the API server estimates per entry).
+    nodes: z.array(NodeFencingSchema).max(2000).default([]),
     // Rounds over all levels before giving up (fence.failed final). Default 3.
     maxRounds: z.int().min(1).max(100).default(3),
     // Wait between rounds. Unit: ms. Default 2000.
     retryBackoffMs: z.int().min(0).max(600_000).default(2_000),
     // Where levels come from for a node that no entry above matches. "None" (default):
     // such a node is not fenced. "Metal3": its metal3 BareMetalHost (found through the
-    // node's providerID or its Machine's metal3.io/BareMetalHost annotation) gives one
+    // Machine whose status.nodeRef names the node, never the node's own fields) gives one
     // level: spec.bmc.address, the credentials Secret in the host's namespace, and
     // disableCertificateVerification; the host is annotated reboot.metal3.io/fastfence-<incident>
     // while the incident is open so the Bare Metal Operator keeps it off. Trade-off: no

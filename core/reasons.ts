@@ -40,6 +40,8 @@ export const IGNORE_CODES = {
   PowerOnRequested: "Power-on was already requested for this incident.",
   NoFencingLevels: "No fencing level matches the node, so it cannot be powered on.",
   LostRaces: "Another replica won every guarded write for this event; its outcome is the recorded one.",
+  HeartbeatWatchNotSynced:
+    "The observer's heartbeat-Lease watch was not synced when it probed: with suspicion.heartbeatVeto on, evidence the veto cannot check does not count.",
 } as const satisfies Record<string, string>;
 
 /** Why a valid event could not be used. The event goes to the dead-letter topic with the code. */
@@ -51,7 +53,32 @@ export const REJECT_CODES = {
   NoConfirmationTime: "The incident is Confirmed without a confirmed timestamp.",
   ConfirmationBelowQuorum: "The incident records fewer fresh independent observers than the quorum (S2).",
   PowerOffUnproven: "The incident is FencedOff without a recorded Off read-back after the command (S1).",
+  MissingProof: "A probe claim carries no signature: only a signed observation can become evidence (S6).",
+  UnknownObserverKey:
+    "The claim's key is not published on its observer node's heartbeat Lease (another node's key, or none).",
+  BadSignature: "The signature does not verify over the claim: a field was changed, or it was never signed.",
+  ObserverNotReady: "The observer node the claim names is not in the API or not Ready.",
+  ObserverHeartbeatStale:
+    "The observer node's heartbeat Lease was not renewed within its duration plus corroboration.maxClockSkewMs.",
+  ObserverNotAssigned:
+    "The ring (core/ring.ts) does not assign the observer node to probe the claim's target.",
+  FutureTimestamp:
+    "A timestamp of the input is later than the receiver's clock plus corroboration.maxClockSkewMs.",
 } as const satisfies Record<string, string>;
+
+/**
+ * Rejections that refuse untrusted input (forged, unverifiable or time-shifted evidence):
+ * counted in fastfence_inputs_refused_total{stage,reason} besides being dead-lettered.
+ */
+export const REFUSAL_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>([
+  "MissingProof",
+  "UnknownObserverKey",
+  "BadSignature",
+  "ObserverNotReady",
+  "ObserverHeartbeatStale",
+  "ObserverNotAssigned",
+  "FutureTimestamp",
+]);
 
 export type IgnoreCode = keyof typeof IGNORE_CODES;
 export type RejectCode = keyof typeof REJECT_CODES;

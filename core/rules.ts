@@ -9,6 +9,38 @@ import type { FencingPolicySpec } from "./policy.ts";
 export const API_OBSERVER_KEY = "@apiserver";
 
 /**
+ * How long a node's heartbeat Lease (fastfence-alive-<node>) is valid without renewal:
+ * four heartbeat intervals, whole seconds (a Lease's duration is in seconds), at least 1 s.
+ * The event source writes it; the heartbeat veto uses it as the recency bound.
+ */
+export function heartbeatLeaseDurationMs(heartbeatIntervalMs: number): number {
+  return Math.max(1, Math.ceil((heartbeatIntervalMs * 4) / 1000)) * 1000;
+}
+
+/**
+ * The heartbeat veto, one clock per observer: the first fresh probe evidence whose observer
+ * saw the node's heartbeat Lease renewed after that observer's own miss streak began, and
+ * at most one heartbeat Lease duration before the observation (every time compared is the
+ * observer's own, and signed with its claim). A node that keeps renewing while its peers
+ * miss it is partitioned, not dead; a dead node's last in-flight renewal stops vetoing
+ * after one Lease duration. Evidence carries no time that can undo another observer's
+ * sighting: any one sighting vetoes.
+ */
+export function heartbeatSighting(
+  fresh: readonly Evidence[],
+  policy: FencingPolicySpec,
+): Evidence | undefined {
+  if (!policy.suspicion.heartbeatVeto) return undefined;
+  const recent = heartbeatLeaseDurationMs(policy.probe.heartbeatIntervalMs);
+  return fresh.find((e) => {
+    if (e.kind !== "probe" || !e.heartbeatSeenAt) return false;
+    const seen = Date.parse(e.heartbeatSeenAt);
+    const start = Date.parse(e.firstMissAt ?? e.at);
+    return seen > start && Date.parse(e.at) - seen <= recent;
+  });
+}
+
+/**
  * The independence key of one piece of evidence: the observer's node for probes (two
  * replicas on one node are one observer), one shared key for API-derived evidence.
  * Returns undefined for evidence that never counts (observer on the suspected node).

@@ -88,7 +88,8 @@ export const CATALOG = {
     topic: TOPICS.observations,
     emittedBy: ["event-source"],
     consumedBy: ["detect"],
-    description: "A probe observation (missed / restored) of one node by one observer replica.",
+    description:
+      "A probe observation (missed / restored) of one node by one observer replica, signed with the key its node publishes on its heartbeat Lease.",
     subjectField: "target",
     repeated: true,
   }),
@@ -98,7 +99,8 @@ export const CATALOG = {
     topic: TOPICS.observations,
     emittedBy: ["event-source"],
     consumedBy: ["detect", "recover"],
-    description: "A node Ready-condition, kubelet-Lease or boot-ID change from the informers.",
+    description:
+      "A node Ready-condition, kubelet-Lease or boot-ID change from the informers (a hint: detect re-reads the API).",
     subjectField: "node",
     repeated: true,
   }),

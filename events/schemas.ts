@@ -2,7 +2,7 @@
 // of each event type, and the dead-letter record. Schemas only: no transforms (so
 // z.toJSONSchema can render them for AsyncAPI), no I/O. Types are inferred from them.
 import { z } from "zod";
-import { AttemptSchema, EvidenceSchema } from "../core/incident.ts";
+import { AttemptSchema, EvidenceSchema, ProofSchema } from "../core/incident.ts";
 
 export const Time = z.iso.datetime({ offset: true }).describe("RFC 3339 time");
 /** A Kubernetes node name (DNS-1123 subdomain). */
@@ -62,8 +62,20 @@ export const NodeObservedSchema = z
       address: z.string().min(1).optional(),
     }),
     rttMs: z.number().min(0).optional().describe("connect time of the last successful probe"),
+    heartbeatSeenAt: Time.optional().describe(
+      "observer's own clock: when it last saw the target's heartbeat Lease renewed (signed)",
+    ),
+    heartbeatSynced: z
+      .boolean()
+      .optional()
+      .describe("whether the observer's heartbeat-Lease watch was listed and live (signed)"),
+    proof: ProofSchema.optional().describe(
+      "Ed25519 signature over the claim by a key published on the observer node's heartbeat Lease; unsigned claims are refused",
+    ),
   })
-  .describe("One observer's probe result for one node (sent on every miss and on each restore).");
+  .describe(
+    "One observer's probe result for one node (sent on every miss and on each restore). Signed: observer, target, result, consecutiveMisses, firstMissAt, at, heartbeatSeenAt, heartbeatSynced; lastOkAt, probe and rttMs are informational.",
+  );
 
 export const NodeConditionSchema = z
   .object({
@@ -74,10 +86,12 @@ export const NodeConditionSchema = z
     ready: z.enum(["True", "False", "Unknown"]),
     readyReason: z.string().optional(),
     readyTransitionAt: Time.optional(),
-    leaseRenewAt: Time.optional().describe("kubelet Lease renewTime"),
+    leaseRenewAt: Time.optional().describe("kubelet Lease renewTime (informational: detect reads the API)"),
     at: Time,
   })
-  .describe("A Ready-condition, kubelet-Lease or boot-ID change seen by the informers.");
+  .describe(
+    "A Ready-condition, kubelet-Lease or boot-ID change seen by the informers: a hint only; detect re-reads the Node and the kubelet Lease from the API and never trusts these fields.",
+  );
 
 export const NodeSuspectedSchema = z
   .object({

@@ -48,6 +48,41 @@ export const RuntimeConfigSchema = z.object({
   FASTFENCE_KUBE_TIMEOUT_MS: ms(2000),
   // Deadline of one handler run, ms. Default 15000 (a BMC power-off with read-back fits).
   FASTFENCE_HANDLER_TIMEOUT_MS: ms(15_000),
+  // Sender authentication of the HTTP runtime (Knative deliveries, infra/runtime/http-auth.ts).
+  // "tokenreview" (default): every POST must carry `Authorization: Bearer <token>`, a token
+  // bound to FASTFENCE_HTTP_AUDIENCE that the API server accepts (TokenReview); this is
+  // what Knative Eventing sends with its `authentication-oidc` feature on. "none": no
+  // check, any pod that reaches the Service can deliver (forge) events; logged as a
+  // warning at every start. Use it only where Knative OIDC is not available, with the
+  // NetworkPolicies of knative/base/network (docs/deploy-knative.md).
+  FASTFENCE_HTTP_AUTH: z.enum(["tokenreview", "none"]).default("tokenreview"),
+  // The audience a delivery's token must be bound to. Default
+  // "serving.knative.dev/service/<FASTFENCE_NAMESPACE>/<function>", Knative's audience
+  // format (<group>/<kind>/<namespace>/<name>) for the function's Knative Service; each
+  // Trigger's spec.subscriber.audience must be the same string. One audience per function,
+  // so a token issued for one receiver is refused by every other.
+  FASTFENCE_HTTP_AUDIENCE: z.string().min(1).optional(),
+  // Usernames allowed to deliver, comma-separated (the Triggers' OIDC identities,
+  // "system:serviceaccount:<ns>:<trigger>-oidc-eventing.knative.dev-trigger"); others get
+  // 403. Default: unset, any subject with a valid token for the audience. That is weaker:
+  // any pod can mount a projected token for any audience, so without this list the
+  // audience stops replays of tokens issued for other receivers but not a pod that asks
+  // for this audience itself. The manifests set the list.
+  FASTFENCE_HTTP_ALLOWED_SUBJECTS: z.string().optional(),
+  // How long a successful TokenReview is reused for the same token, seconds, 0-60. Default
+  // 30; never past the token's own `exp` claim. Longer saves API calls (Knative reuses a
+  // token for its lifetime) but a revoked token (deleted ServiceAccount) is accepted that
+  // much longer. Refusals are never cached. 0: every request is reviewed.
+  FASTFENCE_HTTP_AUTH_CACHE_SECONDS: z.coerce.number().int().min(0).max(60).default(30),
+  // Deadline of one TokenReview (over all API endpoints), ms. Default 1500, under the
+  // Triggers' 2 s attempt timeout. The API server not answering in time gives 503
+  // (Knative redelivers), never an unauthenticated delivery.
+  FASTFENCE_HTTP_AUTH_TIMEOUT_MS: ms(1500),
+  // A file holding a bearer token sent with every post to K_SINK (a projected ServiceAccount
+  // token with the Broker's audience, e.g. eventing.knative.dev/broker/<ns>/<broker>): the
+  // Broker's receiver requires one when Knative's authentication-oidc is enabled. Re-read
+  // for every post, so the kubelet's rotation is picked up. Default: unset, no token.
+  FASTFENCE_SINK_TOKEN_FILE: z.string().min(1).optional(),
   // Kafka consumer session timeout, ms. Default 6000 (broker minimum by default). Only
   // matters in "shared" group mode; see FASTFENCE_GROUP_MODE.
   FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: ms(6000),
@@ -63,6 +98,25 @@ export const RuntimeConfigSchema = z.object({
   // after a broker death) or "leader" (faster through a broker death, may lose a record
   // acknowledged just before its leader died).
   FASTFENCE_KAFKA_ACKS: z.enum(["all", "leader"]).default("all"),
+  // ---- Kafka transport security (infra/bus/kafka-security.ts; docs/deploy-knative.md).
+  // Without TLS and a client identity the bus refuses to start, naming what is missing,
+  // unless FASTFENCE_KAFKA_INSECURE=true. Secrets are read from files (Secret mounts),
+  // never from variables, and never logged.
+  // PEM file of the CA that signed the brokers' certificates (Strimzi: the cluster CA
+  // Secret's ca.crt). Required for TLS. Default: unset.
+  FASTFENCE_KAFKA_CA_FILE: z.string().min(1).optional(),
+  // SCRAM-SHA-512 user name (the KafkaUser's name, e.g. fastfence-detect). Default: unset.
+  FASTFENCE_KAFKA_USERNAME: z.string().min(1).optional(),
+  // File holding the SCRAM password (Strimzi: the user Secret's `password` key). Required
+  // with FASTFENCE_KAFKA_USERNAME. Default: unset.
+  FASTFENCE_KAFKA_PASSWORD_FILE: z.string().min(1).optional(),
+  // Client certificate and key (PEM) for mutual TLS instead of, or besides, SCRAM
+  // (Strimzi tls users: user.crt, user.key). Both or neither. Default: unset.
+  FASTFENCE_KAFKA_CERT_FILE: z.string().min(1).optional(),
+  FASTFENCE_KAFKA_KEY_FILE: z.string().min(1).optional(),
+  // "true": allow a plaintext, unauthenticated connection when no TLS/SASL settings are
+  // given (a local broker only); logged as a warning at every start. Default "false".
+  FASTFENCE_KAFKA_INSECURE: z.enum(["true", "false"]).default("false"),
   // "each-replica" (default): every replica reads everything, a dead replica stalls
   // nothing; "shared": one group per function, less duplicate work, stalls up to the
   // session timeout when a member dies.
@@ -116,4 +170,14 @@ export function trustedConfirmers(cfg: RuntimeConfig): string[] {
 export function metal3Namespaces(cfg: RuntimeConfig): string[] | undefined {
   const list = splitList(cfg.FASTFENCE_METAL3_NAMESPACES);
   return list.length ? list : undefined;
+}
+
+/** The audience a function's HTTP deliveries must carry (FASTFENCE_HTTP_AUDIENCE or Knative's format). */
+export function httpAudience(cfg: RuntimeConfig, fn: string): string {
+  return cfg.FASTFENCE_HTTP_AUDIENCE ?? `serving.knative.dev/service/${cfg.FASTFENCE_NAMESPACE}/${fn}`;
+}
+
+/** Usernames allowed to deliver over HTTP; empty: any authenticated subject with the audience. */
+export function httpAllowedSubjects(cfg: RuntimeConfig): string[] {
+  return splitList(cfg.FASTFENCE_HTTP_ALLOWED_SUBJECTS);
 }

@@ -14,6 +14,12 @@ export interface FunctionMetrics {
   handlerSeconds: Histogram<"function" | "type">;
   /** Time from the event's own `time` to the end of its handling: the stage latency. */
   stageLatencySeconds: Histogram<"function" | "type">;
+  /**
+   * Inputs fastfence refused before handling them, by stage (function or runtime) and a
+   * stable reason code (e.g. missing-token, wrong-audience, subject-not-allowed). One
+   * definition shared by every refusal path (HTTP authentication, evidence checks).
+   */
+  inputsRefused: Counter<"stage" | "reason">;
 }
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
@@ -67,6 +73,12 @@ export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}
       help: "Time from the event's creation to the end of this stage's handling.",
       labelNames: labels,
       buckets: BUCKETS,
+      registers: [registry],
+    }),
+    inputsRefused: new Counter({
+      name: "fastfence_inputs_refused_total",
+      help: "Inputs refused before handling (unauthenticated delivery, untrusted evidence), by stage and reason.",
+      labelNames: ["stage", "reason"],
       registers: [registry],
     }),
   };

@@ -1,13 +1,14 @@
 // What a trial reads back from the lab: the NodeFence incidents in the API (retrying
 // while the API server is busy) and the event log, every pipeline topic of the event
-// catalog (optionally the observations) plus the dead letters, decoded. Read only: it
-// never writes to the API or to Kafka.
+// catalog (optionally the observations) plus the dead letters, decoded, as the read-only
+// audit Kafka user. Read only: it never writes to the API or to Kafka.
 import type { NodeFence } from "../core/incident.ts";
 import { parseEvent, TOPICS } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { sleep } from "../harness/env/base.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { labKafkaSecurity } from "./kafka.ts";
 import type { Lab } from "./lab.ts";
 import { NAMESPACE } from "./types.ts";
 
@@ -40,7 +41,12 @@ export interface EventLog {
 
 /** Read the event log (pipeline topics, optionally observations) and the dead letters. */
 export async function readEventLog(lab: Lab, withObservations = false): Promise<EventLog> {
-  const bus = new KafkaJsBus({ brokers: lab.brokers, clientId: `lab-reader-${Date.now()}` });
+  // the read-only audit principal, as `fastfence trace` reads
+  const bus = new KafkaJsBus({
+    brokers: lab.brokers,
+    clientId: `lab-reader-${Date.now()}`,
+    security: labKafkaSecurity("audit"),
+  });
   try {
     const recs = await bus.readAll(
       [...PIPELINE_TOPICS, ...(withObservations ? [TOPICS.observations] : []), TOPICS.deadLetter],

@@ -1,13 +1,21 @@
 // Kafka for the lab: one KRaft broker+controller per simulated node, listening on the
 // node's own address (10.77.0.x:9092, controller :9093). Writes each broker's
 // server.properties and log4j config, formats its storage (on the host, before the node
-// starts) and returns the java command the node launcher runs. Tuned so a dead broker's
-// partitions move within ~2 s (brief stall source 1). Also reads the cluster's metadata:
-// live brokers and partition leaders per broker. Never binds outside the node's netns.
+// starts) and returns the java command the node launcher runs. Secured like the product
+// (harness/env/kafka-auth.ts): TLS + SCRAM-SHA-512 on :9092, mutual TLS between
+// controllers, the standard authorizer; the users and ACLs are the manifests' KafkaUsers,
+// their passwords written as Secret-like files under LAB_KAFKA_AUTH. Tuned so a dead
+// broker's partitions move within ~2 s (brief stall source 1). Also reads the cluster's
+// metadata: live brokers and partition leaders per broker. Never binds outside the node's netns.
 import { mkdirSync, writeFileSync } from "node:fs";
+import { LAB_RUN } from "./state.ts";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
+import { kafkaUserName, type KafkaPrincipal } from "../events/kafka-acls.ts";
+import type { KafkaSecurity } from "../infra/bus/kafka-security.ts";
+import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import { sleep } from "../harness/env/base.ts";
+import { makeKafkaAuth, securityProtocolMap, writeCredentialFiles } from "../harness/env/kafka-auth.ts";
 import {
   formatStorage,
   jvmArgs,
@@ -18,6 +26,26 @@ import {
 
 export const KAFKA_PORT = 9092;
 export const KAFKA_CONTROLLER_PORT = 9093;
+/**
+ * The lab's Kafka credentials, laid out like Secret volumes: ca.crt, and <user>/password
+ * for every KafkaUser of knative/base/kafka plus fastfence-admin.
+ */
+export const LAB_KAFKA_AUTH = join(LAB_RUN, "kafka-auth");
+
+/** The FASTFENCE_KAFKA_* settings that make a replica connect as `principal` (the lab's files). */
+export function labKafkaEnv(principal: KafkaPrincipal): Record<string, string> {
+  const user = kafkaUserName(principal);
+  return {
+    FASTFENCE_KAFKA_CA_FILE: join(LAB_KAFKA_AUTH, "ca.crt"),
+    FASTFENCE_KAFKA_USERNAME: user,
+    FASTFENCE_KAFKA_PASSWORD_FILE: join(LAB_KAFKA_AUTH, user, "password"),
+  };
+}
+
+/** TLS + SCRAM settings for a lab client connecting as `principal`, read from the lab's files. */
+export function labKafkaSecurity(principal: KafkaPrincipal): KafkaSecurity {
+  return kafkaSecurityFrom({ ...labKafkaEnv(principal), FASTFENCE_KAFKA_INSECURE: "false" });
+}
 
 export interface LabBroker {
   id: number;
@@ -40,6 +68,13 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
     .map((b) => `${b.id}@${b.ip}:${KAFKA_CONTROLLER_PORT}`)
     .join(",");
   const cmds = new Map<number, string[]>();
+  // One CA and one broker certificate naming every broker's address; SCRAM users added
+  // at format time; ACLs are created by the node agents (as the admin) once brokers run.
+  const auth = await makeKafkaAuth(
+    join(LAB_RUN, "kafka-pki"),
+    brokers.map((b) => b.ip),
+  );
+  writeCredentialFiles(auth, LAB_KAFKA_AUTH);
   await Promise.all(
     brokers.map(async (b) => {
       mkdirSync(b.dir, { recursive: true });
@@ -49,12 +84,13 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
         "node.id": b.id,
         "controller.quorum.voters": voters,
         listeners: voter
-          ? `PLAINTEXT://${b.ip}:${KAFKA_PORT},CONTROLLER://${b.ip}:${KAFKA_CONTROLLER_PORT}`
-          : `PLAINTEXT://${b.ip}:${KAFKA_PORT}`,
-        "advertised.listeners": `PLAINTEXT://${b.ip}:${KAFKA_PORT}`,
+          ? `CLIENT://${b.ip}:${KAFKA_PORT},CONTROLLER://${b.ip}:${KAFKA_CONTROLLER_PORT}`
+          : `CLIENT://${b.ip}:${KAFKA_PORT}`,
+        "advertised.listeners": `CLIENT://${b.ip}:${KAFKA_PORT}`,
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": securityProtocolMap(),
+        "inter.broker.listener.name": "CLIENT",
+        ...auth.brokerProps,
         "log.dirs": join(b.dir, "data"),
         "num.partitions": 3,
         "default.replication.factor": rf,
@@ -117,7 +153,7 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
       writeServerProperties(propsPath, props);
       const log4jPath = join(b.dir, "log4j2.yaml");
       writeFileSync(log4jPath, log4jConfig(join(b.dir, "kafka.log")));
-      await formatStorage(clusterId, propsPath, log4jPath);
+      await formatStorage(clusterId, propsPath, log4jPath, "use", auth.formatArgs);
       cmds.set(b.id, ["java", ...jvmArgs(heap, log4jPath), "kafka.Kafka", propsPath]);
     }),
   );
@@ -132,6 +168,7 @@ export async function kafkaMeta(
     brokers: brokers.split(","),
     clientId: "lab-meta",
     logLevel: logLevel.NOTHING,
+    ...labKafkaSecurity("admin"),
     connectionTimeout: 1000,
     requestTimeout: 2000,
     retry: { retries: 1 },

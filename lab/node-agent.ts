@@ -1,6 +1,9 @@
 // The node agent of one simulated lab node: in one process (cheap on 2 cores), the node's
 // event-source replica and one replica of every pipeline function (Kafka runtime), wired
-// exactly like the integration tests and `fastfence run` (app/host.ts). It also
+// exactly like the integration tests and `fastfence run` (app/host.ts); each replica
+// connects to Kafka as its own component's user, from the Secret-like credential files of
+// lab/kafka.ts (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
+// it first creates the topics and the manifests' KafkaUser ACLs. It also
 // serves a tiny control endpoint on the node's address for the "function-only crash"
 // fault (stops chosen replicas while the node stays healthy) and writes agent.json
 // (ready, replicas) into the node dir. It decides nothing itself.
@@ -10,6 +13,10 @@ import { createServer } from "node:http";
 import { join } from "node:path";
 import { systemClock } from "../core/clock.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
+import type { Component } from "../events/catalog.ts";
+import { applyKafkaAcls, readKafkaUsers } from "../harness/env/kafka-auth.ts";
+import { labKafkaEnv, labKafkaSecurity } from "./kafka.ts";
 import { loadRuntimeConfig } from "../infra/config.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
@@ -59,15 +66,34 @@ async function main(): Promise<void> {
   save();
   const kc = new KubeConfig();
   kc.loadFromFile(cfg.kubeconfig);
-  const admin = new KafkaJsBus({ brokers: cfg.brokers, clientId: `lab-admin-${cfg.node}` });
+  const adminSecurity = labKafkaSecurity("admin");
+  const admin = new KafkaJsBus({
+    brokers: cfg.brokers,
+    clientId: `lab-admin-${cfg.node}`,
+    security: adminSecurity,
+  });
   await retry("topics", () => admin.ensureTopics(pipelineTopics(cfg.brokerCount)));
   await admin.close().catch(() => undefined);
+  // Every agent applies the same ACLs (creating an existing ACL changes nothing).
+  const users = readKafkaUsers();
+  await retry("acls", () => applyKafkaAcls(cfg.brokers, adminSecurity, users));
   const policy = await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));
 
   const replica = (fn: string) => `${fn}-${cfg.node}`;
   const buses: KafkaJsBus[] = [];
   const kafkaLog = log.child({ component: "kafka" });
-  const srcBus = new KafkaJsBus({ brokers: cfg.brokers, clientId: replica("source"), log: kafkaLog });
+  // A component's settings, as its pod would get them from its Secret mounts.
+  const componentEnv = (c: Component) => ({
+    FASTFENCE_NAMESPACE: cfg.namespace,
+    FASTFENCE_NODE_NAME: cfg.node,
+    ...labKafkaEnv(c),
+  });
+  const srcBus = new KafkaJsBus({
+    brokers: cfg.brokers,
+    clientId: replica("source"),
+    security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
+    log: kafkaLog,
+  });
   buses.push(srcBus);
   let source: EventSource | undefined = await startEventSource({
     kubeConfig: kc,
@@ -84,19 +110,19 @@ async function main(): Promise<void> {
   });
   const fns: HostedFunction[] = [];
   for (const fn of stageNames()) {
+    const config = loadRuntimeConfig({
+      ...componentEnv(fn as Component),
+      FASTFENCE_REPLICA: replica(fn),
+      FASTFENCE_LEASE_SECONDS: "5",
+    });
     const bus = new KafkaJsBus({
       brokers: cfg.brokers,
       clientId: replica(fn),
       sessionTimeoutMs: 3000,
+      security: kafkaSecurityFrom(config, kafkaLog),
       log: kafkaLog.child({ client: replica(fn) }),
     });
     buses.push(bus);
-    const config = loadRuntimeConfig({
-      FASTFENCE_NAMESPACE: cfg.namespace,
-      FASTFENCE_REPLICA: replica(fn),
-      FASTFENCE_NODE_NAME: cfg.node,
-      FASTFENCE_LEASE_SECONDS: "5",
-    });
     fns.push(
       await hostFunction({
         name: fn,

@@ -71,7 +71,8 @@ const SECTION_DOCS: Record<string, string> = {
   "fencing.nodes[].nodeSelector":
     "Which nodes an entry covers: by name, or by labels (all must match); an empty selector matches nothing.",
   "fencing.nodes[].nodeSelector.names": "Node names this entry covers.",
-  "fencing.nodes[].nodeSelector.matchLabels": "Labels a node must all carry.",
+  "fencing.nodes[].nodeSelector.matchLabels":
+    "Labels a node must all carry; only keys under node-restriction.kubernetes.io/ (a kubelet cannot set those on its own Node), others are refused.",
   "fencing.nodes[].levels":
     "Ways to power these nodes off, tried in order: the next level is the escalation.",
   "fencing.nodes[].levels[].driver":

@@ -1,9 +1,12 @@
 // The event source (observer) replica: watches Nodes and kubelet Leases with informers
 // and publishes node.condition events; probes its k ring successors over TCP every
-// probe interval and publishes node.observed events; renews its own node's heartbeat
-// Lease through the API server. Several replicas run at once, on
-// different nodes. It publishes facts only and decides nothing; a publish failure is
-// logged and the next probe re-reports, so it never blocks probing on Kafka.
+// probe interval and publishes node.observed events, each signed with this replica's
+// in-memory Ed25519 key (source/observer-key.ts) and carrying, on this replica's own
+// clock, when it last saw the target's heartbeat Lease renewed (a watch on the heartbeat
+// namespace); renews its own node's heartbeat Lease through the API server, publishing
+// its public key there. Several replicas run at once, on different nodes. It publishes
+// facts only and decides nothing; a publish failure is logged and the next probe
+// re-reports, so it never blocks probing on Kafka. It never writes or logs its private key.
 import {
   makeInformer,
   type KubeConfig,
@@ -25,7 +28,12 @@ import type { Bus } from "../infra/bus/bus.ts";
 import type { Logger } from "../infra/log.ts";
 import { ConditionTracker, type NodeSnapshot } from "./condition-tracker.ts";
 import { ProbeTracker } from "./probe-tracker.ts";
-import { probeTargets } from "./ring.ts";
+import { probeTargets } from "../core/ring.ts";
+import { heartbeatLeaseDurationMs } from "../core/rules.ts";
+import { HeartbeatSightings } from "./heartbeat-sightings.ts";
+import { ObserverKey } from "./observer-key.ts";
+import { EVENT_TYPES } from "../events/catalog.ts";
+import type { NodeObserved } from "../events/schemas.ts";
 import { tcpProbe } from "./tcp-probe.ts";
 
 export interface EventSourceConfig {
@@ -103,11 +111,21 @@ export async function startEventSource(opts: {
   const inFlight = new Set<string>();
   let stopped = false;
   let targets: string[] = [];
+  const key = new ObserverKey();
+  const leaseDurationMs = heartbeatLeaseDurationMs(config.probe.heartbeatIntervalMs);
+  const sightings = new HeartbeatSightings(leaseDurationMs);
+  // Observations are published only once this replica's key is on its node's heartbeat
+  // Lease: before that every consumer would refuse them (UnknownObserverKey).
+  let keyPublished = false;
 
   function publish(events: OutgoingEvent[]): void {
     if (events.length === 0) return;
     const now = clock.now();
     for (const out of events) {
+      if (out.type === EVENT_TYPES.nodeObserved) {
+        if (!keyPublished) continue;
+        out.data = key.signObservation(out.data as NodeObserved);
+      }
       const ev = envelope(out, source, now);
       const topic = config.topic ?? catalogEntry(out.type as EventType).topic;
       bus.publish(topic, [encodeKafka(ev)], { acks: acksFor(out.type) }).then(
@@ -159,20 +177,44 @@ export async function startEventSource(opts: {
   leaseInformer.on("add", onLease);
   leaseInformer.on("update", onLease);
 
+  // The heartbeat Leases, seen on this replica's own clock (the heartbeat veto's input).
+  const hbNamespace = config.heartbeatNamespace ?? "default";
+  const heartbeatInformer = makeInformer<V1Lease>(
+    kubeConfig,
+    `/apis/coordination.k8s.io/v1/namespaces/${hbNamespace}/leases`,
+    () => coord.listNamespacedLease({ namespace: hbNamespace }),
+  );
+  const onHeartbeat = (l: V1Lease) => {
+    if (l.metadata?.name) sightings.onLease(l.metadata.name, l.metadata.resourceVersion ?? "", clock.now());
+  };
+  heartbeatInformer.on("add", onHeartbeat);
+  heartbeatInformer.on("update", onHeartbeat);
+  heartbeatInformer.on("delete", (l) => l.metadata?.name && sightings.onDelete(l.metadata.name));
+  const startHeartbeatWatch = () =>
+    heartbeatInformer.start().then(() => sightings.setListed(true, clock.now()));
+
   // Informers stop on errors other than 410: supervise and restart them.
   for (const [name, inf] of [
     ["nodes", nodeInformer],
     ["leases", leaseInformer],
+    ["heartbeats", heartbeatInformer],
   ] as const) {
     inf.on("error", (err: unknown) => {
+      if (inf === heartbeatInformer) sightings.setListed(false, clock.now());
       if (stopped) return;
       log.warn({ incident: "none", node: config.node, informer: name, err }, "informer stopped; restarting");
       setTimeout(() => {
-        if (!stopped) inf.start().catch(() => undefined);
+        if (stopped) return;
+        (inf === heartbeatInformer ? startHeartbeatWatch() : inf.start()).catch(() => undefined);
       }, config.informerRestartMs ?? 500);
     });
   }
-  const ready = Promise.all([nodeInformer.start(), leaseInformer.start()]).then(() => undefined);
+  const ready = Promise.all([
+    nodeInformer.start(),
+    leaseInformer.start(),
+    // Without a heartbeat namespace nothing is watched: the watch never syncs.
+    config.heartbeatNamespace ? startHeartbeatWatch() : undefined,
+  ]).then(() => undefined);
 
   async function probeOne(target: string): Promise<void> {
     const n = nodes.get(target);
@@ -183,13 +225,17 @@ export async function startEventSource(opts: {
       const r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
       if (stopped) return;
       metrics?.probes.inc({ result: r.ok ? "ok" : "missed" });
+      const at = clock.now();
+      const seenAt = sightings.seenAt(target);
       const ev = probes.onResult({
         target,
         ok: r.ok,
-        at: clock.now(),
+        at,
         rttMs: r.rttMs,
         address: addr.host,
         port: addr.port,
+        ...(seenAt !== undefined ? { heartbeatSeenAt: seenAt } : {}),
+        heartbeatSynced: sightings.synced(at),
       });
       if (ev) publish([ev]);
     } finally {
@@ -205,14 +251,23 @@ export async function startEventSource(opts: {
     const interval = config.probe.heartbeatIntervalMs;
     const leases = new LeaseManager(new Kube(kubeConfig, { requestTimeoutMs: Math.max(500, interval * 2) }), {
       namespace: config.heartbeatNamespace,
-      durationSeconds: Math.max(1, Math.ceil((interval * 4) / 1000)),
+      durationSeconds: leaseDurationMs / 1000,
     });
     let busy = false;
     const beat = () => {
       if (busy || stopped) return;
       busy = true;
       leases
-        .acquire(heartbeatLeaseName(config.node), config.replica, clock.now())
+        .acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), (cur) => key.annotations(cur))
+        .then((r) => {
+          if (r.acquired && !keyPublished) {
+            keyPublished = true;
+            log.info(
+              { incident: "none", node: config.node, keyId: key.keyId },
+              "observer key published on the heartbeat Lease",
+            );
+          }
+        })
         .catch((err: unknown) =>
           log.debug({ incident: "none", node: config.node, err }, "heartbeat renewal failed"),
         )
@@ -220,6 +275,12 @@ export async function startEventSource(opts: {
     };
     beat();
     heartbeatTimer = setInterval(beat, interval);
+  } else {
+    log.warn(
+      { incident: "none", node: config.node },
+      "no heartbeat namespace: the observer key is not published, so every observation will be refused",
+    );
+    keyPublished = true;
   }
 
   const probeTimer = setInterval(() => {
@@ -235,7 +296,7 @@ export async function startEventSource(opts: {
       stopped = true;
       clearInterval(probeTimer);
       clearInterval(heartbeatTimer);
-      await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop()]);
+      await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop(), heartbeatInformer.stop()]);
     },
   };
 }

@@ -1,5 +1,6 @@
 // Per-target probe bookkeeping of one observer replica: turns raw probe results into
-// observation events — one on every miss (with the streak's count and timings) and one
+// observation events — one on every miss (with the streak's count and timings, and when
+// this observer last saw the target's heartbeat Lease renewed) and one
 // "restored" when a node answers again after misses; after a reboot (rearm) misses count
 // only once the node has answered. Pure: takes results and times,
 // returns the observations to publish; never probes, never reads the clock.
@@ -15,6 +16,10 @@ export interface ProbeResult {
   rttMs?: number;
   address?: string;
   port: number;
+  /** When this observer last saw the target's heartbeat Lease renewed, epoch ms, own clock. */
+  heartbeatSeenAt?: number;
+  /** Whether this observer's heartbeat watch was synced at `at` (absent: not known, counts as not synced). */
+  heartbeatSynced?: boolean;
 }
 
 interface TargetState {
@@ -59,6 +64,8 @@ export class ProbeTracker {
       target: r.target,
       at: new Date(r.at).toISOString(),
       probe: { kind: "tcp" as const, port: r.port, ...(r.address ? { address: r.address } : {}) },
+      ...(r.heartbeatSeenAt !== undefined ? { heartbeatSeenAt: iso(r.heartbeatSeenAt) } : {}),
+      ...(r.heartbeatSynced !== undefined ? { heartbeatSynced: r.heartbeatSynced } : {}),
     };
     if (!s.armed) {
       if (!r.ok) return undefined;

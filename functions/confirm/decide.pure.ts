@@ -3,7 +3,11 @@
 // independent observers (never an observer on the suspected node) inside the evidence
 // window. Applies the storm guard and the etcd-quorum rule, which turn a confirmation
 // into Blocked + incident.blocked. The fence request is emitted only after the Confirmed
-// write succeeded (actions before emits). It never powers anything off. No I/O.
+// write succeeded (actions before emits). Evidence is checked against the cluster, not
+// taken from the record: the incoming probe evidence must pass its origin checks (else the
+// suspicion is rejected), and every stored piece counts only while it still passes them
+// (probe) or the API still says so (condition/lease). The heartbeat veto compares times of
+// one observer's clock. It never powers anything off. No I/O.
 import {
   emptyStatus,
   incidentName,
@@ -23,14 +27,21 @@ import {
   type Action,
   type DecideInput,
   type Decision,
-  heartbeatLeaseName,
   type ViewRequest,
 } from "../../core/decision.ts";
+import {
+  apiStillSays,
+  checkClaim,
+  claimOfEvidence,
+  countsNow,
+  futureTimestamp,
+} from "../../core/evidence-checks.ts";
 import { levelsForNode } from "../../core/policy.ts";
 import {
   controlPlaneRule,
   freshIndependentEvidence,
   hasQuorum,
+  heartbeatSighting,
   mergeEvidence,
   observerKey,
   stormGuard,
@@ -45,8 +56,10 @@ export function locate(event: FfEvent): ViewRequest {
   return {
     node: event.subject,
     ...(d.incident ? { incident: d.incident } : {}),
-    heartbeat: heartbeatLeaseName(event.subject),
     cluster: true,
+    nodeList: true,
+    observers: true,
+    kubeletLease: true,
   };
 }
 
@@ -87,8 +100,30 @@ function onSuspected(d: NodeSuspected, input: DecideInput<FfEvent>): Decision {
 }
 
 /** Every check and write that needs no cluster view: a Decision, or where the guards start. */
-function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): Decision | AtGuards {
+function beforeGuards(d: NodeSuspected, { event, view, now }: DecideInput<FfEvent>): Decision | AtGuards {
   const { policy } = view;
+  const e = d.evidence;
+  const future = futureTimestamp(
+    { time: event.time, at: e.at, firstMissAt: e.firstMissAt, heartbeatSeenAt: e.heartbeatSeenAt },
+    now,
+    policy,
+  );
+  if (!future.ok) return rejected(future.code, `suspicion of ${d.node}: ${future.reason}`);
+  if (e.node !== d.node) return rejected("InconsistentEvent", `evidence is about ${e.node}, not ${d.node}`);
+  const ctx = {
+    observers: view.observers,
+    nodes: view.nodes,
+    policy,
+    now,
+    node: view.node,
+    kubeletLease: view.kubeletLease,
+  };
+  if (e.kind === "probe" && e.observerNode !== d.node) {
+    const origin = checkClaim(claimOfEvidence(e), e.proof, ctx);
+    if (!origin.ok) return rejected(origin.code, `suspicion of ${d.node} by ${e.observer}: ${origin.reason}`);
+    if (policy.suspicion.heartbeatVeto && e.heartbeatSynced !== true)
+      return ignored("HeartbeatWatchNotSynced", `observer ${e.observer} had no synced heartbeat watch`);
+  }
   const node = view.node;
   if (!node) return ignored("NodeNotFound", `node ${d.node} is not in the API`);
   if (d.bootId !== node.bootId) {
@@ -103,8 +138,6 @@ function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): De
       "InconsistentEvent",
       `incident ${d.incident} does not match node ${d.node} boot ${d.bootId} (${name})`,
     );
-  const e = d.evidence;
-  if (e.node !== d.node) return rejected("InconsistentEvent", `evidence is about ${e.node}, not ${d.node}`);
   if (observerKey(e, policy) === undefined) {
     return e.kind === "probe"
       ? ignored(
@@ -117,6 +150,10 @@ function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): De
   const age = now - ms(e.at);
   if (age > window)
     return ignored("StaleEvent", `stale evidence from ${e.observer}: ${age} ms old (window ${window} ms)`);
+  if (e.kind !== "probe" && !apiStillSays(e.kind, ctx, policy, now))
+    return e.kind === "condition"
+      ? ignored("NodeReady", `${d.node} is Ready in the API`)
+      : ignored("LeaseNotStale", `${d.node}'s kubelet Lease is not stale in the API`);
 
   const inc = view.incident;
   if (inc && inc.metadata.name !== name)
@@ -129,7 +166,13 @@ function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): De
   const prior = current?.evidence.find((x) => x.observer === e.observer && x.kind === e.kind);
   const refreshUseful = !prior || ms(e.at) - ms(prior.at) > window / 2;
   const evidence = refreshUseful ? mergeEvidence(current?.evidence ?? [], e) : (current?.evidence ?? [e]);
-  const fresh = freshIndependentEvidence(evidence, d.node, now, policy);
+  // Counted: only what still checks out against the cluster now (stored evidence too).
+  const fresh = freshIndependentEvidence(
+    evidence.filter((x) => countsNow(x, ctx)),
+    d.node,
+    now,
+    policy,
+  );
   const nowIso = iso(now);
   const base: NodeFenceStatus = current ?? transition(emptyStatus(), "Suspected", nowIso);
 
@@ -140,11 +183,11 @@ function beforeGuards(d: NodeSuspected, { view, now }: DecideInput<FfEvent>): De
     return write(inc, d, { ...base, evidence }, `suspected ${d.node}: ${tally}`);
   }
 
-  // A node that still heartbeats to the API server after its observers began missing it
-  // is cut off from its peers, not dead: no fencing (a partial partition never fences).
-  const alive = heartbeatAfterStreak(view.heartbeat?.renewTime, fresh, policy.suspicion.heartbeatVeto);
-  if (alive) {
-    const tally = `${fresh.length} observers miss ${d.node}, but it renewed its heartbeat at ${alive} (after the misses began): partitioned from its peers, not dead`;
+  // A node an observer saw heartbeat to the API server after that observer began missing
+  // it is cut off from its peers, not dead: no fencing (a partial partition never fences).
+  const sighting = heartbeatSighting(fresh, policy);
+  if (sighting) {
+    const tally = `${fresh.length} observers miss ${d.node}, but ${sighting.observer} saw its heartbeat renewed at ${sighting.heartbeatSeenAt} (after its misses began at ${sighting.firstMissAt ?? sighting.at}): partitioned from its peers, not dead`;
     if (!refreshUseful) return ignored("HeartbeatSeen", tally);
     return write(
       inc,
@@ -243,18 +286,4 @@ function write(
     action = { kind: "updateIncidentStatus", name: inc.metadata.name, expectedResourceVersion: rv, status };
   }
   return processed(detail, [action], emit);
-}
-
-/**
- * The heartbeat renew time if it is later than the start of every fresh miss streak (the
- * latest start: older streaks, e.g. from an earlier partition, must not veto a crash).
- */
-function heartbeatAfterStreak(
-  renewTime: string | undefined,
-  fresh: readonly { at: string; firstMissAt?: string | undefined }[],
-  veto: boolean,
-): string | undefined {
-  if (!veto || !renewTime || fresh.length === 0) return undefined;
-  const streakStart = Math.max(...fresh.map((e) => ms(e.firstMissAt ?? e.at)));
-  return ms(renewTime) > streakStart ? renewTime : undefined;
 }

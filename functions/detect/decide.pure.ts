@@ -1,13 +1,22 @@
 // detect, the pure decision: one observer's probe observation or one informer condition
 // change → a node.suspected event when it crosses the policy's suspicion threshold.
 // Stateless (the observer counts its own misses); it never writes state and never decides
-// to fence: that needs corroboration in confirm. No I/O, `now` comes in as an argument.
+// to fence: that needs corroboration in confirm. An observation becomes evidence only if
+// its claim checks out against the cluster (core/evidence-checks.ts: signature by a key
+// its observer node published, observer Ready, heartbeating and assigned by the ring, no
+// future timestamp); else it is rejected with the reason. A condition event is only a
+// hint: Ready and the kubelet Lease are read from the API, never from the event.
+// No I/O, `now` comes in as an argument.
 import { incidentName, isTerminal, type Evidence } from "../../core/incident.ts";
+import { apiStillSays, checkClaim, futureTimestamp } from "../../core/evidence-checks.ts";
+import { API_OBSERVER_KEY } from "../../core/rules.ts";
 import {
   ignored,
+  iso,
   ms,
   outgoing,
   processed,
+  rejected,
   type DecideInput,
   type Decision,
   type ViewRequest,
@@ -17,9 +26,17 @@ import { decideByType } from "../stage-info.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeSuspected } from "../../events/schemas.ts";
+import { claimOfObservation } from "../../events/observation-claim.ts";
 
 export function locate(event: FfEvent): ViewRequest {
-  return { node: event.subject, openIncidentOfNode: true, cluster: false };
+  return {
+    node: event.subject,
+    openIncidentOfNode: true,
+    cluster: false,
+    ...(event.type === EVENT_TYPES.nodeObserved
+      ? { nodeList: true, observers: true }
+      : { kubeletLease: true }),
+  };
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
@@ -39,9 +56,16 @@ const byType = decideByType("detect", {
  */
 function screenObserved(
   d: DataOf<typeof EVENT_TYPES.nodeObserved>,
+  time: string,
   policy: FencingPolicySpec,
   now: number,
 ): Decision | undefined {
+  const future = futureTimestamp(
+    { time, at: d.at, firstMissAt: d.firstMissAt, heartbeatSeenAt: d.heartbeatSeenAt },
+    now,
+    policy,
+  );
+  if (!future.ok) return rejected(future.code, `observation of ${d.target}: ${future.reason}`);
   const s = policy.suspicion;
   if (d.result === "restored")
     return ignored("ProbeRestored", `probe restored by ${d.observer.replica}: nothing to suspect`);
@@ -76,15 +100,29 @@ export function screen({
   now: number;
 }): Decision | undefined {
   const ev = event as AnyFfEvent;
-  return ev.type === EVENT_TYPES.nodeObserved ? screenObserved(ev.data, policy, now) : undefined;
+  return ev.type === EVENT_TYPES.nodeObserved ? screenObserved(ev.data, ev.time, policy, now) : undefined;
 }
 
 function onObserved(
   d: DataOf<typeof EVENT_TYPES.nodeObserved>,
-  { view, now }: DecideInput<FfEvent>,
+  { event, view, now }: DecideInput<FfEvent>,
 ): Decision {
-  const early = screenObserved(d, view.policy, now);
+  const early = screenObserved(d, event.time, view.policy, now);
   if (early) return early;
+  if (d.target !== event.subject)
+    return rejected("InconsistentEvent", `observation of ${d.target} sent with subject ${event.subject}`);
+  const origin = checkClaim(claimOfObservation(d), d.proof, {
+    observers: view.observers,
+    nodes: view.nodes,
+    policy: view.policy,
+    now,
+  });
+  if (!origin.ok) return rejected(origin.code, `observation of ${d.target}: ${origin.reason}`);
+  if (view.policy.suspicion.heartbeatVeto && d.heartbeatSynced !== true)
+    return ignored(
+      "HeartbeatWatchNotSynced",
+      `observer ${d.observer.replica} had no synced heartbeat watch: its misses cannot be vetoed`,
+    );
   const node = view.node;
   if (!node) return ignored("NodeNotFound", `node ${d.target} is not in the API`);
   const streakStart = ms(d.firstMissAt ?? d.at);
@@ -104,15 +142,20 @@ function onObserved(
     kind: "probe",
     consecutiveMisses: d.consecutiveMisses,
     ...(d.firstMissAt ? { firstMissAt: d.firstMissAt } : {}),
+    ...(d.heartbeatSeenAt ? { heartbeatSeenAt: d.heartbeatSeenAt } : {}),
+    ...(d.heartbeatSynced !== undefined ? { heartbeatSynced: d.heartbeatSynced } : {}),
+    ...(d.proof ? { proof: d.proof } : {}),
   };
   return suspect(d.target, node.bootId, "ProbeMisses", evidence);
 }
 
 function onCondition(
   d: DataOf<typeof EVENT_TYPES.nodeCondition>,
-  { view, now }: DecideInput<FfEvent>,
+  { event, view, now }: DecideInput<FfEvent>,
 ): Decision {
   const policy = view.policy.suspicion;
+  const future = futureTimestamp({ time: event.time, at: d.at }, now, view.policy);
+  if (!future.ok) return rejected(future.code, `condition of ${d.node}: ${future.reason}`);
   if (d.change === "bootId") return ignored("BootIdChanged", "boot ID change: recover's business");
   if (!policy.countNodeCondition)
     return ignored("ConditionsNotCounted", "policy: node conditions do not count as observers");
@@ -129,24 +172,33 @@ function onCondition(
   const past = pastSuspicion(view.incident, node.bootId);
   let reason: NodeSuspected["reason"];
   let kind: Evidence["kind"];
+  // The event only says where to look: Ready and the kubelet Lease come from the API.
+  const api = { node, kubeletLease: view.kubeletLease };
   if (d.change === "ready") {
-    if (d.ready === "True") return ignored("NodeReady", `${d.node} is Ready`);
+    if (!apiStillSays("condition", api, view.policy, now))
+      return ignored("NodeReady", `${d.node} is Ready in the API`);
     reason = "NotReady";
     kind = "condition";
   } else {
-    const renew = ms(d.leaseRenewAt);
-    if (!Number.isFinite(renew)) return ignored("LeaseNotStale", "lease change without renewTime");
-    if (now - renew < policy.leaseStaleMs)
-      return ignored("LeaseNotStale", `kubelet lease renewed ${now - renew} ms ago`);
+    if (!apiStillSays("lease", api, view.policy, now)) {
+      const renew = ms(view.kubeletLease?.renewTime);
+      return ignored(
+        "LeaseNotStale",
+        Number.isFinite(renew)
+          ? `kubelet lease renewed ${now - renew} ms ago (API)`
+          : "no kubelet lease renewTime in the API",
+      );
+    }
     reason = "LeaseStale";
     kind = "lease";
   }
   if (past) return ignored("PhasePassed", past);
+  // API-derived evidence has one observer, the API server, and detect's own time.
   return suspect(d.node, node.bootId, reason, {
-    observer: d.observer.replica,
-    observerNode: d.observer.node,
+    observer: API_OBSERVER_KEY,
+    observerNode: API_OBSERVER_KEY,
     node: d.node,
-    at: d.at,
+    at: iso(now),
     kind,
   });
 }

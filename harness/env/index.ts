@@ -12,3 +12,4 @@ export * from "./controlplane.ts";
 export * from "./kwok.ts";
 export * from "./kafka-jvm.ts";
 export * from "./kafka.ts";
+export * from "./kafka-auth.ts";

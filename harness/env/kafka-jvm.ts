@@ -74,6 +74,9 @@ export function log4jConfig(logFile: string): string {
  */
 export function kafkaCdsPath(): string {
   const h = createHash("sha256");
+  // What the dump run loads: since the brokers run TLS + SCRAM + the authorizer, an
+  // archive without those classes would cost every start; the tag forces a rebuild.
+  h.update("secured-1\n");
   for (const jar of kafkaClasspath().split(":")) {
     const st = statSync(jar);
     h.update(`${jar}:${st.size}:${st.mtimeMs}\n`);
@@ -135,12 +138,16 @@ export function writeServerProperties(path: string, props: Record<string, string
   );
 }
 
-/** Format a broker's storage for `clusterId` (kafka.tools.StorageTool, a 128m JVM). */
+/**
+ * Format a broker's storage for `clusterId` (kafka.tools.StorageTool, a 128m JVM).
+ * `extraArgs`: e.g. `--add-scram 'SCRAM-SHA-512=[name=..,password=..]'` (kafka-auth.ts).
+ */
 export async function formatStorage(
   clusterId: string,
   propsPath: string,
   log4jPath: string,
   cds: "use" | "none" = "use",
+  extraArgs: readonly string[] = [],
 ): Promise<void> {
   await runCommand(
     "java",
@@ -152,6 +159,7 @@ export async function formatStorage(
       clusterId,
       "-c",
       propsPath,
+      ...extraArgs,
     ],
     { timeoutMs: 60_000 },
   );

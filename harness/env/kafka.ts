@@ -1,10 +1,23 @@
 // Real Apache Kafka brokers (KRaft combined mode, broker+controller in one JVM) for the
 // integration tests: 1 broker, or 3 brokers forming a 3-voter controller quorum, on free
-// loopback ports, tuned to notice a dead broker within ~2 s. Brokers are restartable and
-// keep their data dir and ports. Must never listen off loopback or outlive the test process.
+// loopback ports, tuned to notice a dead broker within ~2 s. Secured as in production
+// (kafka-auth.ts): TLS + SCRAM-SHA-512 clients, the standard authorizer, and the users and
+// ACLs of the manifests' KafkaUsers; clientSecurity(principal) connects as one of them.
+// Brokers are restartable and keep their data dir and ports. Must never listen off
+// loopback or outlive the test process.
 import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { Kafka, logLevel } from "kafkajs";
+import type { KafkaPrincipal } from "../../events/kafka-acls.ts";
+import type { KafkaSecurity } from "../../infra/bus/kafka-security.ts";
 import { EnvError, sleep } from "./base.ts";
+import {
+  applyKafkaAcls,
+  clientSecurityOf,
+  makeKafkaAuth,
+  securityProtocolMap,
+  type KafkaAuth,
+} from "./kafka-auth.ts";
 import {
   formatStorage,
   jvmArgs,
@@ -15,7 +28,7 @@ import {
 } from "./kafka-jvm.ts";
 import { freePort } from "./ports.ts";
 import { canConnect } from "./probes.ts";
-import { ManagedProcess, runCommand } from "./process.ts";
+import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { startAll } from "./scope.ts";
 
@@ -54,15 +67,43 @@ export interface KafkaCluster {
   brokers: KafkaBroker[];
   clusterId: string;
   timings: Record<string, number>;
+  /** Users, passwords and the CA (kafka-auth.ts). */
+  auth: KafkaAuth;
+  /** TLS + SCRAM settings for KafkaJsBus / new Kafka, as `principal` (admin: the super user). */
+  clientSecurity(principal: KafkaPrincipal): KafkaSecurity;
   stop(): Promise<void>;
 }
 
-/** True once the broker answers a metadata request that lists all `expected` brokers. */
-async function metadataOk(bootstrap: string, expected: number): Promise<boolean> {
+/**
+ * The ids of the brokers a metadata request lists (unfenced brokers), asked as `security`
+ * (kafkajs: the bus's own client; kcat's SCRAM-SHA-512 is refused by Kafka 4.1 brokers).
+ */
+export async function brokerIds(
+  bootstrap: string,
+  security: KafkaSecurity,
+  timeoutMs = 3000,
+): Promise<number[]> {
+  const admin = new Kafka({
+    clientId: "fastfence-harness-probe",
+    brokers: bootstrap.split(","),
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: Math.min(1000, timeoutMs),
+    requestTimeout: timeoutMs,
+    retry: { retries: 0 },
+    ...security,
+  }).admin();
   try {
-    const out = await runCommand("kcat", ["-b", bootstrap, "-L", "-J", "-m", "2"], { timeoutMs: 4000 });
-    const md = JSON.parse(out) as { brokers?: unknown[] };
-    return (md.brokers?.length ?? 0) >= expected;
+    await admin.connect();
+    return (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort((a, b) => a - b);
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
+/** True once the broker answers a metadata request that lists all `expected` brokers. */
+async function metadataOk(bootstrap: string, expected: number, security: KafkaSecurity): Promise<boolean> {
+  try {
+    return (await brokerIds(bootstrap, security)).length >= expected;
   } catch {
     return false;
   }
@@ -86,6 +127,9 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
   try {
     return await startAll(async (scope) => {
       scope.add({ stop: async () => removeTempDir(dir) });
+      const auth = await makeKafkaAuth(join(dir, "auth"), []);
+      const admin = clientSecurityOf(auth, "admin");
+      timings.pki = Date.now() - t0;
       const brokers: KafkaBroker[] = [];
       const formats: Promise<void>[] = [];
       for (const p of ports) {
@@ -96,11 +140,12 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
           "process.roles": "broker,controller",
           "node.id": p.id,
           "controller.quorum.voters": voters,
-          listeners: `PLAINTEXT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
-          "advertised.listeners": `PLAINTEXT://127.0.0.1:${p.port}`,
+          listeners: `CLIENT://127.0.0.1:${p.port},CONTROLLER://127.0.0.1:${p.controllerPort}`,
+          "advertised.listeners": `CLIENT://127.0.0.1:${p.port}`,
           "controller.listener.names": "CONTROLLER",
-          "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-          "inter.broker.listener.name": "PLAINTEXT",
+          "listener.security.protocol.map": securityProtocolMap(),
+          "inter.broker.listener.name": "CLIENT",
+          ...auth.brokerProps,
           "log.dirs": dataDir,
           "num.partitions": n,
           "default.replication.factor": n,
@@ -143,7 +188,9 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
         const logPath = join(bdir, "kafka.log");
         const log4jPath = join(bdir, "log4j2.yaml");
         writeFileSync(log4jPath, log4jConfig(logPath));
-        formats.push(formatStorage(clusterId, propsPath, log4jPath, opts.cdsDumpTo ? "none" : "use"));
+        formats.push(
+          formatStorage(clusterId, propsPath, log4jPath, opts.cdsDumpTo ? "none" : "use", auth.formatArgs),
+        );
 
         let proc: ManagedProcess | undefined;
         const spawnBroker = (): ManagedProcess =>
@@ -161,7 +208,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
         const waitUp = async (m: ManagedProcess): Promise<void> => {
           await m.waitReady(() => canConnect(p.port), timeout, 100);
           // Then until it answers metadata requests itself.
-          await m.waitReady(() => metadataOk(`127.0.0.1:${p.port}`, 1), timeout, 200);
+          await m.waitReady(() => metadataOk(`127.0.0.1:${p.port}`, 1, admin), timeout, 200);
         };
         const broker: KafkaBroker = {
           id: p.id,
@@ -197,16 +244,21 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
       if (!first) throw new EnvError("no brokers");
       // Ready = metadata lists every broker (the quorum has a leader and all registered).
       const deadline = Date.now() + timeout;
-      while (!(await metadataOk(bootstrap, n))) {
+      while (!(await metadataOk(bootstrap, n, admin))) {
         if (Date.now() > deadline) throw new EnvError(`kafka cluster not ready after ${timeout} ms`);
         await sleep(200);
       }
+      timings.metadata = Date.now() - t0;
+      // The manifests' KafkaUsers' ACLs (the users exist since format time).
+      await applyKafkaAcls(bootstrap, admin, auth.users);
       timings.ready = Date.now() - t0;
       return {
         bootstrap,
         brokers,
         clusterId,
         timings,
+        auth,
+        clientSecurity: (principal) => clientSecurityOf(auth, principal),
         stop: async () => {
           // Stop all brokers at once: stopping one by one makes the last ones wait on the
           // lost quorum during controlled shutdown.

@@ -5,7 +5,8 @@
 // (kwok, the listener, and that node's event-source and function replicas); one Kafka
 // broker; and on every node one event-source replica and one replica of each function
 // (Kafka runtime), each running as its own service-account identity with the RBAC of
-// knative/base/rbac and the S6 admission policy of knative/base/admission installed.
+// knative/base/rbac and the admission policies of knative/base/admission installed (the
+// event source with a token bound to a Pod on its node, so its heartbeat Lease is its own).
 // Harness code for the integration tests: it never talks to anything off loopback.
 import {
   AppsV1Api,
@@ -23,6 +24,7 @@ import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
 import { hostFunction, pipelineTopics, type HostedFunction } from "../../app/host.ts";
 import { stageNames } from "../../functions/registry.ts";
+import type { Component } from "../../events/catalog.ts";
 import { PROBE_ADDRESS_ANNOTATION, startEventSource, type EventSource } from "../../source/event-source.ts";
 import { LabRedfishServer } from "../emulators/redfish/server.ts";
 import {
@@ -31,6 +33,7 @@ import {
   createFencingPolicy,
   redfishLevel,
 } from "../kube/fencing-policy.ts";
+import { serviceAccountKubeConfig } from "../kube/identity.ts";
 import { applyFastfenceCrds, applyObjects, readManifests } from "./apply.ts";
 import { ROOT, sleep } from "./base.ts";
 import { startControlPlane, type ControlPlane } from "./controlplane.ts";
@@ -187,7 +190,11 @@ export async function startPipelineCluster(
     const custom = kc.makeApiClient(CustomObjectsApi);
     await createFencingPolicy(custom, policy);
 
-    const admin = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "test-admin" });
+    const admin = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "test-admin",
+      security: kafka.clientSecurity("admin"),
+    });
     await admin.ensureTopics(pipelineTopics(1));
     await admin.close();
 
@@ -195,10 +202,20 @@ export async function startPipelineCluster(
     const resolved = (await import("../../core/policy.ts")).resolvePolicy(policy);
     for (const parts of nodes.values()) {
       const replica = (fn: string) => `${fn}-${parts.name}`;
-      const srcBus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: replica("source") });
+      const srcBus = new KafkaJsBus({
+        brokers: kafka.bootstrap,
+        clientId: replica("source"),
+        security: kafka.clientSecurity("event-source"),
+      });
       parts.buses.push(srcBus);
       parts.source = await startEventSource({
-        kubeConfig: await identityKc("source"),
+        // bound to a Pod on its node: the token carries the node claim the heartbeat-Lease
+        // admission policy (knative/base/admission) requires, as a DaemonSet pod's does
+        kubeConfig: await serviceAccountKubeConfig(kc, {
+          namespace: NAMESPACE,
+          serviceAccount: "fastfence-source",
+          node: parts.name,
+        }),
         bus: srcBus,
         clock: systemClock,
         log: log.child({ component: "event-source", replica: replica("source") }),
@@ -215,6 +232,7 @@ export async function startPipelineCluster(
           brokers: kafka.bootstrap,
           clientId: replica(fn),
           sessionTimeoutMs: 3000,
+          security: kafka.clientSecurity(fn as Component),
         });
         parts.buses.push(bus);
         const config = loadRuntimeConfig({

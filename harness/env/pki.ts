@@ -1,5 +1,5 @@
-// The throwaway PKI of a harness control plane, made with openssl in the control plane's
-// temp dir: a CA, the API server's serving cert (127.0.0.1, kubernetes.default...), an
+// The throwaway PKI of a harness control plane (and of the Kafka brokers), made with
+// openssl in the given temp dir: a CA, the API server's serving cert (127.0.0.1, kubernetes.default...), an
 // admin client cert (O=system:masters), a service-account key pair, further client certs
 // on demand, and kubeconfig files naming them. Must never write outside the dir it is given.
 import { generateKeyPairSync } from "node:crypto";
@@ -60,13 +60,17 @@ export async function issueCert(
   return { cert, key };
 }
 
-export async function makePki(dir: string): Promise<Pki> {
+/** A self-signed CA (EC P-256, 2 days) as `dir`/ca.crt and ca.key, for issueCert. */
+export async function makeCa(
+  dir: string,
+  cn = "fastfence-test-ca",
+): Promise<{ caCert: string; caKey: string }> {
   const caKey = join(dir, "ca.key");
   const caCert = join(dir, "ca.crt");
   await openssl(
     dir,
     ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-      .concat(["-keyout", caKey, "-out", caCert, "-days", "2", "-subj", "/CN=fastfence-test-ca"])
+      .concat(["-keyout", caKey, "-out", caCert, "-days", "2", "-subj", `/CN=${cn}`])
       .concat([
         "-addext",
         "basicConstraints=critical,CA:TRUE",
@@ -74,6 +78,11 @@ export async function makePki(dir: string): Promise<Pki> {
         "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
       ]),
   );
+  return { caCert, caKey };
+}
+
+export async function makePki(dir: string): Promise<Pki> {
+  const { caCert, caKey } = await makeCa(dir);
   const [serving, admin] = await Promise.all([
     issueCert(
       dir,

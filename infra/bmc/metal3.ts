@@ -1,12 +1,16 @@
 // BMC discovery from metal3 BareMetalHost objects (metal3.io/v1alpha1): which host backs
-// a node (the node's spec.providerID, the node's own "metal3.io/BareMetalHost" annotation,
-// or that annotation on the node's Machine: OpenShift machine.openshift.io/machine, or
-// Cluster API cluster.x-k8s.io/machine → its Metal3Machine), and that host's spec.bmc
-// (address, credentialsName, disableCertificateVerification). Also the reboot.metal3.io
-// annotation that keeps the Bare Metal Operator from powering a fenced host back on while
-// an incident is open. Pure functions, plus KubeMetal3Api: thin reads/patches through
-// infra/kube/client.ts. Names a host's credentials Secret but never reads it (that is
-// credentials.ts, for whoever builds the driver): no credential in a level, log or error.
+// a node, and that host's spec.bmc (address, credentialsName, disableCertificateVerification).
+// The mapping never trusts what a node can write about itself (issue 13): not its
+// annotations or labels, and not its spec.providerID (a kubelet chooses it when it
+// registers its Node, and may delete and re-register its own Node). It goes through
+// objects only the machine controllers write: the one Machine whose status.nodeRef names
+// the node (OpenShift machine.openshift.io, or Cluster API cluster.x-k8s.io → its
+// Metal3Machine), then that object's "metal3.io/BareMetalHost" annotation, or the host
+// whose spec.consumerRef points back at it; both must agree when both are there. Also the
+// reboot.metal3.io annotation that keeps the Bare Metal Operator from powering a fenced
+// host back on while an incident is open. Pure functions, plus KubeMetal3Api: thin
+// reads/patches through infra/kube/client.ts. Names a host's credentials Secret but never
+// reads it (that is credentials.ts): no credential in a level, log or error.
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
 import { FencingLevelSchema, type ResolvedFencingLevel } from "../../core/policy.ts";
@@ -26,24 +30,14 @@ export interface BareMetalHostLike {
   spec?: {
     bmc?: { address?: string; credentialsName?: string; disableCertificateVerification?: boolean };
     online?: boolean;
+    /** Who uses the host (the Machine / Metal3Machine that claimed it); set by the actuator. */
+    consumerRef?: { apiVersion?: string; kind?: string; name?: string; namespace?: string };
   };
 }
 
-export type HostRef = { namespace: string; name: string } | { uid: string };
+export type HostRef = { namespace: string; name: string };
 
-/**
- * Parses a node's providerID. CAPM3 forms: "metal3://<namespace>/<bmh-name>/<m3m-name>"
- * (current) and "metal3://<bmh-uid>" (legacy). Anything else: undefined.
- */
-export function hostFromProviderId(providerId: string | undefined): HostRef | undefined {
-  if (!providerId?.startsWith("metal3://")) return undefined;
-  const parts = providerId.slice("metal3://".length).split("/").filter(Boolean);
-  if (parts.length >= 2) return { namespace: parts[0]!, name: parts[1]! };
-  if (parts.length === 1) return { uid: parts[0]! };
-  return undefined;
-}
-
-/** The Metal3Machine annotation "metal3.io/BareMetalHost": "<namespace>/<name>". */
+/** The annotation the machine actuators (OpenShift baremetal, CAPM3) put on the Machine / Metal3Machine: "<namespace>/<name>". */
 export const HOST_ANNOTATION = "metal3.io/BareMetalHost";
 
 export function hostFromAnnotation(annotations: Record<string, string> | undefined): HostRef | undefined {
@@ -53,11 +47,47 @@ export function hostFromAnnotation(annotations: Record<string, string> | undefin
   return namespace && name ? { namespace, name } : undefined;
 }
 
-export function findHost(hosts: BareMetalHostLike[], ref: HostRef): BareMetalHostLike | undefined {
-  return hosts.find((h) =>
-    "uid" in ref
-      ? h.metadata?.uid === ref.uid
-      : h.metadata?.namespace === ref.namespace && h.metadata?.name === ref.name,
+/** A Machine (OpenShift or Cluster API) or a Metal3Machine, as discovery reads it. */
+export interface MachineLike {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; uid?: string; annotations?: Record<string, string> };
+  spec?: { infrastructureRef?: { kind?: string; name?: string; namespace?: string; apiVersion?: string } };
+  status?: { nodeRef?: { name?: string; uid?: string } };
+}
+
+const objText = (o: MachineLike) =>
+  `${(o.apiVersion ?? "?").split("/")[0]} ${o.kind ?? "?"} ${o.metadata?.namespace ?? "?"}/${o.metadata?.name ?? "?"}`;
+
+/** Whether a host's spec.consumerRef points at `o` (same kind, API group, namespace, name). */
+export function consumedBy(host: BareMetalHostLike, o: MachineLike): boolean {
+  const c = host.spec?.consumerRef;
+  if (!c?.name || !o.metadata?.name) return false;
+  const group = (v: string | undefined) => (v ?? "").split("/")[0];
+  return (
+    c.kind === o.kind &&
+    group(c.apiVersion) === group(o.apiVersion) &&
+    (c.namespace ?? host.metadata?.namespace) === o.metadata.namespace &&
+    c.name === o.metadata.name
+  );
+}
+
+/**
+ * The node's Machine: the one whose status.nodeRef names it (and, where both carry a uid,
+ * the node's uid: a link to an earlier Node of that name does not count). None or more
+ * than one is an error: discovery never guesses which host to power off.
+ */
+export function machineForNode(node: string, uid: string | undefined, machines: MachineLike[]): MachineLike {
+  const mine = machines.filter((m) => {
+    const ref = m.status?.nodeRef;
+    return ref?.name === node && !(ref.uid && uid && ref.uid !== uid);
+  });
+  if (mine.length === 1) return mine[0]!;
+  throw new Metal3DiscoveryError(
+    "FF_KUBE_NOT_FOUND",
+    mine.length === 0
+      ? `node ${node}: no Machine (machine.openshift.io or cluster.x-k8s.io) has status.nodeRef naming it`
+      : `node ${node}: ${mine.length} Machines name it in status.nodeRef (${mine.map(objText).join(", ")}): ambiguous`,
   );
 }
 
@@ -102,52 +132,33 @@ export function releasePatch(incident: string): { metadata: { annotations: Recor
   return { metadata: { annotations: { [rebootAnnotationKey(incident)]: null } } };
 }
 
-/** A Machine that may carry the host annotation (OpenShift) or point at a Metal3Machine (CAPI). */
-export type MachineRef = {
-  api: "machine.openshift.io" | "cluster.x-k8s.io";
-  namespace: string;
-  name: string;
-};
-
-/** Node annotation of OpenShift's Machine API: "<namespace>/<machine>". */
-export const OPENSHIFT_MACHINE_ANNOTATION = "machine.openshift.io/machine";
-/** Node annotations of Cluster API: the Machine's name and namespace. */
-export const CAPI_MACHINE_ANNOTATION = "cluster.x-k8s.io/machine";
-export const CAPI_NAMESPACE_ANNOTATION = "cluster.x-k8s.io/cluster-namespace";
-
-export function machineFromNodeAnnotations(a: Record<string, string> | undefined): MachineRef | undefined {
-  const os = a?.[OPENSHIFT_MACHINE_ANNOTATION];
-  if (os) {
-    const [namespace, name] = os.split("/", 2);
-    if (namespace && name) return { api: "machine.openshift.io", namespace, name };
-  }
-  const capi = a?.[CAPI_MACHINE_ANNOTATION];
-  const capiNs = a?.[CAPI_NAMESPACE_ANNOTATION];
-  if (capi && capiNs) return { api: "cluster.x-k8s.io", namespace: capiNs, name: capi };
-  return undefined;
-}
-
 /** Kubernetes-side discovery; the API object is injected so tests can use a fake. */
 export interface Metal3Api {
-  getNode(
-    name: string,
-  ): Promise<{ spec?: { providerID?: string }; metadata?: { annotations?: Record<string, string> } }>;
+  /** The Node (404: not found); only its uid is used, nothing the node writes about itself. */
+  getNode(name: string): Promise<{ metadata?: { uid?: string } }>;
+  /** Machines of both APIs (OpenShift and Cluster API; an API that is not installed: none). */
+  listMachines(): Promise<MachineLike[]>;
+  /** A Cluster API Machine's infrastructure object (spec.infrastructureRef), if it exists. */
+  getInfrastructure(machine: MachineLike): Promise<MachineLike | undefined>;
   listHosts(): Promise<BareMetalHostLike[]>;
-  /** One host by name (undefined: not found); saves listing every host. */
-  getHost?(namespace: string, name: string): Promise<BareMetalHostLike | undefined>;
-  /** Annotations of the object that carries metal3.io/BareMetalHost for a Machine. */
-  machineAnnotations?(ref: MachineRef): Promise<Record<string, string> | undefined>;
+  /** One host by name (undefined: not found). */
+  getHost(namespace: string, name: string): Promise<BareMetalHostLike | undefined>;
 }
 
-function refText(ref: HostRef): string {
-  return "uid" in ref ? `uid ${ref.uid}` : `${ref.namespace}/${ref.name}`;
+/** The object the host belongs to: an OpenShift Machine itself, a Cluster API Machine's Metal3Machine. */
+async function hostConsumer(api: Metal3Api, node: string, machine: MachineLike): Promise<MachineLike> {
+  if (!(machine.apiVersion ?? "").startsWith("cluster.x-k8s.io/")) return machine;
+  const infra = machine.spec?.infrastructureRef;
+  const m3m = infra?.kind === "Metal3Machine" ? await api.getInfrastructure(machine) : undefined;
+  if (!m3m)
+    throw new Metal3DiscoveryError(
+      "FF_KUBE_NOT_FOUND",
+      `node ${node}: ${objText(machine)} has no Metal3Machine (spec.infrastructureRef ${infra?.kind ?? "unset"} ${infra?.name ?? ""})`,
+    );
+  return m3m;
 }
 
-export async function discoverNodeBmc(api: Metal3Api, node: string): Promise<BmcSettings> {
-  return (await discoverNodeHost(api, node)).settings;
-}
-
-/** The node's BareMetalHost and the BMC settings it gives. */
+/** The node's BareMetalHost (through its Machine, never the node's own fields) and the BMC settings it gives. */
 export async function discoverNodeHost(
   api: Metal3Api,
   node: string,
@@ -160,30 +171,31 @@ export async function discoverNodeHost(
       throw new Metal3DiscoveryError("FF_KUBE_NOT_FOUND", `node ${node} not found`, err);
     throw err;
   }
-  let ref = hostFromProviderId(n.spec?.providerID) ?? hostFromAnnotation(n.metadata?.annotations);
-  const machine = ref ? undefined : machineFromNodeAnnotations(n.metadata?.annotations);
-  if (!ref && machine && api.machineAnnotations) {
-    ref = hostFromAnnotation(await api.machineAnnotations(machine));
-    if (!ref)
+  const machine = machineForNode(node, n.metadata?.uid, await api.listMachines());
+  const consumer = await hostConsumer(api, node, machine);
+  const ref = hostFromAnnotation(consumer.metadata?.annotations);
+  let host: BareMetalHostLike | undefined;
+  if (ref) {
+    host = await api.getHost(ref.namespace, ref.name);
+    if (!host)
       throw new Metal3DiscoveryError(
         "FF_KUBE_NOT_FOUND",
-        `node ${node}: ${machine.api} Machine ${machine.namespace}/${machine.name} has no ${HOST_ANNOTATION} annotation`,
+        `node ${node}: BareMetalHost ${ref.namespace}/${ref.name} (${HOST_ANNOTATION} of ${objText(consumer)}) not found`,
       );
+    if (host.spec?.consumerRef?.name && !consumedBy(host, consumer))
+      throw new Metal3DiscoveryError(
+        "FF_INVALID_CONFIG",
+        `node ${node}: ${objText(consumer)} names BareMetalHost ${ref.namespace}/${ref.name}, whose spec.consumerRef is ${host.spec.consumerRef.kind ?? "?"} ${host.spec.consumerRef.name}: they disagree`,
+      );
+  } else {
+    const claimed = (await api.listHosts()).filter((h) => consumedBy(h, consumer));
+    if (claimed.length !== 1)
+      throw new Metal3DiscoveryError(
+        "FF_KUBE_NOT_FOUND",
+        `node ${node}: ${objText(consumer)} has no ${HOST_ANNOTATION} annotation and ${claimed.length} BareMetalHosts name it in spec.consumerRef`,
+      );
+    host = claimed[0]!;
   }
-  if (!ref)
-    throw new Metal3DiscoveryError(
-      "FF_KUBE_NOT_FOUND",
-      `node ${node}: no metal3:// providerID, ${HOST_ANNOTATION} annotation or Machine annotation`,
-    );
-  const host =
-    "uid" in ref || !api.getHost
-      ? findHost(await api.listHosts(), ref)
-      : await api.getHost(ref.namespace, ref.name);
-  if (!host)
-    throw new Metal3DiscoveryError(
-      "FF_KUBE_NOT_FOUND",
-      `node ${node}: BareMetalHost ${refText(ref)} not found`,
-    );
   return { host, settings: settingsFromHost(node, host) };
 }
 
@@ -224,15 +236,21 @@ export async function discoverLevels(
   }
 }
 
+/** The Machine APIs whose status.nodeRef links a Node to its machine: OpenShift, Cluster API. */
+const MACHINE_APIS = [
+  ["machine.openshift.io", "v1beta1"],
+  ["cluster.x-k8s.io", "v1beta1"],
+] as const;
+
 const GROUP = "metal3.io";
 const VERSION = "v1alpha1";
 const PLURAL = "baremetalhosts";
 
 /**
- * metal3 through the Kubernetes API (infra/kube/client.ts): nodes, BareMetalHosts,
- * Machines, and the hold annotation
+ * metal3 through the Kubernetes API (infra/kube/client.ts): nodes (their uid only),
+ * Machines and Metal3Machines, BareMetalHosts, and the hold annotation
  * (JSON merge patches on metadata.annotations only). With `namespaces` (the runtime
- * setting FASTFENCE_METAL3_NAMESPACES) every BareMetalHost list goes namespace by
+ * setting FASTFENCE_METAL3_NAMESPACES) every BareMetalHost and Machine list goes namespace by
  * namespace, so a namespaced Role is enough; without it, one cluster-wide list. Reading
  * or patching one host by namespace/name is the same either way.
  */
@@ -290,38 +308,47 @@ export class KubeMetal3Api implements Metal3Api {
     }
   }
 
-  async machineAnnotations(ref: MachineRef): Promise<Record<string, string> | undefined> {
-    type Obj = {
-      metadata?: { annotations?: Record<string, string> };
-      spec?: {
-        infrastructureRef?: { kind?: string; name?: string; namespace?: string; apiVersion?: string };
-      };
-    };
-    const read = async (group: string, version: string, plural: string, namespace: string, name: string) => {
-      try {
-        return (await this.kube.call(`read ${plural}.${group} ${namespace}/${name}`, (a) =>
-          a.custom.getNamespacedCustomObject({ group, version, plural, namespace, name }),
-        )) as Obj;
-      } catch (err) {
-        if (err instanceof KubeApiError && err.status === 404) return undefined;
-        throw err;
+  /** A custom object, or undefined when it (or its API) does not exist. */
+  private async read(group: string, version: string, plural: string, namespace: string, name: string) {
+    try {
+      return (await this.kube.call(`read ${plural}.${group} ${namespace}/${name}`, (a) =>
+        a.custom.getNamespacedCustomObject({ group, version, plural, namespace, name }),
+      )) as MachineLike;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  /** Machines of both APIs in the list scopes; an API that is not installed (404) gives none. */
+  async listMachines(): Promise<MachineLike[]> {
+    const out: MachineLike[] = [];
+    for (const [group, version] of MACHINE_APIS)
+      for (const namespace of this.scopes()) {
+        const what = `list machines.${group}${namespace ? ` in ${namespace}` : ""}`;
+        try {
+          const l = (await this.kube.call(what, (a) =>
+            namespace === undefined
+              ? a.custom.listClusterCustomObject({ group, version, plural: "machines" })
+              : a.custom.listNamespacedCustomObject({ group, version, plural: "machines", namespace }),
+          )) as { items?: MachineLike[] };
+          for (const m of l.items ?? [])
+            out.push({ apiVersion: `${group}/${version}`, kind: "Machine", ...m });
+        } catch (err) {
+          if (err instanceof KubeApiError && err.status === 404) break; // API not installed
+          throw err;
+        }
       }
-    };
-    if (ref.api === "machine.openshift.io")
-      return (await read("machine.openshift.io", "v1beta1", "machines", ref.namespace, ref.name))?.metadata
-        ?.annotations;
-    const m = await read("cluster.x-k8s.io", "v1beta1", "machines", ref.namespace, ref.name);
-    const infra = m?.spec?.infrastructureRef;
-    if (!infra?.name || infra.kind !== "Metal3Machine") return m?.metadata?.annotations;
+    return out;
+  }
+
+  async getInfrastructure(machine: MachineLike): Promise<MachineLike | undefined> {
+    const infra = machine.spec?.infrastructureRef;
+    if (!infra?.name || infra.kind !== "Metal3Machine") return undefined;
     const [group, version] = (infra.apiVersion ?? "infrastructure.cluster.x-k8s.io/v1beta1").split("/", 2);
-    const m3m = await read(
-      group!,
-      version ?? "v1beta1",
-      "metal3machines",
-      infra.namespace ?? ref.namespace,
-      infra.name,
-    );
-    return m3m?.metadata?.annotations;
+    const ns = infra.namespace ?? machine.metadata?.namespace ?? "default";
+    const m3m = await this.read(group!, version ?? "v1beta1", "metal3machines", ns, infra.name);
+    return m3m && { apiVersion: `${group}/${version ?? "v1beta1"}`, kind: "Metal3Machine", ...m3m };
   }
 
   private async patchHost(namespace: string, name: string, body: object, what: string): Promise<void> {

@@ -14,6 +14,8 @@ import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { toRecord } from "./kafkajs-records.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
+import type { KafkaSecurity } from "./kafka-security.ts";
+import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 
 export interface KafkaBusConfig {
   /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
@@ -66,6 +68,11 @@ export interface KafkaBusConfig {
    * acknowledged just before its leader dies can be lost).
    */
   acks?: "all" | "leader";
+  /**
+   * TLS and SASL (kafka-security.ts, from the FASTFENCE_KAFKA_* settings). Required, so
+   * every caller decides: `{}` is a plaintext, unauthenticated connection.
+   */
+  security: KafkaSecurity;
   log?: Logger;
 }
 
@@ -73,7 +80,7 @@ export class KafkaJsBus implements Bus {
   private readonly kafka: Kafka;
   private readonly publisher: HedgedPublisher;
   private readonly subscriptions: GroupSubscriptions;
-  private readonly cfg: Required<Omit<KafkaBusConfig, "log">> & { log?: Logger };
+  private readonly cfg: Required<Omit<KafkaBusConfig, "log" | "security">> & { log?: Logger };
 
   constructor(cfg: KafkaBusConfig) {
     if (!applyKafkaJsFailoverFixes())
@@ -104,6 +111,8 @@ export class KafkaJsBus implements Bus {
       connectionTimeout: this.cfg.connectionTimeoutMs,
       requestTimeout: this.cfg.requestTimeoutMs,
       retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 8 },
+      ...(cfg.security.ssl ? { ssl: cfg.security.ssl } : {}),
+      ...(cfg.security.sasl ? { sasl: cfg.security.sasl } : {}),
       logLevel: logLevel.WARN,
       logCreator: () => (entry) => {
         if (!log) return;
@@ -147,7 +156,7 @@ export class KafkaJsBus implements Bus {
     const out: BusRecord[] = [];
     if (ends.size === 0) return out;
     const consumer = this.kafka.consumer({
-      groupId: `fastfence-reader-${process.pid}-${Date.now()}`,
+      groupId: `${READER_GROUP_PREFIX}${process.pid}-${Date.now()}`,
       maxWaitTimeInMs: 100,
     });
     await consumer.connect();

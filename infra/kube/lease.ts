@@ -5,7 +5,12 @@
 // expired by its own renewTime + leaseDurationSeconds.
 import type { V1Lease } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
+import type { ObserverInfo } from "../../core/decision.ts";
+import { OBSERVER_KEY_ANNOTATION, OBSERVER_PREVIOUS_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
 import { KubeApiError, type Kube } from "./client.ts";
+
+/** Heartbeat Lease names are this prefix and the node name (core/decision.ts heartbeatLeaseName). */
+const HEARTBEAT_LEASE_PREFIX = "fastfence-alive-";
 
 export interface LeaseConfig {
   namespace: string;
@@ -49,8 +54,16 @@ export class LeaseManager {
     this.cfg = cfg;
   }
 
-  /** Takes (or renews, when already ours) the lease `name` for `holder` at time `now`. */
-  async acquire(name: string, holder: string, now: number): Promise<LeaseResult> {
+  /**
+   * Takes (or renews, when already ours) the lease `name` for `holder` at time `now`,
+   * setting `annotations` on it (the event source publishes its observer key this way).
+   */
+  async acquire(
+    name: string,
+    holder: string,
+    now: number,
+    annotations?: (current: Readonly<Record<string, string>>) => Record<string, string>,
+  ): Promise<LeaseResult> {
     const { namespace } = this.cfg;
     const spec = {
       holderIdentity: holder,
@@ -68,16 +81,21 @@ export class LeaseManager {
     }
     try {
       if (!current) {
+        const metadata = { name, namespace, ...(annotations ? { annotations: annotations({}) } : {}) };
         const lease = await this.kube.call(`create lease ${name}`, (a) =>
-          a.coordination.createNamespacedLease({ namespace, body: { metadata: { name, namespace }, spec } }),
+          a.coordination.createNamespacedLease({ namespace, body: { metadata, spec } }),
         );
         return { acquired: true, lease };
       }
       const heldBy = current.spec?.holderIdentity ?? "";
       if (heldBy && heldBy !== holder && expiry(current) > now)
         return { acquired: false, holder: heldBy, expiresAt: expiry(current) };
+      const previous = current.metadata?.annotations ?? {};
       const body: V1Lease = {
         ...current,
+        ...(annotations
+          ? { metadata: { ...current.metadata, annotations: { ...previous, ...annotations(previous) } } }
+          : {}),
         spec: {
           ...current.spec,
           ...spec,
@@ -160,4 +178,35 @@ export async function readLeaseInfo(
     if (err instanceof KubeApiError && err.status === 404) return undefined;
     throw err;
   }
+}
+
+/**
+ * Every observer node's published keys and heartbeat, from the heartbeat Leases
+ * (fastfence-alive-<node>) in `namespace`: one list call. The Lease name says whose it is;
+ * an admission policy lets only that node's identity write it.
+ */
+export async function readObserverInfos(
+  kube: Kube,
+  namespace: string,
+): Promise<Record<string, ObserverInfo>> {
+  const list = await kube.call(`list leases in ${namespace}`, (a) =>
+    a.coordination.listNamespacedLease({ namespace }),
+  );
+  const out: Record<string, ObserverInfo> = {};
+  for (const l of list.items) {
+    const name = l.metadata?.name ?? "";
+    if (!name.startsWith(HEARTBEAT_LEASE_PREFIX)) continue;
+    const node = name.slice(HEARTBEAT_LEASE_PREFIX.length);
+    const ann = l.metadata?.annotations ?? {};
+    const keys = [ann[OBSERVER_KEY_ANNOTATION], ann[OBSERVER_PREVIOUS_KEY_ANNOTATION]].filter(
+      (k): k is string => typeof k === "string" && k.length > 0,
+    );
+    const renew = l.spec?.renewTime ?? l.spec?.acquireTime;
+    out[node] = {
+      keys,
+      ...(renew ? { renewTime: new Date(renew as unknown as string).toISOString() } : {}),
+      durationMs: (l.spec?.leaseDurationSeconds ?? 0) * 1000,
+    };
+  }
+  return out;
 }

@@ -14,6 +14,7 @@ import {
 import type { Clock } from "../../core/clock.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import type { Outcome } from "../../core/decision.ts";
+import { REFUSAL_CODES } from "../../core/reasons.ts";
 import type { StageInfo } from "../../functions/contract.ts";
 import type { EventHandler } from "./contract.ts";
 import { forIncident, type Logger } from "../log.ts";
@@ -150,6 +151,8 @@ export function createDispatcher(opts: {
       if (result.outcome.kind === "rejected") {
         const e = new RejectedEventError(result.outcome.code, result.outcome.reason);
         metrics.deadLettered.inc({ function: fn, code: e.code });
+        if (REFUSAL_CODES.has(result.outcome.code))
+          metrics.inputsRefused.inc({ stage: fn, reason: result.outcome.code });
         elog.warn({ outcome: result.outcome }, "event rejected; dead-lettered");
         return { kind: "dead-letter", event, error: e };
       }

@@ -7,7 +7,8 @@
 // outcome of a valid event gets 422 (not retried; the broker's dead-letter sink keeps
 // it), with the stage's reason code when it rejected the event. Also serves
 // /health/readiness, /health/liveness and /metrics. It never crashes on a request,
-// whatever the body.
+// whatever the body. Every POST first passes the sender authentication (http-auth.ts):
+// a refused request gets 401/403/503 and never reaches the handler.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { InvalidInputError, RejectedEventError } from "../../core/errors.ts";
@@ -19,6 +20,7 @@ import type { EventHandler } from "./contract.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
+import { refusalResponse, type AuthDecision, type HttpAuthenticator } from "./http-auth.ts";
 
 export interface HttpRuntime {
   server: Server;
@@ -45,9 +47,18 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
+function json(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const s = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(s) });
+  res.writeHead(status, {
+    ...headers,
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(s),
+  });
   res.end(s);
 }
 
@@ -61,6 +72,8 @@ export async function startHttpRuntime(opts: {
   port: number;
   host?: string;
   replica: string;
+  /** Who may deliver: the TokenReview authenticator, or noAuthentication (warned at start). */
+  auth: HttpAuthenticator;
   /** Where events beyond the first reply go. Without it, extra events are an error (5xx, retried). */
   publishExtra?: (events: FfEvent[]) => Promise<void>;
   dispatch?: Partial<DispatchConfig>;
@@ -69,6 +82,24 @@ export async function startHttpRuntime(opts: {
   const source = `/fastfence/${def.name}/${opts.replica}`;
   const dispatcher = createDispatcher({ ...opts, source, config: opts.dispatch ?? {} });
   const stopping = new AbortController();
+
+  function refuse(req: IncomingMessage, res: ServerResponse, d: Extract<AuthDecision, { ok: false }>): void {
+    metrics.inputsRefused.inc({ stage: def.name, reason: d.reason });
+    const fields = { incident: "none", node: "none", reason: d.reason, status: d.status, detail: d.message };
+    log.warn(
+      { ...fields, ...(d.subject ? { subject: d.subject } : {}), remote: req.socket.remoteAddress },
+      "HTTP delivery refused",
+    );
+    req.resume(); // discard the body unread
+    const r = refusalResponse(d);
+    json(res, r.status, r.body, r.headers);
+  }
+
+  async function onPost(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const decision = await opts.auth.check(req.headers.authorization);
+    if (!decision.ok) return refuse(req, res, decision);
+    return onEvent(req, res);
+  }
 
   async function onEvent(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let body: string;
@@ -145,7 +176,7 @@ export async function startHttpRuntime(opts: {
         error: "not found",
         message: "POST CloudEvents to /; GET /health/readiness, /health/liveness, /metrics",
       });
-    onEvent(req, res).catch((err: unknown) => {
+    onPost(req, res).catch((err: unknown) => {
       log.error({ incident: "none", node: "unknown", err }, "unexpected error handling a request");
       if (!res.headersSent) json(res, 500, { error: "FF_INTERNAL", message: "internal error" });
     });
@@ -155,7 +186,17 @@ export async function startHttpRuntime(opts: {
     server.listen(opts.port, opts.host ?? "0.0.0.0", () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
-  log.info({ incident: "none", node: "none", port }, "http runtime listening");
+  log.info({ incident: "none", node: "none", port, auth: opts.auth.mode }, "http runtime listening");
+  if (opts.auth.mode === "none")
+    log.warn(
+      { incident: "none", node: "none" },
+      "FASTFENCE_HTTP_AUTH=none: deliveries are not authenticated; anything that reaches this port can submit events",
+    );
+  else
+    log.info(
+      { incident: "none", node: "none", audience: opts.auth.audience },
+      "deliveries need a bearer token",
+    );
   return {
     server,
     port,

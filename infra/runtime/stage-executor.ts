@@ -29,7 +29,7 @@ import { discoveryInput } from "../bmc/discovery-input.ts";
 import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
-import { readLeaseInfo, type LeaseManager } from "../kube/lease.ts";
+import { readLeaseInfo, readObserverInfos, type LeaseManager } from "../kube/lease.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
@@ -102,6 +102,9 @@ function toCoreNode(n: KubeNodeInfo): NodeInfo {
  */
 export const MAX_REDECIDE = 4;
 
+/** Where the kubelets renew their Leases (View.kubeletLease). */
+const KUBELET_LEASE_NAMESPACE = "kube-node-lease";
+
 /** Decides on a view, or (with `result`) on the result of an action the last decision asked for. */
 type DecideOn = (view: View, now: number, result?: ActionResult) => Decision;
 
@@ -118,14 +121,17 @@ export function stageHandler(
 export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, world: StageWorld): StageRunner {
   let metal3: Metal3Api | undefined = ad.metal3;
   /** All nodes and all open incidents (View.nodes, View.openIncidents). */
-  async function readCluster(): Promise<Pick<View, "nodes" | "openIncidents">> {
-    const [nodes, openIncidents] = await Promise.all([ad.nodes.list(), ad.incidents.listOpen()]);
-    return { nodes: nodes.map(toCoreNode), openIncidents };
+  async function readCluster(known?: readonly NodeInfo[]): Promise<Pick<View, "nodes" | "openIncidents">> {
+    const [nodes, openIncidents] = await Promise.all([
+      known ? Promise.resolve(known) : ad.nodes.list().then((l) => l.map(toCoreNode)),
+      ad.incidents.listOpen(),
+    ]);
+    return { nodes, openIncidents };
   }
 
   async function readView(req: ViewRequest, now: number): Promise<View> {
     const policy = await ad.policy.get(now);
-    const [node, incident, lease, heartbeat, cluster] = await Promise.all([
+    const [node, incident, lease, cluster, nodeList, observers, kubeletLease] = await Promise.all([
       ad.nodes.get(req.node),
       req.incident
         ? ad.incidents.get(req.incident)
@@ -133,15 +139,21 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           ? ad.incidents.openForNode(req.node)
           : Promise.resolve(undefined),
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
-      req.heartbeat ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.heartbeat) : Promise.resolve(undefined),
       req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
+      req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
+      req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
+      req.kubeletLease
+        ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
+        : Promise.resolve(undefined),
     ]);
     const view: View = {
       ...(incident ? { incident } : {}),
       ...(node ? { node: toCoreNode(node) } : {}),
       ...(lease ? { lease } : {}),
-      ...(heartbeat ? { heartbeat } : {}),
+      ...(observers ? { observers } : {}),
+      ...(kubeletLease ? { kubeletLease } : {}),
       ...cluster,
+      ...(nodeList ? { nodes: nodeList.map(toCoreNode) } : {}),
       policy,
       trustedConfirmers: world.trustedConfirmers,
     };
@@ -294,7 +306,8 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       // them first; they are listed only if decide would use them.
       const deferCluster = req.cluster && needsCluster !== undefined;
       let view = await readView(deferCluster ? { ...req, cluster: false } : req, now);
-      if (deferCluster && needsCluster!(view, now)) view = { ...view, ...(await readCluster()) };
+      if (deferCluster && needsCluster!(view, now))
+        view = { ...view, ...(await readCluster(req.nodeList ? view.nodes : undefined)) };
       const decision = decideOn(view, now);
       try {
         const { emit } = await execute(decision, view, decideOn, ctx);

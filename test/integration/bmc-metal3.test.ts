@@ -1,7 +1,10 @@
 // metal3 discovery on the real stack: a kube-apiserver with metal3's real BareMetalHost
-// CRD, a host whose spec.bmc points at the lab Redfish emulator (plain HTTP) with its
-// credentials Secret in the host's namespace, and Nodes linked by providerID
-// (metal3://ns/name/uid), by the host annotation, or not at all. Checks: `fastfence bmc
+// CRD and OpenShift's real Machine CRD, a host whose spec.bmc points at the lab Redfish
+// emulator (plain HTTP) with its credentials Secret in the host's namespace, and Nodes
+// linked through a Machine's status.nodeRef (to the host its metal3.io/BareMetalHost
+// annotation names, or the host whose spec.consumerRef is that Machine), or not at all.
+// What a node writes about itself (annotations, providerID) is ignored: a node annotated
+// with another node's host and Machine gets no levels (issue 13). Checks: `fastfence bmc
 // check|status|off|on --node` reads settings from the cluster; discovered levels resolve
 // only when the FencingPolicy opts in; the power executor reads the Secret in the host's
 // namespace, sets the reboot.metal3.io hold before the power-off and clears it when the
@@ -48,6 +51,7 @@ const env = withEnv<Env>(async (scope) => {
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...readManifests(join(THIRD_PARTY_CRDS, "metal3.io")),
+    ...readManifests(join(THIRD_PARTY_CRDS, "machine.openshift.io")),
     ...readManifests(join(ROOT, "knative/base/crds"), (o) => o.kind === "CustomResourceDefinition"),
   ]);
   const core = kc.makeApiClient(CoreV1Api);
@@ -79,7 +83,13 @@ const env = withEnv<Env>(async (scope) => {
     core.createNamespacedSecret({ namespace: HOST_NS, body: { metadata: { name }, stringData: data } });
   await secret("worker-0-bmc", { username: USER, password: PASS });
   await secret("worker-1-bmc", { username: USER }); // no password key
-  const host = (name: string, credentialsName: string) =>
+  const MACHINE = {
+    group: "machine.openshift.io",
+    version: "v1beta1",
+    plural: "machines",
+    namespace: HOST_NS,
+  };
+  const host = (name: string, credentialsName: string, consumer?: string) =>
     custom.createNamespacedCustomObject({
       ...BMH,
       namespace: HOST_NS,
@@ -87,24 +97,73 @@ const env = withEnv<Env>(async (scope) => {
         apiVersion: "metal3.io/v1alpha1",
         kind: "BareMetalHost",
         metadata: { name },
-        spec: { online: true, bmc: { address, credentialsName, disableCertificateVerification: true } },
+        spec: {
+          online: true,
+          bmc: { address, credentialsName, disableCertificateVerification: true },
+          ...(consumer
+            ? {
+                consumerRef: {
+                  apiVersion: "machine.openshift.io/v1beta1",
+                  kind: "Machine",
+                  name: consumer,
+                  namespace: HOST_NS,
+                },
+              }
+            : {}),
+        },
       },
     });
-  await host("worker-0", "worker-0-bmc");
+  await host("worker-0", "worker-0-bmc", "worker-0-m");
+  await host("worker-0b", "worker-0-bmc", "worker-0b-m"); // same BMC, found by consumerRef only
   await host("worker-1", "worker-1-bmc");
   await host("worker-2", "worker-2-bmc"); // its Secret does not exist
-  const node = (name: string, extra: { providerID?: string; annotations?: Record<string, string> }) =>
+  const node = async (name: string, extra: { providerID?: string; annotations?: Record<string, string> }) =>
     core.createNode({
       body: {
         metadata: { name, ...(extra.annotations ? { annotations: extra.annotations } : {}) },
         spec: extra.providerID ? { providerID: extra.providerID } : {},
       },
     });
-  await node("worker-0", { providerID: `metal3://${HOST_NS}/worker-0/worker-0-m3m` });
-  await node("worker-0b", { annotations: { "metal3.io/BareMetalHost": `${HOST_NS}/worker-0` } });
-  await node("worker-1", { providerID: `metal3://${HOST_NS}/worker-1/worker-1-m3m` });
-  await node("worker-2", { providerID: `metal3://${HOST_NS}/worker-2/worker-2-m3m` });
+  /** An OpenShift Machine linked to the node by status.nodeRef (as the machine controller writes it). */
+  const machine = async (name: string, nodeName: string, hostName?: string) => {
+    const n = await core.readNode({ name: nodeName });
+    await custom.createNamespacedCustomObject({
+      ...MACHINE,
+      body: {
+        apiVersion: "machine.openshift.io/v1beta1",
+        kind: "Machine",
+        metadata: {
+          name,
+          ...(hostName ? { annotations: { "metal3.io/BareMetalHost": `${HOST_NS}/${hostName}` } } : {}),
+        },
+        spec: {},
+      },
+    });
+    const m = (await custom.getNamespacedCustomObject({ ...MACHINE, name })) as Record<string, unknown>;
+    await custom.replaceNamespacedCustomObjectStatus({
+      ...MACHINE,
+      name,
+      body: { ...m, status: { nodeRef: { kind: "Node", name: nodeName, uid: n.metadata!.uid! } } },
+    });
+  };
+  await node("worker-0", {});
+  await node("worker-0b", {});
+  // worker-1 claims worker-0's host on itself: ignored, its Machine says worker-1
+  await node("worker-1", { annotations: { "metal3.io/BareMetalHost": `${HOST_NS}/worker-0` } });
+  await node("worker-2", {});
   await node("plain", {});
+  // Root on "intruder" wrote every self-description that used to map a node to a host.
+  await node("intruder", {
+    providerID: `metal3://${HOST_NS}/worker-0/worker-0-m3m`,
+    annotations: {
+      "metal3.io/BareMetalHost": `${HOST_NS}/worker-0`,
+      "machine.openshift.io/machine": `${HOST_NS}/worker-0-m`,
+    },
+  });
+  await machine("worker-0-m", "worker-0", "worker-0");
+  await machine("worker-0b-m", "worker-0b");
+  await machine("worker-1-m", "worker-1", "worker-1");
+  await machine("worker-2-m", "worker-2", "worker-2");
   return {
     cp,
     kc,
@@ -171,7 +230,7 @@ describe("metal3 BareMetalHost discovery", () => {
     const runs: [string[], RegExp][] = [
       [
         ["check", "--node", "plain"],
-        /no FencingPolicy default entry matches node plain, and metal3 discovery found no host: .*no metal3:\/\/ providerID/,
+        /no FencingPolicy default entry matches node plain, and metal3 discovery found no host: .*no Machine .*status.nodeRef naming it/,
       ],
       [["check", "--node", "nosuch"], /node nosuch not found/],
       [["check", "--node", "worker-1"], /Secret metal3\/worker-1-bmc needs keys "username" and "password"/],
@@ -210,8 +269,34 @@ describe("metal3 BareMetalHost discovery", () => {
     // Opted out: no API reads at all; a node without a host: a reason, not an exception.
     expect(await discoveryInput(api, view("worker-0", "None"))).toEqual({});
     expect(await discoveryInput(api, view("plain", "Metal3"))).toEqual({
-      discoveryError: expect.stringMatching(/node plain: no metal3:\/\/ providerID/),
+      discoveryError: expect.stringMatching(/node plain: no Machine .*status.nodeRef naming it/),
     });
+  });
+
+  it("what a node writes about itself never maps it to a host (another node's host, Machine or providerID)", async () => {
+    const api = new KubeMetal3Api(env().kube);
+    const level = async (node: string) =>
+      (await discoveryInput(api, view(node, "Metal3"))) as {
+        discoveredLevels?: ResolvedFencingLevel[];
+        discoveryError?: string;
+      };
+    // intruder names worker-0's host, worker-0's Machine and worker-0's providerID on itself
+    const intruder = await level("intruder");
+    expect(intruder.discoveredLevels).toBeUndefined();
+    expect(intruder.discoveryError).toMatch(/node intruder: no Machine .*status.nodeRef naming it/);
+    // worker-1 annotates itself with worker-0's host: its own Machine still decides
+    expect((await level("worker-1")).discoveredLevels?.[0]?.discovered).toEqual({
+      kind: "BareMetalHost",
+      namespace: HOST_NS,
+      name: "worker-1",
+    });
+    // the consumerRef route: worker-0b's Machine has no annotation, the host names the Machine
+    expect((await level("worker-0b")).discoveredLevels?.[0]?.discovered?.name).toBe("worker-0b");
+    let code = -1;
+    const lines = await captured(async () => void (code = await bmcCommand(["check", "--node", "intruder"])));
+    everything.push(...lines);
+    expect(code).toBe(2);
+    expect(env().bmc.stats.resets).toEqual([]);
   });
 
   it("power-off sets the reboot.metal3.io hold first, reads the host's Secret, and the hold is cleared when the incident ends", async () => {
@@ -329,7 +414,7 @@ describe("metal3 BareMetalHost discovery", () => {
       }
     }
     expect(hosts.map((h) => `${h.metadata?.namespace}/${h.metadata?.name}`).sort()).toEqual(
-      ["worker-0", "worker-1", "worker-2"].map((n) => `${HOST_NS}/${n}`),
+      ["worker-0", "worker-0b", "worker-1", "worker-2"].map((n) => `${HOST_NS}/${n}`),
     );
 
     // Unscoped (the old behaviour), the same identity gets a 403 on the cluster-wide list,

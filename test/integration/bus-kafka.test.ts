@@ -75,7 +75,11 @@ async function consumingGroup(
 
 describe("kafkajs bus on Kafka 4", () => {
   it("round-trips a CloudEvent in binary mode through a consumer group, headers intact", async () => {
-    const bus = new KafkaJsBus({ brokers: env().kafka.bootstrap, clientId: "bus-test" });
+    const bus = new KafkaJsBus({
+      brokers: env().kafka.bootstrap,
+      clientId: "bus-test",
+      security: env().kafka.clientSecurity("admin"),
+    });
     try {
       await bus.ensureTopics([{ topic: "t.roundtrip", partitions: 3, replicationFactor: 1 }]);
       const got: BusRecord[] = [];
@@ -113,7 +117,11 @@ describe("kafkajs bus on Kafka 4", () => {
 
   it("keeps producing and consuming across a broker restart", async () => {
     const { kafka } = env();
-    const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "bus-restart" });
+    const bus = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "bus-restart",
+      security: kafka.clientSecurity("admin"),
+    });
     try {
       await bus.ensureTopics([{ topic: "t.restart", partitions: 1, replicationFactor: 1 }]);
       const { sub, seen } = await consumingGroup(bus, "g-restart", "t.restart");
@@ -138,7 +146,11 @@ describe("hedged publishing (stall source 1: a partition leader on a dead broker
 
   it("gets a record through well before the request timeout when the first partition's leader is dead", async () => {
     const { kafka } = three();
-    const admin = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "hedge-admin" });
+    const admin = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "hedge-admin",
+      security: kafka.clientSecurity("admin"),
+    });
     await admin.ensureTopics([
       { topic: "t.hedge", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
     ]);
@@ -146,6 +158,7 @@ describe("hedged publishing (stall source 1: a partition leader on a dead broker
     const bus = new KafkaJsBus({
       brokers: kafka.bootstrap,
       clientId: "hedge",
+      security: kafka.clientSecurity("admin"),
       hedgeAfterMs: 200,
       requestTimeoutMs: 5000,
       acks: "leader",
@@ -175,11 +188,18 @@ describe("hedged publishing (stall source 1: a partition leader on a dead broker
       level: "warn",
       destination: { write: (l: string) => void lines.push(l) },
     });
-    const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "coord", sessionTimeoutMs: 3000, log });
+    const bus = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "coord",
+      sessionTimeoutMs: 3000,
+      security: kafka.clientSecurity("admin"),
+      log,
+    });
     const groupId = "g-coordinator-death";
     const admin = new Kafka({
       clientId: "coord-admin",
       brokers: kafka.bootstrap.split(","),
+      ...kafka.clientSecurity("admin"),
       logLevel: logLevel.NOTHING,
     }).admin();
     try {

@@ -18,7 +18,13 @@ import { waitFor } from "./pipeline-helpers.ts";
 
 const env = withEnv(async (scope) => {
   const kafka = scope.add(await startKafka({ brokers: 1 }));
-  const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "dlq-test" });
+  // the test's own reader/writer is the admin; detect runs as its own principal, so its
+  // dead letters also prove its ACLs (knative/base/kafka/users.yaml) allow them
+  const bus = new KafkaJsBus({
+    brokers: kafka.bootstrap,
+    clientId: "dlq-test",
+    security: kafka.clientSecurity("admin"),
+  });
   scope.add({ stop: () => bus.close() });
   await bus.ensureTopics(pipelineTopics(1));
   const kc = new KubeConfig();
@@ -34,7 +40,11 @@ const env = withEnv(async (scope) => {
       mode: { kafka: true },
       config: loadRuntimeConfig({ FASTFENCE_REPLICA: "detect-dlq" }),
       kubeConfig: kc,
-      bus: new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "detect-dlq" }),
+      bus: new KafkaJsBus({
+        brokers: kafka.bootstrap,
+        clientId: "detect-dlq",
+        security: kafka.clientSecurity("detect"),
+      }),
       log: createLogger("detect", { level: "silent" }),
     }),
   );

@@ -92,7 +92,12 @@ describe("pipeline: crash of a node", () => {
     for (const [name, parts] of c.nodes) if (name !== victim) expect(parts.bmc.stats.resets).toEqual([]);
 
     // The timeline, from the event log.
-    const bus = new KafkaJsBus({ brokers: c.kafka.bootstrap, clientId: "trace" });
+    // read as the read-only audit principal, as `fastfence trace` does
+    const bus = new KafkaJsBus({
+      brokers: c.kafka.bootstrap,
+      clientId: "trace",
+      security: c.kafka.clientSecurity("audit"),
+    });
     const records = await bus.readAll(Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter));
     await bus.close();
     const events = records.map((r) => parseEvent(decodeKafka(r)));

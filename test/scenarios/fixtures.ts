@@ -1,5 +1,7 @@
 // Builders for scenario and table tests of the pure handlers: nodes, incidents, events,
-// a policy with fencing levels for every node. Test-only; no I/O.
+// a policy with fencing levels for every node, and each observer node's signing key
+// (observations and probe evidence are signed by default, as the event source signs
+// them; the default view publishes every key). Test-only; no I/O.
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type EventType, type DataOf } from "../../events/catalog.ts";
 import {
@@ -11,7 +13,37 @@ import {
   type NodeFenceStatus,
 } from "../../core/incident.ts";
 import { resolvePolicy, type FencingPolicySpec, type FencingPolicySpecInput } from "../../core/policy.ts";
-import type { NodeInfo, Self, View } from "../../core/decision.ts";
+import type { NodeInfo, ObserverInfo, Self, View } from "../../core/decision.ts";
+import { claimOfEvidence } from "../../core/evidence-checks.ts";
+import { ObserverKey } from "../../source/observer-key.ts";
+import type { NodeObserved } from "../../events/schemas.ts";
+
+/** One signing key per observer node, made on first use (as each event-source replica does at start). */
+const KEYS = new Map<string, ObserverKey>();
+export function keyOf(observerNode: string): ObserverKey {
+  let k = KEYS.get(observerNode);
+  if (!k) KEYS.set(observerNode, (k = new ObserverKey()));
+  return k;
+}
+
+/**
+ * The observers as the API publishes them: each node's key on its heartbeat Lease, renewed
+ * at T0 with a duration that covers every test time (tests of a stale heartbeat set their own).
+ */
+export function observers(
+  names: readonly string[] = ["a", "b", "c"],
+  opts: Partial<ObserverInfo> = {},
+): Record<string, ObserverInfo> {
+  return Object.fromEntries(
+    names.map((n) => [n, { keys: [keyOf(n).annotation], renewTime: at(0), durationMs: 1e9, ...opts }]),
+  );
+}
+
+/** Probe evidence signed by its observer node's key (or `signer`'s). */
+export function signEvidence(e: Evidence, signer = e.observerNode): Evidence {
+  const { proof: _p, ...rest } = e;
+  return { ...rest, proof: keyOf(signer).sign(claimOfEvidence(rest)) };
+}
 
 export const T0 = Date.parse("2025-01-01T00:00:00.000Z");
 export const at = (ms: number) => new Date(T0 + ms).toISOString();
@@ -33,7 +65,7 @@ export function policy(overrides: FencingPolicySpecInput = {}): FencingPolicySpe
     fencing: {
       nodes: [
         {
-          nodeSelector: { matchLabels: { "fastfence.io/fence": "true" } },
+          nodeSelector: { matchLabels: { "node-restriction.kubernetes.io/fastfence-fence": "true" } },
           levels: [
             {
               driver: "redfish",
@@ -56,7 +88,10 @@ export function node(name: string, opts: Partial<NodeInfo> = {}): NodeInfo {
     bootId: (BOOT as Record<string, string>)[name] ?? `${name}-boot-0000`,
     ready: "True",
     // a control-plane node under the default policy (controlPlane.roleLabels)
-    labels: { "fastfence.io/fence": "true", "node-role.kubernetes.io/control-plane": "" },
+    labels: {
+      "node-restriction.kubernetes.io/fastfence-fence": "true",
+      "node-role.kubernetes.io/control-plane": "",
+    },
     ...opts,
   };
 }
@@ -69,14 +104,18 @@ export function evidence(
   atMs: number,
   kind: Evidence["kind"] = "probe",
 ): Evidence {
-  return {
+  if (kind !== "probe")
+    return { observer: "@apiserver", observerNode: "@apiserver", node: target, at: at(atMs), kind };
+  return signEvidence({
     observer: `event-source-${observerNode}`,
     observerNode,
     node: target,
     at: at(atMs),
     kind,
     consecutiveMisses: 3,
-  };
+    firstMissAt: at(atMs - 400),
+    heartbeatSynced: true,
+  });
 }
 
 let rv = 100;
@@ -147,23 +186,40 @@ export function observed(
   target: string,
   misses: number,
   atMs: number,
-  opts: { firstMissMs?: number; result?: "missed" | "restored" } = {},
+  opts: {
+    firstMissMs?: number;
+    result?: "missed" | "restored";
+    /** When the observer last saw the target's heartbeat renewed (its clock). */
+    heartbeatSeenMs?: number;
+    heartbeatSynced?: boolean;
+    /** Sign with this node's key instead of the observer node's; null: unsigned. */
+    signer?: string | null;
+    /** Envelope time, if not atMs. */
+    timeMs?: number;
+  } = {},
 ): FfEvent {
-  return event(
-    EVENT_TYPES.nodeObserved,
+  const data: NodeObserved = {
+    observer: { replica: `event-source-${observerNode}`, node: observerNode },
     target,
-    {
-      observer: { replica: `event-source-${observerNode}`, node: observerNode },
-      target,
-      result: opts.result ?? "missed",
-      consecutiveMisses: misses,
-      firstMissAt: at(opts.firstMissMs ?? atMs - (misses - 1) * 200),
-      lastOkAt: at((opts.firstMissMs ?? atMs - (misses - 1) * 200) - 200),
-      at: at(atMs),
-      probe: { kind: "tcp", port: 10250 },
-    },
-    { timeMs: atMs, component: "event-source" },
-  );
+    result: opts.result ?? "missed",
+    consecutiveMisses: misses,
+    firstMissAt: at(opts.firstMissMs ?? atMs - (misses - 1) * 200),
+    lastOkAt: at((opts.firstMissMs ?? atMs - (misses - 1) * 200) - 200),
+    at: at(atMs),
+    probe: { kind: "tcp", port: 10250 },
+    ...(opts.heartbeatSeenMs !== undefined ? { heartbeatSeenAt: at(opts.heartbeatSeenMs) } : {}),
+    heartbeatSynced: opts.heartbeatSynced ?? true,
+  };
+  const signed = opts.signer === null ? data : keyOf(opts.signer ?? observerNode).signObservation(data);
+  return event(EVENT_TYPES.nodeObserved, target, signed, {
+    timeMs: opts.timeMs ?? atMs,
+    component: "event-source",
+  });
+}
+
+/** The same event with its data changed after signing (a tampered copy). */
+export function tampered(ev: FfEvent, change: (d: NodeObserved) => NodeObserved): FfEvent {
+  return { ...ev, data: change(structuredClone(ev.data as NodeObserved)) };
 }
 
 export function suspected(
@@ -212,5 +268,13 @@ export function condition(
 }
 
 export function view(v: Partial<View> & { node?: NodeInfo } = {}): View {
-  return { openIncidents: [], nodes: CLUSTER3(), policy: policy(), trustedConfirmers: TRUSTED, ...v };
+  const nodes = v.nodes ?? CLUSTER3();
+  return {
+    openIncidents: [],
+    nodes,
+    policy: policy(),
+    trustedConfirmers: TRUSTED,
+    observers: observers(nodes.map((n) => n.name)),
+    ...v,
+  };
 }

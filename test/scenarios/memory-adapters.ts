@@ -10,7 +10,8 @@
 // the real adapters' guards (a test passing here must not rely on a write the API server
 // would refuse), and never perform I/O.
 import type { Clock } from "../../core/clock.ts";
-import type { Action, NodeInfo } from "../../core/decision.ts";
+import { heartbeatLeaseName, type Action, type NodeInfo } from "../../core/decision.ts";
+import { OBSERVER_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
 import {
   isTerminal,
   NODE_LABEL,
@@ -45,6 +46,7 @@ export type Op =
   | "leases.acquire"
   | "leases.release"
   | "kube.readLease"
+  | "kube.listLeases"
   | "policy.get"
   | "power.prepare"
   | "power.powerOff"
@@ -60,6 +62,7 @@ const READS: ReadonlySet<Op> = new Set<Op>([
   "nodes.get",
   "nodes.list",
   "kube.readLease",
+  "kube.listLeases",
   "policy.get",
 ]);
 
@@ -75,6 +78,9 @@ export interface JournalEntry {
 export type Hook = (detail: string) => void | Promise<void>;
 
 export interface StoredLease {
+  /** Unset: the fastfence namespace; "kube-node-lease" for a kubelet's Lease. */
+  namespace?: string;
+  annotations?: Record<string, string>;
   holder: string;
   /** RFC 3339. */
   acquireTime: string;
@@ -182,6 +188,33 @@ export class MemoryCluster {
   externalLease(name: string, holder: string, now: number, durationSeconds = 15): void {
     const t = new Date(now).toISOString();
     this.leases.set(name, { holder, acquireTime: t, renewTime: t, durationSeconds });
+  }
+
+  /**
+   * An observer node's event source renewed its heartbeat Lease at `now`, publishing its
+   * key annotation (fastfence.io/observer-key); the default duration covers every test time.
+   */
+  publishObserver(node: string, keyAnnotation: string, now: number, durationSeconds = 1e6): void {
+    const t = new Date(now).toISOString();
+    this.leases.set(heartbeatLeaseName(node), {
+      annotations: { [OBSERVER_KEY_ANNOTATION]: keyAnnotation },
+      holder: `event-source-${node}`,
+      acquireTime: t,
+      renewTime: t,
+      durationSeconds,
+    });
+  }
+
+  /** A kubelet renewed its Lease (kube-node-lease/<node>) at `now`. */
+  kubeletLease(node: string, now: number): void {
+    const t = new Date(now).toISOString();
+    this.leases.set(node, {
+      namespace: "kube-node-lease",
+      holder: node,
+      acquireTime: t,
+      renewTime: t,
+      durationSeconds: 40,
+    });
   }
 
   incident(name: string): NodeFence | undefined {
@@ -412,14 +445,21 @@ export class MemoryLeases implements Pick<LeaseManager, "acquire" | "release"> {
     this.durationSeconds = durationSeconds;
   }
 
-  acquire(name: string, holder: string, now: number): Promise<LeaseResult> {
+  acquire(
+    name: string,
+    holder: string,
+    now: number,
+    annotations?: (current: Readonly<Record<string, string>>) => Record<string, string>,
+  ): Promise<LeaseResult> {
     return this.c.call("leases.acquire", `${name} ${holder}`, () => {
       const cur = this.c.leases.get(name);
       const expires = cur ? Date.parse(cur.renewTime) + cur.durationSeconds * 1000 : 0;
       if (cur?.holder && cur.holder !== holder && expires > now)
         return { acquired: false, holder: cur.holder, expiresAt: expires } as const;
       const t = new Date(now).toISOString();
+      const ann = cur?.annotations ?? {};
       this.c.leases.set(name, {
+        ...(annotations || cur?.annotations ? { annotations: { ...ann, ...annotations?.(ann) } } : {}),
         holder,
         acquireTime: cur?.holder === holder ? cur.acquireTime : t,
         renewTime: t,
@@ -453,25 +493,36 @@ export class MemoryKube implements Pick<Kube, "call"> {
           },
         },
       );
-    const readNamespacedLease = ({ name }: { name: string; namespace: string }) =>
+    const asLease = (name: string, l: StoredLease) => ({
+      metadata: {
+        name,
+        namespace: l.namespace ?? this.c.namespace,
+        ...(l.annotations ? { annotations: { ...l.annotations } } : {}),
+      },
+      spec: {
+        holderIdentity: l.holder,
+        acquireTime: l.acquireTime,
+        renewTime: l.renewTime,
+        leaseDurationSeconds: l.durationSeconds,
+      },
+    });
+    const inNamespace = (namespace: string) =>
+      [...this.c.leases].filter(([, l]) => (l.namespace ?? this.c.namespace) === namespace);
+    const readNamespacedLease = ({ name, namespace }: { name: string; namespace: string }) =>
       this.c.call("kube.readLease", name, () => {
-        const l = this.c.leases.get(name);
+        const l = inNamespace(namespace).find(([n]) => n === name)?.[1];
         if (!l) throw new KubeApiError(404, `read lease ${name}`, { message: "not found" }, undefined);
-        return {
-          metadata: { name, namespace: this.c.namespace },
-          spec: {
-            holderIdentity: l.holder,
-            acquireTime: l.acquireTime,
-            renewTime: l.renewTime,
-            leaseDurationSeconds: l.durationSeconds,
-          },
-        };
+        return asLease(name, l);
       });
+    const listNamespacedLease = ({ namespace }: { namespace: string }) =>
+      this.c.call("kube.listLeases", namespace, () => ({
+        items: inNamespace(namespace).map(([n, l]) => asLease(n, l)),
+      }));
     this.apis = {
       core: missing("core"),
       storage: missing("storage"),
       custom: missing("custom"),
-      coordination: new Proxy({ readNamespacedLease } as object, {
+      coordination: new Proxy({ readNamespacedLease, listNamespacedLease } as object, {
         get: (t, key) =>
           key in t
             ? (t as Record<string | symbol, unknown>)[key]
@@ -562,6 +613,10 @@ export class MemoryPower implements PowerExecutor {
 export const NO_METAL3: Metal3Api = {
   getNode: (name) => Promise.reject(new Error(`unexpected metal3 read of node ${name}`)),
   listHosts: () => Promise.reject(new Error("unexpected metal3 list of hosts")),
+  listMachines: () => Promise.reject(new Error("unexpected metal3 list of machines")),
+  getInfrastructure: () => Promise.reject(new Error("unexpected metal3 read of an infrastructure object")),
+  getHost: (namespace, name) =>
+    Promise.reject(new Error(`unexpected metal3 read of host ${namespace}/${name}`)),
 };
 
 /**

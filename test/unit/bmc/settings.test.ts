@@ -4,10 +4,8 @@ import { describe, expect, it } from "vitest";
 import { FastfenceError } from "../../../core/errors.ts";
 import { agentStdin, scrub } from "../../../infra/bmc/fence-agent.ts";
 import {
-  discoverNodeBmc,
   holdPoweredOffPatch,
   hostFromAnnotation,
-  hostFromProviderId,
   rebootAnnotationKey,
   releasePatch,
   settingsFromHost,
@@ -112,17 +110,12 @@ describe("metal3 discovery", () => {
     },
   };
 
-  it("providerID forms and the Machine annotation", () => {
-    expect(hostFromProviderId("metal3://metal3/worker-0/m3m-abc")).toEqual({
-      namespace: "metal3",
-      name: "worker-0",
-    });
-    expect(hostFromProviderId("metal3://u-123")).toEqual({ uid: "u-123" });
-    expect(hostFromProviderId("aws:///i-123")).toBeUndefined();
+  it("the host annotation of a Machine / Metal3Machine", () => {
     expect(hostFromAnnotation({ "metal3.io/BareMetalHost": "metal3/worker-0" })).toEqual({
       namespace: "metal3",
       name: "worker-0",
     });
+    expect(hostFromAnnotation({ "metal3.io/BareMetalHost": "worker-0" })).toBeUndefined();
     expect(hostFromAnnotation({})).toBeUndefined();
   });
 
@@ -134,18 +127,6 @@ describe("metal3 discovery", () => {
       options: { insecure: true },
       source: "baremetalhost",
     });
-  });
-
-  it("discovers through a fake API by providerID and by uid", async () => {
-    const api = (providerID: string) => ({
-      getNode: async () => ({ spec: { providerID } }),
-      listHosts: async () => [host],
-    });
-    expect((await discoverNodeBmc(api("metal3://metal3/worker-0/x"), "n0")).address).toBe(
-      host.spec.bmc.address,
-    );
-    expect((await discoverNodeBmc(api("metal3://u-123"), "n0")).credentialsSecret?.name).toBe("worker-0-bmc");
-    await expect(discoverNodeBmc(api("metal3://other/none/x"), "n0")).rejects.toThrow(/not found/);
   });
 
   it("reboot annotation hold and release", () => {

@@ -6,7 +6,8 @@ import { describe, expect, test } from "vitest";
 import { clusterNeeded, decide } from "../../../functions/confirm/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { Action } from "../../../core/decision.ts";
-import type { NodeFenceStatus } from "../../../core/incident.ts";
+import type { Evidence, NodeFenceStatus } from "../../../core/incident.ts";
+import type { NodeSuspected } from "../../../events/schemas.ts";
 import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
 import { isControlPlane } from "../../../core/rules.ts";
 import {
@@ -14,15 +15,25 @@ import {
   CONFIRM,
   NEW_BOOT,
   T0,
+  at,
   evidence,
   incident,
   node,
   policy,
+  signEvidence,
   suspected,
   view,
 } from "../../scenarios/fixtures.ts";
 
 const NOW = 10_000;
+/** Probe evidence whose observer saw the target's heartbeat Lease renewed at `seenMs` (its clock), re-signed. */
+const sighted = (e: Evidence, seenMs: number): Evidence =>
+  signEvidence({ ...e, heartbeatSeenAt: at(seenMs) });
+/** A suspicion of a carrying exactly this evidence. */
+const suspectedWith = (e: Evidence) => {
+  const ev = suspected(e.observerNode, e.node, Date.parse(e.at) - T0);
+  return { ...ev, data: { ...(ev.data as NodeSuspected), evidence: e } };
+};
 const susp = (ev: typeof evidence extends never ? never : ReturnType<typeof evidence>[]) =>
   incident("a", { phase: "Suspected", evidence: ev, timestamps: { suspected: new Date(0).toISOString() } });
 
@@ -42,12 +53,14 @@ interface Case {
 }
 
 const a = node("a");
+/** a as the API shows it after its kubelet stopped reporting (condition evidence counts). */
+const aDown = node("a", { ready: "Unknown" });
 /** A node without a control-plane role label (a worker under every policy below). */
 const worker = (name: string, opts: Parameters<typeof node>[1] = {}) =>
-  node(name, { labels: { "fastfence.io/fence": "true" }, ...opts });
+  node(name, { labels: { "node-restriction.kubernetes.io/fastfence-fence": "true" }, ...opts });
 /** A node whose only role label is `label`. */
 const labelled = (name: string, label: string, opts: Parameters<typeof node>[1] = {}) =>
-  node(name, { labels: { "fastfence.io/fence": "true", [label]: "" }, ...opts });
+  node(name, { labels: { "node-restriction.kubernetes.io/fastfence-fence": "true", [label]: "" }, ...opts });
 const ETCD_LABEL = "example.com/etcd-member";
 const cases: Case[] = [
   {
@@ -81,7 +94,7 @@ const cases: Case[] = [
       ...suspected("b", "a", NOW),
       data: {
         ...(suspected("b", "a", NOW).data as object),
-        evidence: { ...evidence("b", "a", NOW), observer: "event-source-b-2" },
+        evidence: signEvidence({ ...evidence("b", "a", NOW), observer: "event-source-b-2" }),
       },
     } as ReturnType<typeof suspected>,
     view: view({ node: a, incident: susp([evidence("b", "a", NOW - 100)]) }),
@@ -120,8 +133,40 @@ const cases: Case[] = [
   {
     name: "probe + Ready=Unknown (API observer) make two independent observers",
     event: suspected("b", "a", NOW, undefined, "condition"),
-    view: view({ node: a, incident: susp([evidence("c", "a", NOW - 100)]) }),
+    view: view({ node: aDown, incident: susp([evidence("c", "a", NOW - 100)]) }),
     expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "condition evidence while the API says the node is Ready → ignored (the event's word is not taken)",
+    event: suspected("b", "a", NOW, undefined, "condition"),
+    view: view({ node: a, incident: susp([evidence("c", "a", NOW - 100)]) }),
+    expect: { ignored: "NodeReady" },
+  },
+  {
+    name: "stored condition evidence no longer counts once the API says Ready again",
+    event: suspected("c", "a", NOW),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 100, "condition")]) }),
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
+  },
+  {
+    name: "lease evidence counts only while the API's kubelet Lease is stale",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      incident: susp([evidence("b", "a", NOW - 100, "lease")]),
+      kubeletLease: { renewTime: at(NOW - 50_000), durationMs: 40_000 },
+    }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "lease evidence with a freshly renewed kubelet Lease in the API does not count",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      incident: susp([evidence("b", "a", NOW - 100, "lease")]),
+      kubeletLease: { renewTime: at(NOW - 1_000), durationMs: 40_000 },
+    }),
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
   },
   {
     name: "quorum 3 needs a third observer",
@@ -172,10 +217,10 @@ const cases: Case[] = [
     name: "control-plane quorum: 3 CP nodes, one already NotReady → Blocked",
     event: suspected("c", "a", NOW),
     view: view({
-      node: a,
+      node: aDown,
       policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
-      nodes: [a, node("b", { ready: "Unknown" }), node("c")],
-      incident: susp([evidence("b", "a", NOW - 100)]),
+      nodes: [aDown, node("b", { ready: "Unknown" }), node("c")],
+      incident: susp([evidence("b", "a", NOW - 100, "condition")]),
     }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
@@ -189,14 +234,14 @@ const cases: Case[] = [
     name: "control-plane quorum, default role labels: the legacy master label counts too → Blocked",
     event: suspected("c", "a", NOW),
     view: view({
-      node: labelled("a", "node-role.kubernetes.io/master"),
+      node: labelled("a", "node-role.kubernetes.io/master", { ready: "Unknown" }),
       policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
       nodes: [
-        labelled("a", "node-role.kubernetes.io/master"),
+        labelled("a", "node-role.kubernetes.io/master", { ready: "Unknown" }),
         labelled("b", "node-role.kubernetes.io/master", { ready: "Unknown" }),
         labelled("c", "node-role.kubernetes.io/master"),
       ],
-      incident: susp([evidence("b", "a", NOW - 100)]),
+      incident: susp([evidence("b", "a", NOW - 100, "condition")]),
     }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
@@ -204,13 +249,13 @@ const cases: Case[] = [
     name: "control-plane quorum, custom roleLabels: nodes without that label are not control plane → Confirmed",
     event: suspected("c", "a", NOW),
     view: view({
-      node: a,
+      node: aDown,
       policy: policy({
         stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 },
         controlPlane: { roleLabels: [ETCD_LABEL] },
       }),
-      nodes: [a, node("b", { ready: "Unknown" }), node("c")],
-      incident: susp([evidence("b", "a", NOW - 100)]),
+      nodes: [aDown, node("b", { ready: "Unknown" }), node("c")],
+      incident: susp([evidence("b", "a", NOW - 100, "condition")]),
     }),
     expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
   },
@@ -218,17 +263,17 @@ const cases: Case[] = [
     name: "control-plane quorum, custom roleLabels: nodes carrying it are control plane → Blocked",
     event: suspected("c", "a", NOW),
     view: view({
-      node: labelled("a", ETCD_LABEL),
+      node: labelled("a", ETCD_LABEL, { ready: "Unknown" }),
       policy: policy({
         stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 },
         controlPlane: { roleLabels: [ETCD_LABEL] },
       }),
       nodes: [
-        labelled("a", ETCD_LABEL),
+        labelled("a", ETCD_LABEL, { ready: "Unknown" }),
         labelled("b", ETCD_LABEL, { ready: "Unknown" }),
         labelled("c", ETCD_LABEL),
       ],
-      incident: susp([evidence("b", "a", NOW - 100)]),
+      incident: susp([evidence("b", "a", NOW - 100, "condition")]),
     }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
@@ -236,13 +281,13 @@ const cases: Case[] = [
     name: "already Blocked for the same reason → no write, no new event",
     event: suspected("c", "a", NOW),
     view: view({
-      node: a,
-      nodes: [a, node("b", { ready: "False" }), node("c")],
+      node: aDown,
+      nodes: [aDown, node("b", { ready: "False" }), node("c")],
       policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
       incident: incident("a", {
         phase: "Blocked",
         reason: "ControlPlaneQuorum",
-        evidence: [evidence("b", "a", NOW - 100), evidence("c", "a", NOW - 50)],
+        evidence: [evidence("b", "a", NOW - 100, "condition"), evidence("c", "a", NOW - 50)],
       }),
     }),
     expect: { ignored: "StillBlocked" },
@@ -273,48 +318,57 @@ const cases: Case[] = [
     expect: { ignored: "NodeNotFound" },
   },
   {
-    name: "partial partition: the node renewed its heartbeat after the misses began → not confirmed",
+    name: "partial partition: an observer saw the heartbeat renewed after its own misses began → not confirmed",
     event: suspected("c", "a", NOW),
     view: view({
       node: a,
-      incident: susp([evidence("b", "a", NOW - 300)]),
-      heartbeat: {
-        holder: "event-source-a",
-        renewTime: new Date(T0 + NOW + 100).toISOString(),
-        durationMs: 1000,
-      },
+      // b's streak began at NOW-700 (its clock); it saw a's heartbeat Lease change at NOW-400
+      incident: susp([sighted(evidence("b", "a", NOW - 300), NOW - 400)]),
     }),
-    now: NOW + 150,
     expect: { write: "update", phase: "Suspected", evidence: 2 },
   },
   {
-    name: "crash: the last heartbeat came before the misses began → Confirmed",
+    name: "partial partition seen by the incoming observer itself → not confirmed",
+    event: suspectedWith(sighted(evidence("c", "a", NOW), NOW - 50)),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
+  },
+  {
+    name: "crash: every sighting came before that observer's misses began → Confirmed",
+    event: suspectedWith(sighted(evidence("c", "a", NOW), NOW - 500)),
+    view: view({ node: a, incident: susp([sighted(evidence("b", "a", NOW - 300), NOW - 800)]) }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "crash: a dead node's last in-flight renewal, seen just after the first miss, stops vetoing after one heartbeat Lease duration",
+    event: suspectedWith(sighted({ ...evidence("c", "a", NOW), firstMissAt: at(NOW - 1500) }, NOW - 1490)),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "heartbeat veto switched off by policy → a sighting does not stop confirmation",
     event: suspected("c", "a", NOW),
     view: view({
       node: a,
-      incident: susp([evidence("b", "a", NOW - 300)]),
-      heartbeat: {
-        holder: "event-source-a",
-        renewTime: new Date(T0 + NOW - 900).toISOString(),
-        durationMs: 1000,
-      },
+      incident: susp([sighted(evidence("b", "a", NOW - 300), NOW - 400)]),
+      policy: policy({ suspicion: { heartbeatVeto: false } }),
     }),
     expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
   },
   {
-    name: "heartbeat veto switched off by policy → a fresh heartbeat does not stop confirmation",
+    name: "veto on: stored evidence from an observer whose heartbeat watch was not synced does not count",
     event: suspected("c", "a", NOW),
     view: view({
       node: a,
-      incident: susp([evidence("b", "a", NOW - 300)]),
-      heartbeat: {
-        holder: "event-source-a",
-        renewTime: new Date(T0 + NOW + 100).toISOString(),
-        durationMs: 1000,
-      },
-      policy: policy({ suspicion: { heartbeatVeto: false } }),
+      incident: susp([signEvidence({ ...evidence("b", "a", NOW - 300), heartbeatSynced: false })]),
     }),
-    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
+  },
+  {
+    name: "veto on: an incoming suspicion from an unsynced heartbeat watch → ignored",
+    event: suspectedWith(signEvidence({ ...evidence("c", "a", NOW), heartbeatSynced: false })),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
+    expect: { ignored: "HeartbeatWatchNotSynced" },
   },
 ];
 
@@ -358,10 +412,13 @@ describe("confirm.decide", () => {
 });
 
 describe("confirm.clusterNeeded (the executor skips listing the cluster when false)", () => {
-  /** A case's input as the executor first reads it: the view without the cluster lists. */
+  /**
+   * A case's input as the executor first reads it: the view without the open incidents
+   * (the node list is always read: the ring check of the evidence needs it).
+   */
   const withoutCluster = (c: Case) => ({
     event: c.event,
-    view: { ...c.view, nodes: [], openIncidents: [] },
+    view: { ...c.view, openIncidents: [] },
     now: T0 + (c.now ?? NOW),
     self: CONFIRM,
   });

@@ -128,10 +128,50 @@ const cases: Case[] = [
     "suspect",
   ],
   [
-    "Ready=Unknown → suspected (condition evidence)",
+    "Ready=Unknown in the API → suspected (condition evidence)",
+    {
+      event: condition("a", "Unknown", BOOT.a, NOW),
+      view: view({ node: node("a", { ready: "Unknown" }) }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "suspect",
+  ],
+  [
+    "the event says Ready=Unknown but the API says Ready → nothing (the event's word is not taken)",
     {
       event: condition("a", "Unknown", BOOT.a, NOW),
       view: view({ node: node("a") }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "NodeReady",
+  ],
+  [
+    "the event says Ready=True but the API says NotReady → suspected from the API",
+    {
+      event: condition("a", "True", BOOT.a, NOW),
+      view: view({ node: node("a", { ready: "False" }) }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "suspect",
+  ],
+  [
+    "a lease change whose kubelet Lease the API shows freshly renewed → nothing",
+    {
+      event: condition("a", "True", BOOT.a, NOW, "lease"),
+      view: view({ node: node("a"), kubeletLease: { renewTime: at(NOW - 500), durationMs: 40_000 } }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    },
+    "LeaseNotStale",
+  ],
+  [
+    "a lease change with the kubelet Lease stale in the API → suspected",
+    {
+      event: condition("a", "True", BOOT.a, NOW, "lease"),
+      view: view({ node: node("a"), kubeletLease: { renewTime: at(NOW - 45_000), durationMs: 40_000 } }),
       now: T0 + NOW,
       self: CONFIRM,
     },

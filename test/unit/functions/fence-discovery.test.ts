@@ -72,7 +72,13 @@ describe("fence with fencing.discovery", () => {
   });
 
   test("a policy entry wins over discovery", () => {
-    const d = decide(input("Metal3", { "fastfence.io/fence": "true" }, { discoveredLevels: [HOST_LEVEL] }));
+    const d = decide(
+      input(
+        "Metal3",
+        { "node-restriction.kubernetes.io/fastfence-fence": "true" },
+        { discoveredLevels: [HOST_LEVEL] },
+      ),
+    );
     const levels = powerOffLevels(d)[0]!;
     expect(levels.map((l) => l.driver)).toEqual(["redfish", "ipmi"]);
     expect(levels.some((l) => l.discovered)).toBe(false);

@@ -22,6 +22,7 @@ import {
   TRUSTED,
   condition,
   node,
+  keyOf,
   observed,
   policy,
 } from "../../scenarios/fixtures.ts";
@@ -42,6 +43,7 @@ describe("pipeline", () => {
       nodes: [node("a"), node("b"), node("c")],
       now: () => clock.now(),
     });
+    for (const n of ["a", "b", "c"]) c.publishObserver(n, keyOf(n).annotation, T0);
     c.pods = [
       { namespace: "default", name: "web-1", node: "a" },
       { namespace: "default", name: "web-2", node: "b" },

@@ -23,7 +23,7 @@ const catalog: CatalogView = {
   deadLetterTopic: "dlq",
 };
 
-function setup(handler: EventHandler) {
+function setup(handler: EventHandler, metrics = createFunctionMetrics({ defaultMetrics: false })) {
   const def: StageInfo = {
     name: "f",
     description: "",
@@ -39,7 +39,7 @@ function setup(handler: EventHandler) {
     source: "/fastfence/f/r1",
     clock,
     log: createLogger("f", { level: "silent" }),
-    metrics: createFunctionMetrics({ defaultMetrics: false }),
+    metrics,
     config: { maxAttempts: 3, retryBackoffMs: 1, handlerTimeoutMs: 200 },
   });
 }
@@ -130,6 +130,17 @@ describe("dispatcher", () => {
     });
     if (r.kind === "dead-letter")
       expect(r.error.toJSON()).toMatchObject({ reasonCode: "MissingResourceVersion" });
+  });
+
+  it("counts a refusal of untrusted input in fastfence_inputs_refused_total{stage,reason}; other rejections not", async () => {
+    const metrics = createFunctionMetrics({ defaultMetrics: false });
+    let code: "BadSignature" | "MissingResourceVersion" = "BadSignature";
+    const d = setup(async () => ({ outcome: { kind: "rejected", code, reason: "r" }, emit: [] }), metrics);
+    expect((await d.dispatch(() => ev as never, signal)).kind).toBe("dead-letter");
+    code = "MissingResourceVersion";
+    expect((await d.dispatch(() => ev as never, signal)).kind).toBe("dead-letter");
+    const values = (await metrics.inputsRefused.get()).values;
+    expect(values.map((v) => [v.labels, v.value])).toEqual([[{ stage: "f", reason: "BadSignature" }, 1]]);
   });
 
   it("records an ignored outcome with its code", async () => {

@@ -50,6 +50,7 @@ import {
   evidence,
   incident,
   node,
+  keyOf,
   observed,
   offAttempt,
   policy,
@@ -74,6 +75,8 @@ const UNTAINT = `-${OUT_OF_SERVICE_TAINT.key}`;
 function world(opts: { policy?: FencingPolicySpec } = {}) {
   const clock = new TestClock(NOW);
   const c = new MemoryCluster({ policy: opts.policy ?? policy(), nodes: CLUSTER3(), now: () => clock.now() });
+  // every node's event source has published its key on its heartbeat Lease
+  for (const n of ["a", "b", "c"]) c.publishObserver(n, keyOf(n).annotation, NOW);
   const power = new MemoryPower(c, clock);
   const ad = memoryAdapters(c, { power });
   const abort = new AbortController();
@@ -164,15 +167,28 @@ describe("reads the view the stage asks for", () => {
   });
 
   test.each([
-    { name: "below quorum: the cluster is not listed", seed: false, from: "b", lists: 0, phase: "Suspected" },
-    { name: "quorum: the guards list the cluster once", seed: true, from: "c", lists: 1, phase: "Confirmed" },
+    {
+      name: "below quorum: open incidents are not listed",
+      seed: false,
+      from: "b",
+      lists: 0,
+      phase: "Suspected",
+    },
+    {
+      name: "quorum: the guards list open incidents once",
+      seed: true,
+      from: "c",
+      lists: 1,
+      phase: "Confirmed",
+    },
   ])("confirm, $name", async ({ seed, from, lists, phase }) => {
     const w = world();
     if (seed) w.c.seedIncident(suspectedByB());
     await confirmHandler(w)(suspected(from, "a", 1000), w.ctx);
-    expect(w.c.count("nodes.list")).toBe(lists);
+    expect(w.c.count("nodes.list")).toBe(1); // always, once: the ring check of the evidence
     expect(w.c.count("incidents.listOpen")).toBe(lists);
-    expect(w.c.count("kube.readLease")).toBe(1); // the heartbeat Lease
+    expect(w.c.count("kube.listLeases")).toBe(1); // the observers' keys and heartbeats
+    expect(w.c.count("kube.readLease")).toBe(1); // the kubelet Lease
     expect(w.c.incident(NAME)?.status?.phase).toBe(phase);
   });
 });

@@ -1,7 +1,7 @@
 // Probe assignment on the ring: every node is watched by k observers on other nodes,
 // and each observer probes exactly k targets.
 import { describe, expect, it } from "vitest";
-import { observersOf, probeTargets } from "../../../source/ring.ts";
+import { observersOf, probeTargets } from "../../../core/ring.ts";
 
 describe("probe ring", () => {
   it.each([

@@ -1,7 +1,8 @@
 // Which nodes one observer replica probes: its k successors on a ring of node names
 // (sorted), skipping its own node. Every node is then probed by k replicas on other
 // nodes, and probe traffic grows linearly with the cluster (k probes per replica per
-// interval). Pure: no I/O.
+// interval). One definition shared by the event source (what it probes) and by detect
+// and confirm (whether an observer was assigned the node it reports on). Pure: no I/O.
 
 /** Targets of the observer on `self`: the k nodes after it on the sorted ring. */
 export function probeTargets(self: string, nodes: readonly string[], k: number): string[] {

@@ -1,0 +1,224 @@
+// Evidence bound to its origin and time that cannot be shifted, on the real stack (real
+// kube-apiserver with the manifests' RBAC and admission policies, real Kafka with TLS,
+// SCRAM and ACLs, lab BMCs, every function running): root on node-a holds node-a's
+// event-source identity and Kafka credentials, and even puts a key of its own making on
+// node-a's heartbeat Lease (which that identity may write). With that it forges
+// observations that name node-b's observer about healthy node-c (signed with node-a's
+// published key, unsigned, or under node-b's key id), observations timestamped in the
+// future (the claim and the envelope), and — holding detect's credentials too — suspicions
+// whose evidence names node-b's observer or comes from the future. Asserts: no BMC
+// received a power command, no incident got past Suspected, every forged input was
+// dead-lettered with its reason code, and fastfence_inputs_refused_total rose.
+import { CoordinationV1Api } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { heartbeatLeaseName } from "../../core/decision.ts";
+import { OBSERVER_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
+import { incidentName, type Evidence } from "../../core/incident.ts";
+import type { RejectCode } from "../../core/reasons.ts";
+import { EVENT_TYPES, TOPICS } from "../../events/catalog.ts";
+import { encodeKafka } from "../../events/codec.ts";
+import { envelope, type FfEvent } from "../../events/envelope.ts";
+import { DeadLetterSchema, type NodeObserved, type NodeSuspected } from "../../events/schemas.ts";
+import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { NAMESPACE, startPipelineCluster, sleep } from "../../harness/env/pipeline-cluster.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
+import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
+import { publishObserverKey } from "../../harness/kube/observer.ts";
+import { ObserverKey } from "../../source/observer-key.ts";
+import { incidents, waitFor } from "./pipeline-helpers.ts";
+
+const env = withEnv(async (scope) => scope.add(await startPipelineCluster()));
+const [A, B, C] = ["node-a", "node-b", "node-c"] as const;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+describe("forged and time-shifted evidence", () => {
+  it("root on node-a cannot speak for node-b's observer, nor shift time: nothing is fenced, every forgery is dead-lettered", async () => {
+    const c = env();
+    const coord = c.kc.makeApiClient(CoordinationV1Api);
+    const keys = await waitFor("every node's observer key on its heartbeat Lease", async () => {
+      const l = await coord.listNamespacedLease({ namespace: NAMESPACE });
+      const byNode = new Map(
+        l.items.map((x) => [x.metadata?.name, x.metadata?.annotations?.[OBSERVER_KEY_ANNOTATION]]),
+      );
+      const out = [A, B, C].map((n) => byNode.get(heartbeatLeaseName(n)));
+      return out.every(Boolean) ? (out as string[]) : undefined;
+    });
+    const keyIdOfB = keys[1]!.split(":")[0]!;
+
+    // Root on node-a: node-a's own event-source identity (a token bound to a pod on
+    // node-a) publishes a key of its making on node-a's own heartbeat Lease. Allowed: that
+    // key then IS node-a's key material, as if it had read the replica's memory.
+    const rogue = new ObserverKey();
+    const asA = await serviceAccountKubeConfig(c.kc, {
+      namespace: NAMESPACE,
+      serviceAccount: "fastfence-source",
+      node: A,
+      podName: "attacker-on-node-a",
+    });
+    // (beside the real replica's key, which it keeps renewing every 250 ms)
+    await publishObserverKey(asA, {
+      namespace: NAMESPACE,
+      node: A,
+      annotation: rogue.annotation,
+      slot: "previous",
+    });
+    await waitFor("the rogue key published for node-a", async () => {
+      const l = await coord.readNamespacedLease({ name: heartbeatLeaseName(A), namespace: NAMESPACE });
+      return Object.values(l.metadata?.annotations ?? {}).includes(rogue.annotation) ? true : undefined;
+    });
+
+    const asSource = new KafkaJsBus({
+      brokers: c.kafka.bootstrap,
+      clientId: "attacker-on-node-a",
+      security: c.kafka.clientSecurity("event-source"),
+    });
+    const asDetect = new KafkaJsBus({
+      brokers: c.kafka.bootstrap,
+      clientId: "attacker-with-detect-credentials",
+      security: c.kafka.clientSecurity("detect"),
+    });
+    const now = Date.now();
+    const FUTURE = 60_000;
+    /** An observation of healthy node-c by `observer`'s node that crosses the suspicion threshold. */
+    const claim = (observer: string, atMs = now): NodeObserved => ({
+      observer: { replica: `event-source-${observer}`, node: observer },
+      target: C,
+      result: "missed",
+      consecutiveMisses: 3,
+      firstMissAt: iso(atMs - 400),
+      at: iso(atMs),
+      probe: { kind: "tcp", port: 10250 },
+      heartbeatSynced: true,
+    });
+    const observation = (data: NodeObserved, timeMs = now): FfEvent =>
+      envelope(
+        { type: EVENT_TYPES.nodeObserved, subject: C, data },
+        `/fastfence/event-source/event-source-${A}`,
+        timeMs,
+      );
+
+    const expected = new Map<string, RejectCode>();
+    const observations: FfEvent[] = [];
+    const forge = (ev: FfEvent, code: RejectCode) => {
+      expected.set(ev.id, code);
+      observations.push(ev);
+    };
+    // speaking for node-b's observer
+    forge(observation(rogue.signObservation(claim(B))), "UnknownObserverKey");
+    forge(observation(claim(B)), "MissingProof");
+    const underB = rogue.signObservation(claim(B));
+    forge(observation({ ...underB, proof: { keyId: keyIdOfB, sig: underB.proof!.sig } }), "BadSignature");
+    // node-a's own claim, time-shifted into the future: the claim, then only the envelope
+    forge(observation(rogue.signObservation(claim(A, now + FUTURE))), "FutureTimestamp");
+    forge(observation(rogue.signObservation(claim(A)), now + FUTURE), "FutureTimestamp");
+    // node-a's own claim, honest in form: one observer, never a quorum; and one from the past
+    observations.push(observation(rogue.signObservation(claim(A))));
+    observations.push(observation(rogue.signObservation(claim(A, now - FUTURE)), now - FUTURE));
+    await asSource.publish(
+      TOPICS.observations,
+      observations.map((e) => encodeKafka(e)),
+    );
+
+    // The event source's credentials cannot write suspicions at all (the broker refuses).
+    const boot = (await c.core.readNode({ name: C })).status!.nodeInfo!.bootID!;
+    const incident = incidentName(C, boot);
+    const suspicion = (evidence: Evidence, timeMs = now): FfEvent =>
+      envelope(
+        {
+          type: EVENT_TYPES.nodeSuspected,
+          subject: C,
+          ffincident: incident,
+          data: { node: C, bootId: boot, incident, reason: "ProbeMisses", evidence } satisfies NodeSuspected,
+        },
+        `/fastfence/detect/detect-${A}`,
+        timeMs,
+      );
+    const asEvidence = (d: NodeObserved): Evidence => ({
+      observer: d.observer.replica,
+      observerNode: d.observer.node,
+      node: d.target,
+      at: d.at,
+      kind: "probe",
+      consecutiveMisses: d.consecutiveMisses,
+      firstMissAt: d.firstMissAt!,
+      heartbeatSynced: true,
+      ...(d.proof ? { proof: d.proof } : {}),
+    });
+    await expect(
+      asSource.publish(TOPICS.suspicions, [
+        encodeKafka(suspicion(asEvidence(rogue.signObservation(claim(B))))),
+      ]),
+    ).rejects.toBeDefined();
+
+    // With detect's credentials: suspicions naming node-b's observer, or from the future.
+    const suspicions = [
+      [suspicion(asEvidence(rogue.signObservation(claim(B)))), "UnknownObserverKey"],
+      [suspicion(asEvidence(claim(B))), "MissingProof"],
+      [suspicion(asEvidence(rogue.signObservation(claim(A, now + FUTURE)))), "FutureTimestamp"],
+      [suspicion(asEvidence(rogue.signObservation(claim(A))), now + FUTURE), "FutureTimestamp"],
+    ] as const;
+    for (const [ev, code] of suspicions) expected.set(ev.id, code);
+    await asDetect.publish(
+      TOPICS.suspicions,
+      suspicions.map(([ev]) => encodeKafka(ev)),
+    );
+
+    // Every forgery is dead-lettered with its reason code.
+    const audit = new KafkaJsBus({
+      brokers: c.kafka.bootstrap,
+      clientId: "forged-evidence-audit",
+      security: c.kafka.clientSecurity("audit"),
+    });
+    const dead = await waitFor(
+      "every forged input dead-lettered",
+      async () => {
+        const recs = await audit.readAll([TOPICS.deadLetter], { timeoutMs: 3000 });
+        const byId = new Map(
+          recs
+            .map((r) => DeadLetterSchema.parse(JSON.parse(r.value!.toString())))
+            .map((d) => [d.originalHeaders.ce_id, d] as const),
+        );
+        return [...expected.keys()].every((id) => byId.has(id)) ? byId : undefined;
+      },
+      60_000,
+      500,
+    );
+    for (const [id, code] of expected) expect(dead.get(id)?.reasonCode, id).toBe(code);
+    await Promise.all([asSource.close(), asDetect.close(), audit.close()]);
+
+    // The refusals were counted, by the stage that refused them.
+    const refused = async (fn: string) => {
+      const out: Record<string, number> = {};
+      for (const p of c.nodes.values())
+        for (const f of p.functions.filter((x) => x.name === fn))
+          for (const v of (await f.metrics.inputsRefused.get()).values)
+            out[String(v.labels.reason)] = (out[String(v.labels.reason)] ?? 0) + v.value;
+      return out;
+    };
+    // (at least: Kafka delivers at least once)
+    const atLeast = (got: Record<string, number>, want: Record<string, number>) => {
+      for (const [reason, n] of Object.entries(want))
+        expect(got[reason] ?? 0, reason).toBeGreaterThanOrEqual(n);
+    };
+    atLeast(await refused("detect"), {
+      UnknownObserverKey: 1,
+      MissingProof: 1,
+      BadSignature: 1,
+      FutureTimestamp: 2,
+    });
+    atLeast(await refused("confirm"), { UnknownObserverKey: 1, MissingProof: 1, FutureTimestamp: 2 });
+
+    // Give every stage time to act on anything that got through: nothing may be fenced.
+    await sleep(3000);
+    for (const [name, parts] of c.nodes) {
+      expect(parts.bmc.stats.resets, `power commands to ${name}'s BMC`).toEqual([]);
+      expect(parts.bmc.power).toBe("On");
+    }
+    const ofC = (await incidents(c)).filter((i) => i.spec.nodeName === C);
+    // node-a's one honest-looking claim may open a Suspected incident; nothing more.
+    for (const i of ofC) {
+      expect(i.status?.phase).toBe("Suspected");
+      expect(new Set(i.status?.evidence.map((e) => e.observerNode))).toEqual(new Set([A]));
+    }
+  });
+});

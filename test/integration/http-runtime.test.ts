@@ -1,7 +1,14 @@
 // The Knative Functions HTTP contract of a function (detect), on a real kube-apiserver:
 // a valid CloudEvent in binary or structured mode gets the reply event back (200, binary
 // mode), an event with nothing to emit gets 204, and malformed input gets a 4xx whose
-// body names the problem — the process never crashes.
+// body names the problem — the process never crashes. Deliveries carry a token the
+// TokenRequest API issued for detect's audience, as Knative's OIDC sender identity does;
+// without one detect refuses the delivery (401) before it sees the event, and with
+// FASTFENCE_HTTP_AUTH=none it takes anything, logging a warning when it starts
+// (test/integration/http-auth.test.ts covers the authentication cases in depth).
+// Observations come signed by node-b's observer, whose key is on node-b's heartbeat Lease
+// (node-b Ready, the Lease fresh, and the ring assigning node-b to probe node-a), since
+// detect refuses unsigned or unverifiable ones (forged-evidence.test.ts).
 import { CoreV1Api } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -12,6 +19,13 @@ import { hostFunction } from "../../app/host.ts";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
 import { ROOT, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
+import { kwokNodeObject } from "../../harness/kube/node.ts";
+import { publishObserverKey, setNodeReady } from "../../harness/kube/observer.ts";
+import type { NodeObserved } from "../../events/schemas.ts";
+import { ObserverKey } from "../../source/observer-key.ts";
+
+/** node-b's observer: its key is published on node-b's heartbeat Lease in the env below. */
+const observerOfB = new ObserverKey();
 
 const env = withEnv(async (scope) => {
   const cp = scope.add(await startControlPlane());
@@ -33,6 +47,27 @@ const env = withEnv(async (scope) => {
     } as never,
   };
   await core.replaceNodeStatus({ name: "node-a", body: node });
+  // The observer's node: Ready, heartbeating, its key published (what its event source does).
+  await core.createNode({ body: kwokNodeObject("node-b", "b00710d0-0000-4000-8000-00000000000b") });
+  await setNodeReady(cp.kubeConfig, "node-b");
+  await publishObserverKey(cp.kubeConfig, {
+    namespace: "fastfence-system",
+    node: "node-b",
+    annotation: observerOfB.annotation,
+    renew: { holder: "source-node-b", durationSeconds: 3600 },
+  });
+  // The Trigger's OIDC identity and a token for detect's default audience.
+  await core.createNamespacedServiceAccount({
+    namespace: "fastfence-system",
+    body: { metadata: { name: "detect-node-observed-oidc-eventing.knative.dev-trigger" } },
+  });
+  const tokenRequest = await core.createNamespacedServiceAccountToken({
+    name: "detect-node-observed-oidc-eventing.knative.dev-trigger",
+    namespace: "fastfence-system",
+    body: {
+      spec: { audiences: ["serving.knative.dev/service/fastfence-system/detect"], expirationSeconds: 600 },
+    },
+  });
   const fn = scope.add(
     await hostFunction({
       name: "detect",
@@ -45,26 +80,45 @@ const env = withEnv(async (scope) => {
       log: createLogger("detect", { level: "silent" }),
     }),
   );
-  return { url: `http://127.0.0.1:${fn.port}/` };
+  // The same function with FASTFENCE_HTTP_AUTH=none, its log kept.
+  const openLog: string[] = [];
+  const open = scope.add(
+    await hostFunction({
+      name: "detect",
+      mode: { http: 0, host: "127.0.0.1" },
+      config: loadRuntimeConfig({
+        FASTFENCE_NAMESPACE: "fastfence-system",
+        FASTFENCE_REPLICA: "detect-open",
+        FASTFENCE_HTTP_AUTH: "none",
+      }),
+      kubeConfig: cp.kubeConfig,
+      log: createLogger("detect", { level: "info", destination: { write: (l: string) => openLog.push(l) } }),
+    }),
+  );
+  return {
+    url: `http://127.0.0.1:${fn.port}/`,
+    metrics: fn.metrics,
+    auth: { authorization: `Bearer ${tokenRequest.status!.token}` },
+    open: { url: `http://127.0.0.1:${open.port}/`, log: openLog, metrics: open.metrics },
+  };
 });
 
+/** An observation of node-a by node-b's observer, signed with the key node-b published. */
 function observed(misses: number) {
   const now = Date.now();
+  const data: NodeObserved = {
+    observer: { replica: "source-node-b", node: "node-b" },
+    target: "node-a",
+    result: "missed",
+    consecutiveMisses: misses,
+    firstMissAt: new Date(now - 1000).toISOString(),
+    lastOkAt: new Date(now - 1100).toISOString(),
+    at: new Date(now).toISOString(),
+    probe: { kind: "tcp", port: 10250 },
+    heartbeatSynced: true,
+  };
   return envelope(
-    {
-      type: "io.fastfence.node.observed.v1",
-      subject: "node-a",
-      data: {
-        observer: { replica: "source-node-b", node: "node-b" },
-        target: "node-a",
-        result: "missed",
-        consecutiveMisses: misses,
-        firstMissAt: new Date(now - 1000).toISOString(),
-        lastOkAt: new Date(now - 1100).toISOString(),
-        at: new Date(now).toISOString(),
-        probe: { kind: "tcp", port: 10250 },
-      },
-    },
+    { type: "io.fastfence.node.observed.v1", subject: "node-a", data: observerOfB.signObservation(data) },
     "/fastfence/event-source/source-node-b",
     now,
   );
@@ -80,7 +134,11 @@ function binary(ev: ReturnType<typeof observed>): { headers: Record<string, stri
 describe("HTTP runtime (Knative Functions contract)", () => {
   it("answers a valid binary-mode event over the threshold with the reply event (200, binary mode)", async () => {
     const req = binary(observed(3)); // the crossing of the default threshold (3 misses)
-    const res = await fetch(env().url, { method: "POST", headers: req.headers, body: req.body });
+    const res = await fetch(env().url, {
+      method: "POST",
+      headers: { ...req.headers, ...env().auth },
+      body: req.body,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("ce-type")).toBe("io.fastfence.node.suspected.v1");
     expect(res.headers.get("ce-subject")).toBe("node-a");
@@ -96,7 +154,7 @@ describe("HTTP runtime (Knative Functions contract)", () => {
     const ev = observed(1);
     const res = await fetch(env().url, {
       method: "POST",
-      headers: { "content-type": "application/cloudevents+json" },
+      headers: { "content-type": "application/cloudevents+json", ...env().auth },
       body: JSON.stringify(ev),
     });
     expect(res.status).toBe(204);
@@ -111,7 +169,7 @@ describe("HTTP runtime (Knative Functions contract)", () => {
       /malformed|JSON/i,
     ],
   ])("rejects %s with 400 naming the problem", async (_name, headers, body, pattern) => {
-    const res = await fetch(env().url, { method: "POST", headers, body });
+    const res = await fetch(env().url, { method: "POST", headers: { ...headers, ...env().auth }, body });
     expect(res.status).toBe(400);
     const err = (await res.json()) as { error: string; message: string; issues?: string[] };
     expect(err.error).toBe("FF_INVALID_EVENT");
@@ -123,7 +181,11 @@ describe("HTTP runtime (Knative Functions contract)", () => {
     ev.data.consecutiveMisses = -3;
     ev.data.observer = { replica: "x", node: "Not_A_Node" };
     const req = binary(ev as never);
-    const res = await fetch(env().url, { method: "POST", headers: req.headers, body: req.body });
+    const res = await fetch(env().url, {
+      method: "POST",
+      headers: { ...req.headers, ...env().auth },
+      body: req.body,
+    });
     expect(res.status).toBe(400);
     const err = (await res.json()) as { issues: string[] };
     expect(err.issues.join("\n")).toMatch(/data\.consecutiveMisses/);
@@ -134,10 +196,42 @@ describe("HTTP runtime (Knative Functions contract)", () => {
     const ev = { ...observed(5), type: "io.fastfence.node.recovered.v1" };
     const res = await fetch(env().url, {
       method: "POST",
-      headers: { "content-type": "application/cloudevents+json" },
+      headers: { "content-type": "application/cloudevents+json", ...env().auth },
       body: JSON.stringify(ev),
     });
     expect(res.status).toBe(400);
+  });
+
+  it("refuses a delivery without a token (401) before detect sees it", async () => {
+    const eventsIn = async () =>
+      (await env().metrics.eventsIn.get()).values.reduce((sum, v) => sum + v.value, 0);
+    const before = await eventsIn();
+    const req = binary(observed(3));
+    const res = await fetch(env().url, { method: "POST", headers: req.headers, body: req.body });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe('Bearer realm="fastfence"');
+    expect(await res.json()).toMatchObject({ error: "FF_UNAUTHENTICATED", reason: "missing-token" });
+    expect(await eventsIn()).toBe(before);
+    const refused = (await env().metrics.inputsRefused.get()).values;
+    expect(refused).toContainEqual(
+      expect.objectContaining({ labels: { stage: "detect", reason: "missing-token" }, value: 1 }),
+    );
+  });
+
+  it("with FASTFENCE_HTTP_AUTH=none hands a delivery without a token to detect, and warned at start", async () => {
+    const eventsIn = async () =>
+      (await env().open.metrics.eventsIn.get()).values.reduce((sum, v) => sum + v.value, 0);
+    const before = await eventsIn();
+    const req = binary(observed(3));
+    const res = await fetch(env().open.url, { method: "POST", headers: req.headers, body: req.body });
+    expect([401, 403]).not.toContain(res.status);
+    expect(await eventsIn()).toBe(before + 1);
+    const warnings = env()
+      .open.log.map((l) => JSON.parse(l) as { level: string; msg: string })
+      .filter((l) => l.level === "warn");
+    expect(warnings.map((w) => w.msg).join("\n")).toMatch(
+      /FASTFENCE_HTTP_AUTH=none: deliveries are not authenticated/,
+    );
   });
 
   it("serves health and metrics", async () => {

@@ -20,9 +20,11 @@ function inIsolatedParent(body: string, timeoutMs: number) {
 set -euo pipefail
 checkout=${JSON.stringify(CHECKOUT)}; parent=${JSON.stringify(PARENT)}; name=${JSON.stringify(basename(CHECKOUT))}
 # Park the checkout outside the parent, cover the parent with an empty tmpfs, move it back.
+# The tmpfs may be the system's temporary directory (a checkout cloned straight into /tmp),
+# where etcd and Kafka then keep their data: its size is a limit, not an allocation.
 hold=$(mktemp -d -p /dev/shm ff-standalone-XXXXXX)
 mount --bind "$checkout" "$hold"
-mount -t tmpfs -o size=1m fastfence-isolated "$parent"
+mount -t tmpfs -o size=4g fastfence-isolated "$parent"
 mkdir "$parent/$name"
 mount --move "$hold" "$parent/$name"
 rmdir "$hold"

@@ -26,7 +26,7 @@ import { decideByType } from "../stage-info.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
 import type { NodeSuspected } from "../../events/schemas.ts";
-import { claimOfObservation } from "../../events/observation-claim.ts";
+import { claimOfObservation, evidenceOfObservation } from "../../events/observation-claim.ts";
 
 export function locate(event: FfEvent): ViewRequest {
   return {
@@ -134,18 +134,7 @@ function onObserved(
   }
   const past = pastSuspicion(view.incident, node.bootId);
   if (past) return ignored("PhasePassed", past);
-  const evidence: Evidence = {
-    observer: d.observer.replica,
-    observerNode: d.observer.node,
-    node: d.target,
-    at: d.at,
-    kind: "probe",
-    consecutiveMisses: d.consecutiveMisses,
-    ...(d.firstMissAt ? { firstMissAt: d.firstMissAt } : {}),
-    ...(d.heartbeatSeenAt ? { heartbeatSeenAt: d.heartbeatSeenAt } : {}),
-    ...(d.heartbeatSynced !== undefined ? { heartbeatSynced: d.heartbeatSynced } : {}),
-    ...(d.proof ? { proof: d.proof } : {}),
-  };
+  const evidence = evidenceOfObservation(d);
   return suspect(d.target, node.bootId, "ProbeMisses", evidence);
 }
 

@@ -19,6 +19,7 @@ import { EVENT_TYPES, TOPICS } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { DeadLetterSchema, type NodeObserved, type NodeSuspected } from "../../events/schemas.ts";
+import { evidenceOfObservation } from "../../events/observation-claim.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { NAMESPACE, startPipelineCluster, sleep } from "../../harness/env/pipeline-cluster.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
@@ -133,29 +134,18 @@ describe("forged and time-shifted evidence", () => {
         `/fastfence/detect/detect-${A}`,
         timeMs,
       );
-    const asEvidence = (d: NodeObserved): Evidence => ({
-      observer: d.observer.replica,
-      observerNode: d.observer.node,
-      node: d.target,
-      at: d.at,
-      kind: "probe",
-      consecutiveMisses: d.consecutiveMisses,
-      firstMissAt: d.firstMissAt!,
-      heartbeatSynced: true,
-      ...(d.proof ? { proof: d.proof } : {}),
-    });
     await expect(
       asSource.publish(TOPICS.suspicions, [
-        encodeKafka(suspicion(asEvidence(rogue.signObservation(claim(B))))),
+        encodeKafka(suspicion(evidenceOfObservation(rogue.signObservation(claim(B))))),
       ]),
     ).rejects.toBeDefined();
 
     // With detect's credentials: suspicions naming node-b's observer, or from the future.
     const suspicions = [
-      [suspicion(asEvidence(rogue.signObservation(claim(B)))), "UnknownObserverKey"],
-      [suspicion(asEvidence(claim(B))), "MissingProof"],
-      [suspicion(asEvidence(rogue.signObservation(claim(A, now + FUTURE)))), "FutureTimestamp"],
-      [suspicion(asEvidence(rogue.signObservation(claim(A))), now + FUTURE), "FutureTimestamp"],
+      [suspicion(evidenceOfObservation(rogue.signObservation(claim(B)))), "UnknownObserverKey"],
+      [suspicion(evidenceOfObservation(claim(B))), "MissingProof"],
+      [suspicion(evidenceOfObservation(rogue.signObservation(claim(A, now + FUTURE)))), "FutureTimestamp"],
+      [suspicion(evidenceOfObservation(rogue.signObservation(claim(A))), now + FUTURE), "FutureTimestamp"],
     ] as const;
     for (const [ev, code] of suspicions) expected.set(ev.id, code);
     await asDetect.publish(

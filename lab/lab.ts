@@ -207,7 +207,9 @@ export class Lab {
     await waitUntil("Kafka brokers", brokersUp, 120_000, 500, "lab: ");
     if (agent) {
       const agentsReady = async () => this.nodes.every((x) => this.agentStatus(x)?.ready === true);
-      await waitUntil("node agents ready", agentsReady, 120_000, 300, "lab: ");
+      // Each agent creates topics and ACLs over TLS and starts its replicas; on a loaded
+      // 2-core machine that has taken over 120 s (seen twice on 2026-12-01, cause open).
+      await waitUntil("node agents ready", agentsReady, 240_000, 300, "lab: ");
     }
   }
 

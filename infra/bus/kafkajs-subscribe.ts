@@ -33,7 +33,7 @@ export class GroupSubscriptions {
     let closed = false;
     let current: Consumer | undefined;
     let rebuild: NodeJS.Timeout | undefined;
-    const start = async (): Promise<Consumer> => {
+    const start = async (): Promise<void> => {
       const consumer = this.kafka.consumer({
         groupId: opts.groupId,
         sessionTimeout: this.cfg.sessionTimeoutMs,
@@ -66,6 +66,9 @@ export class GroupSubscriptions {
         }
       });
       this.consumers.add(consumer);
+      // Current before it runs: run() awaits the first group join, and a crash during that
+      // join (e.g. an ACL not yet on every broker) must already rebuild this consumer.
+      current = consumer;
       try {
         await consumer.connect();
         await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
@@ -81,12 +84,11 @@ export class GroupSubscriptions {
         await consumer.disconnect().catch(() => undefined);
         throw err;
       }
-      return consumer;
     };
     const restartLater = async (): Promise<void> => {
       if (closed) return;
       try {
-        current = await start();
+        await start();
       } catch (err) {
         this.cfg.log?.warn(
           { incident: "none", node: "none", groupId: opts.groupId, err },
@@ -95,7 +97,7 @@ export class GroupSubscriptions {
         rebuild = setTimeout(() => void restartLater(), 1000);
       }
     };
-    current = await start();
+    await start();
     return {
       ready,
       close: async () => {

@@ -18,7 +18,15 @@ import { startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 // CommonJS: Node detects only some of kafkajs's named exports.
-const { KafkaJSConnectionError, KafkaJSGroupCoordinatorNotFound, KafkaJSSASLAuthenticationError } = kafkajs;
+const {
+  AclOperationTypes,
+  AclPermissionTypes,
+  AclResourceTypes,
+  KafkaJSConnectionError,
+  KafkaJSGroupCoordinatorNotFound,
+  KafkaJSSASLAuthenticationError,
+  ResourcePatternTypes,
+} = kafkajs;
 
 const env = withEnv(async (scope) => {
   const kafka = scope.add(await startKafka({ brokers: 1 }));
@@ -222,6 +230,66 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
       expect(denied.length).toBeGreaterThan(0);
     } finally {
       await consumer.disconnect().catch(() => undefined);
+    }
+  });
+
+  it("a subscription whose first group join crashes (group not yet allowed) is rebuilt and joins once the ACL exists", async () => {
+    // The lab once hung here: an ACL still on its way to one broker made the first join
+    // crash, and the subscription never rebuilt the consumer, so it never became ready.
+    const { kafka } = env();
+    const group = `fastfence-late-acl-${Date.now()}`;
+    const detect = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "acl-late",
+      security: kafka.clientSecurity("detect"),
+    });
+    const source = new KafkaJsBus({
+      brokers: kafka.bootstrap,
+      clientId: "acl-late-source",
+      security: kafka.clientSecurity("event-source"),
+    });
+    const admin = client(kafka.bootstrap, kafka.clientSecurity("admin"), "acl-late-admin").admin();
+    const groupAcl = {
+      resourceType: AclResourceTypes.GROUP,
+      resourceName: group,
+      resourcePatternType: ResourcePatternTypes.LITERAL,
+      principal: "User:fastfence-detect",
+      host: "*",
+      operation: AclOperationTypes.READ,
+      permissionType: AclPermissionTypes.ALLOW,
+    };
+    try {
+      await admin.connect();
+      const got: BusRecord[] = [];
+      const sub = await detect.subscribe({
+        groupId: group,
+        topics: [TOPICS.observations],
+        fromBeginning: true,
+        onRecord: async (r) => void got.push(r),
+      });
+      let ready = false;
+      void sub.ready.then(() => (ready = true));
+      // The broker denies the group: the first join fails (kafkajs gives up after its retries).
+      await new Promise((r) => setTimeout(r, 4000));
+      expect(ready).toBe(false);
+      await admin.createAcls({ acl: [groupAcl] });
+      await Promise.race([
+        sub.ready,
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error("never joined after the ACL was added")), 30_000),
+        ),
+      ]);
+      await source.publish(TOPICS.observations, [observation(7)]);
+      const deadline = Date.now() + 15_000;
+      while (!got.some((r) => (decodeKafka(r).data as { n?: number }).n === 7)) {
+        if (Date.now() > deadline) throw new Error("the rebuilt consumer never received the observation");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await sub.close();
+    } finally {
+      await admin.deleteAcls({ filters: [groupAcl] }).catch(() => undefined);
+      await admin.disconnect().catch(() => undefined);
+      await Promise.all([detect.close(), source.close()]);
     }
   });
 

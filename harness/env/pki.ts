@@ -2,7 +2,7 @@
 // openssl in the given temp dir: a CA, the API server's serving cert (127.0.0.1, kubernetes.default...), an
 // admin client cert (O=system:masters), a service-account key pair, further client certs
 // on demand, and kubeconfig files naming them. Must never write outside the dir it is given.
-import { generateKeyPairSync } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runCommand } from "./process.ts";
@@ -22,7 +22,18 @@ async function openssl(dir: string, args: string[]): Promise<void> {
   await runCommand("openssl", args, { cwd: dir, timeoutMs: 20_000 });
 }
 
-/** Issue a cert signed by the CA in `dir` (EC P-256, 1 day). */
+/** A positive 127-bit certificate serial, as openssl's -set_serial takes it. */
+function randomSerial(): string {
+  const b = randomBytes(16);
+  b[0] = b[0]! & 0x7f;
+  return `0x${b.toString("hex")}`;
+}
+
+/**
+ * Issue a cert signed by the CA in `dir` (EC P-256, 2 days). Each cert gets a random
+ * 127-bit serial: certs are issued concurrently, and openssl's shared serial file
+ * (-CAcreateserial) is read and rewritten by each signer, so two at once could fail.
+ */
 export async function issueCert(
   dir: string,
   base: string,
@@ -48,7 +59,8 @@ export async function issueCert(
   await openssl(
     dir,
     ["x509", "-req", "-in", csr, "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key")].concat([
-      "-CAcreateserial",
+      "-set_serial",
+      randomSerial(),
       "-days",
       "2",
       "-out",

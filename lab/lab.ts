@@ -22,7 +22,7 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync } from "node:f
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../core/policy.ts";
 import type { ControlPlane } from "../harness/env/controlplane.ts";
-import { waitUntil } from "../harness/env/wait.ts";
+import { WaitAbandoned, waitUntil } from "../harness/env/wait.ts";
 import { createBmcSecret, createFencingPolicy, redfishLevel } from "../harness/kube/fencing-policy.ts";
 import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
 import { LabBmcs } from "./bmc.ts";
@@ -206,10 +206,25 @@ export class Lab {
     const brokersUp = async () => (await this.kafkaMeta()).brokers === n;
     await waitUntil("Kafka brokers", brokersUp, 120_000, 500, "lab: ");
     if (agent) {
-      const agentsReady = async () => this.nodes.every((x) => this.agentStatus(x)?.ready === true);
-      // Each agent creates topics and ACLs over TLS and starts its replicas; on a loaded
-      // 2-core machine that has taken over 120 s (seen twice on 2026-12-01, cause open).
-      await waitUntil("node agents ready", agentsReady, 240_000, 300, "lab: ");
+      // Each agent creates topics and ACLs, then starts its replicas (about 30 s in all).
+      // An agent that gave up ends the wait at once with its reason; a slow one is named
+      // with the step it is on and the replicas still pending.
+      const agentsReady = async () => {
+        const st = this.nodes.map((x) => ({ x, s: this.agentStatus(x) }));
+        const failed = st.find((a) => a.s?.failed);
+        if (failed) throw new WaitAbandoned(`node agent of ${failed.x.name} failed at ${failed.s!.failed}`);
+        if (st.every((a) => a.s?.ready === true)) return true;
+        throw new Error(
+          st
+            .filter((a) => a.s?.ready !== true)
+            .map(
+              (a) =>
+                `${a.x.name}: ${a.s?.step ?? "not started"}${a.s?.pending?.length ? ` (waiting for ${a.s.pending.join(", ")})` : ""}`,
+            )
+            .join("; "),
+        );
+      };
+      await waitUntil("node agents ready", agentsReady, 180_000, 300, "lab: ");
     }
   }
 
@@ -265,13 +280,21 @@ export class Lab {
     return nodeProcesses(this.node(name).netns);
   }
 
-  agentStatus(
-    x: LabNode,
-  ): { ready: boolean; functions: string[]; source: boolean; readyAt?: string } | undefined {
+  agentStatus(x: LabNode):
+    | {
+        ready: boolean;
+        functions: string[];
+        source: boolean;
+        readyAt?: string;
+        step?: string;
+        pending?: string[];
+        failed?: string;
+      }
+    | undefined {
     const p = join(x.dir, "agent.json");
     if (!existsSync(p)) return undefined;
     try {
-      return JSON.parse(readFileSync(p, "utf8")) as { ready: boolean; functions: string[]; source: boolean };
+      return JSON.parse(readFileSync(p, "utf8")) as ReturnType<Lab["agentStatus"]>;
     } catch {
       return undefined;
     }

@@ -24,6 +24,7 @@ import { createLogger } from "../infra/log.ts";
 import { hostFunction, pipelineTopics, type HostedFunction } from "../app/host.ts";
 import { stageNames } from "../functions/registry.ts";
 import { startEventSource, type EventSource } from "../source/event-source.ts";
+import type { FencingPolicySpec } from "../core/policy.ts";
 
 export interface AgentConfig {
   node: string;
@@ -40,25 +41,139 @@ const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
 const log = createLogger("lab-agent", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" }).child({
   node: cfg.node,
 });
-const status: { ready: boolean; source: boolean; functions: string[]; startedAt: string; readyAt?: string } =
-  {
-    ready: false,
-    source: false,
-    functions: [],
-    startedAt: new Date().toISOString(),
-  };
+/**
+ * What the lab reads from agent.json: `step` is what the agent is doing now (so a slow
+ * start names where it is), `pending` the replicas not yet joined, and `failed` why the
+ * agent gave up (it then exits; the launcher never restarts a process).
+ */
+const status: {
+  ready: boolean;
+  source: boolean;
+  functions: string[];
+  startedAt: string;
+  readyAt?: string;
+  step: string;
+  pending?: string[];
+  failed?: string;
+} = {
+  ready: false,
+  source: false,
+  functions: [],
+  startedAt: new Date().toISOString(),
+  step: "starting",
+};
 const save = () => writeFileSync(join(cfg.dir, "agent.json"), JSON.stringify(status));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const step = (what: string) => {
+  status.step = what;
+  save();
+  log.info({ incident: "none" }, `agent: ${what}`);
+};
 
-async function retry<T>(what: string, fn: () => Promise<T>, tries = 240): Promise<T> {
+async function retry<T>(what: string, fn: () => Promise<T>, tries = 240, everyMs = 500): Promise<T> {
   for (let i = 1; ; i++) {
     try {
       return await fn();
     } catch (err) {
       if (i >= tries) throw err;
-      if (i % 20 === 0) log.warn({ err: String(err) }, `${what}: still retrying`);
-      await sleep(500);
+      if (i % 20 === 0 || everyMs >= 1000)
+        log.warn({ err: String(err) }, `${what}: still retrying (try ${i})`);
+      await sleep(everyMs);
     }
+  }
+}
+
+/** Replicas of this node, as one unit: started together, stopped together on a failed start. */
+interface Replicas {
+  source?: EventSource;
+  fns: HostedFunction[];
+  buses: KafkaJsBus[];
+}
+
+async function stopReplicas(r: Replicas): Promise<void> {
+  for (const f of r.fns) await f.stop().catch(() => undefined);
+  await r.source?.stop().catch(() => undefined);
+  for (const b of r.buses) await b.close().catch(() => undefined);
+}
+
+async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
+  const r: Replicas = { fns: [], buses: [] };
+  try {
+    const replica = (fn: string) => `${fn}-${cfg.node}`;
+    const kafkaLog = log.child({ component: "kafka" });
+    // A component's settings, as its pod would get them from its Secret mounts.
+    const componentEnv = (c: Component) => ({
+      FASTFENCE_NAMESPACE: cfg.namespace,
+      FASTFENCE_NODE_NAME: cfg.node,
+      ...labKafkaEnv(c),
+    });
+    const srcBus = new KafkaJsBus({
+      brokers: cfg.brokers,
+      clientId: replica("source"),
+      security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
+      log: kafkaLog,
+    });
+    r.buses.push(srcBus);
+    r.source = await startEventSource({
+      kubeConfig: kc,
+      bus: srcBus,
+      clock: systemClock,
+      log: log.child({ component: "event-source" }),
+      config: {
+        replica: replica("source"),
+        node: cfg.node,
+        probe: policy.probe,
+        leaseStaleMs: policy.suspicion.leaseStaleMs,
+        heartbeatNamespace: cfg.namespace,
+      },
+    });
+    for (const fn of stageNames()) {
+      const config = loadRuntimeConfig({
+        ...componentEnv(fn as Component),
+        FASTFENCE_REPLICA: replica(fn),
+        FASTFENCE_LEASE_SECONDS: "5",
+      });
+      const bus = new KafkaJsBus({
+        brokers: cfg.brokers,
+        clientId: replica(fn),
+        sessionTimeoutMs: 3000,
+        security: kafkaSecurityFrom(config, kafkaLog),
+        log: kafkaLog.child({ client: replica(fn) }),
+      });
+      r.buses.push(bus);
+      r.fns.push(
+        await hostFunction({
+          name: fn,
+          mode: { kafka: true },
+          config,
+          kubeConfig: kc,
+          bus,
+          log: log.child({ component: fn }),
+        }),
+      );
+    }
+    // Until every replica has synced its watches / joined its consumer group, name the
+    // ones still pending in agent.json, so a slow start says what it waits for.
+    const waiting: [string, Promise<void>][] = [
+      ["event-source", r.source.ready],
+      ...r.fns.map((f): [string, Promise<void>] => [f.name, f.ready]),
+    ];
+    const pending = new Set(waiting.map(([n]) => n));
+    status.pending = [...pending];
+    save();
+    await Promise.all(
+      waiting.map(([n, p]) =>
+        p.then(() => {
+          pending.delete(n);
+          status.pending = [...pending];
+          save();
+        }),
+      ),
+    );
+    return r;
+  } catch (err) {
+    await stopReplicas(r);
+    throw err;
   }
 }
 
@@ -67,6 +182,7 @@ async function main(): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(cfg.kubeconfig);
   const adminSecurity = labKafkaSecurity("admin");
+  step("creating topics");
   const admin = new KafkaJsBus({
     brokers: cfg.brokers,
     clientId: `lab-admin-${cfg.node}`,
@@ -75,71 +191,23 @@ async function main(): Promise<void> {
   await retry("topics", () => admin.ensureTopics(pipelineTopics(cfg.brokerCount)));
   await admin.close().catch(() => undefined);
   // Every agent applies the same ACLs (creating an existing ACL changes nothing).
+  step("creating ACLs");
   const users = readKafkaUsers();
   await retry("acls", () => applyKafkaAcls(cfg.brokers, adminSecurity, users));
+  step("reading the FencingPolicy");
   const policy = await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));
 
-  const replica = (fn: string) => `${fn}-${cfg.node}`;
-  const buses: KafkaJsBus[] = [];
-  const kafkaLog = log.child({ component: "kafka" });
-  // A component's settings, as its pod would get them from its Secret mounts.
-  const componentEnv = (c: Component) => ({
-    FASTFENCE_NAMESPACE: cfg.namespace,
-    FASTFENCE_NODE_NAME: cfg.node,
-    ...labKafkaEnv(c),
-  });
-  const srcBus = new KafkaJsBus({
-    brokers: cfg.brokers,
-    clientId: replica("source"),
-    security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
-    log: kafkaLog,
-  });
-  buses.push(srcBus);
-  let source: EventSource | undefined = await startEventSource({
-    kubeConfig: kc,
-    bus: srcBus,
-    clock: systemClock,
-    log: log.child({ component: "event-source" }),
-    config: {
-      replica: replica("source"),
-      node: cfg.node,
-      probe: policy.probe,
-      leaseStaleMs: policy.suspicion.leaseStaleMs,
-      heartbeatNamespace: cfg.namespace,
-    },
-  });
-  const fns: HostedFunction[] = [];
-  for (const fn of stageNames()) {
-    const config = loadRuntimeConfig({
-      ...componentEnv(fn as Component),
-      FASTFENCE_REPLICA: replica(fn),
-      FASTFENCE_LEASE_SECONDS: "5",
-    });
-    const bus = new KafkaJsBus({
-      brokers: cfg.brokers,
-      clientId: replica(fn),
-      sessionTimeoutMs: 3000,
-      security: kafkaSecurityFrom(config, kafkaLog),
-      log: kafkaLog.child({ client: replica(fn) }),
-    });
-    buses.push(bus);
-    fns.push(
-      await hostFunction({
-        name: fn,
-        mode: { kafka: true },
-        config,
-        kubeConfig: kc,
-        bus,
-        log: log.child({ component: fn }),
-      }),
-    );
-  }
-  await Promise.all([source.ready, ...fns.map((f) => f.ready)]);
+  // A replica that fails to start (a broker not yet coordinator, an API hiccup) is
+  // started again with the others, as a pod's container would be restarted.
+  step("starting replicas");
+  const started = await retry("starting replicas", () => startReplicas(kc, policy), 5, 2000);
+  const fns = started.fns;
+  let source = started.source;
   status.ready = true;
   status.source = true;
   status.functions = fns.map((f) => f.name);
   status.readyAt = new Date().toISOString();
-  save();
+  step("ready");
 
   // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod).
   createServer((req, res) => {
@@ -167,5 +235,7 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   log.error({ err: String(err) }, "node agent failed");
+  status.failed = `${status.step}: ${String(err)}`;
+  save();
   process.exit(1);
 });

@@ -53,7 +53,12 @@ export interface ClaimContext {
 export function checkClaim(claim: ObservationClaim, proof: Proof | undefined, ctx: ClaimContext): Check {
   const { policy, now } = ctx;
   const future = futureTimestamp(
-    { at: claim.at, firstMissAt: claim.firstMissAt, heartbeatSeenAt: claim.heartbeatSeenAt },
+    {
+      at: claim.at,
+      firstMissAt: claim.firstMissAt,
+      heartbeatSeenAt: claim.heartbeatSeenAt,
+      heartbeatRenewedBy: claim.heartbeatRenewedBy,
+    },
     now,
     policy,
   );
@@ -119,6 +124,7 @@ export function claimOfEvidence(e: Evidence): ObservationClaim {
     firstMissAt: e.firstMissAt,
     at: e.at,
     heartbeatSeenAt: e.heartbeatSeenAt,
+    heartbeatRenewedBy: e.heartbeatRenewedBy,
     heartbeatSynced: e.heartbeatSynced,
   };
 }

@@ -7,7 +7,7 @@
 import { createHash, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
 
 /** Domain separation: a signature over an observation can never be reused for anything else. */
-export const OBSERVATION_DOMAIN = "fastfence-observation-v1";
+export const OBSERVATION_DOMAIN = "fastfence-observation-v2";
 
 /** The heartbeat Lease annotation holding the replica's current key: "<keyId>:<base64 SPKI DER>". */
 export const OBSERVER_KEY_ANNOTATION = "fastfence.io/observer-key";
@@ -27,6 +27,8 @@ export interface ObservationClaim {
   at: string;
   /** Observer's own clock: when it last saw the target's heartbeat Lease change. */
   heartbeatSeenAt?: string | undefined;
+  /** Observer's own clock: the latest that renewal can have been written (absent: not dated). */
+  heartbeatRenewedBy?: string | undefined;
   /** Whether the observer's heartbeat-Lease watch was listed and live when it probed. */
   heartbeatSynced?: boolean | undefined;
 }
@@ -55,6 +57,7 @@ export function claimBytes(c: ObservationClaim): Buffer {
       c.firstMissAt ?? null,
       c.at,
       c.heartbeatSeenAt ?? null,
+      c.heartbeatRenewedBy ?? null,
       c.heartbeatSynced === true,
     ]),
     "utf8",

@@ -112,6 +112,8 @@ export const EvidenceSchema = z.object({
   firstMissAt: Time.optional(),
   /** Observer's clock: when it last saw the node's heartbeat Lease renewed (probe evidence, signed). */
   heartbeatSeenAt: Time.optional(),
+  /** Observer's clock: the latest that sighted renewal can have been written (probe evidence, signed). */
+  heartbeatRenewedBy: Time.optional(),
   /** Whether the observer's heartbeat watch was synced when it probed (probe evidence, signed). */
   heartbeatSynced: z.boolean().optional(),
   /**

@@ -67,9 +67,10 @@ export const CorroborationSettingsSchema = z
     // Evidence counts only if it is at most this old when confirming. Unit: ms. Default
     // 5000. Longer tolerates slow observers; shorter refuses to combine stale views.
     evidenceWindowMs: z.int().min(100).max(600_000).default(5_000),
-    // How far an input's timestamps (an observation's at, firstMissAt, heartbeatSeenAt, the
-    // envelope time) and an observer's heartbeat renewal may lie ahead of the receiver's
-    // clock. Later input is refused (FutureTimestamp) to the dead-letter topic. Unit: ms.
+    // How far an input's timestamps (an observation's at, firstMissAt, heartbeatSeenAt,
+    // heartbeatRenewedBy, the envelope time) and an observer's heartbeat renewal may lie
+    // ahead of the receiver's clock. Later input is refused (FutureTimestamp) to the
+    // dead-letter topic. Unit: ms.
     // Default 2000. Larger tolerates badly synchronised clocks; smaller narrows how far a
     // forger can stretch evidence into the future (evidence stays fresh that much longer).
     maxClockSkewMs: z.int().min(0).max(60_000).default(2_000),

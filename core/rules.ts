@@ -23,7 +23,9 @@ export function heartbeatLeaseDurationMs(heartbeatIntervalMs: number): number {
  * at most one heartbeat Lease duration before the observation (every time compared is the
  * observer's own, and signed with its claim). A node that keeps renewing while its peers
  * miss it is partitioned, not dead; a dead node's last in-flight renewal stops vetoing
- * after one Lease duration. Evidence carries no time that can undo another observer's
+ * after one Lease duration, or at once when the observer dated it (heartbeatRenewedBy) to
+ * no later than the streak's start: written before the misses began, it proves nothing
+ * about the node since. Evidence carries no time that can undo another observer's
  * sighting: any one sighting vetoes.
  */
 export function heartbeatSighting(
@@ -36,6 +38,7 @@ export function heartbeatSighting(
     if (e.kind !== "probe" || !e.heartbeatSeenAt) return false;
     const seen = Date.parse(e.heartbeatSeenAt);
     const start = Date.parse(e.firstMissAt ?? e.at);
+    if (e.heartbeatRenewedBy !== undefined && Date.parse(e.heartbeatRenewedBy) <= start) return false;
     return seen > start && Date.parse(e.at) - seen <= recent;
   });
 }

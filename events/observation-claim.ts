@@ -16,6 +16,7 @@ export function claimOfObservation(d: Omit<NodeObserved, "proof">): ObservationC
     firstMissAt: d.firstMissAt,
     at: d.at,
     heartbeatSeenAt: d.heartbeatSeenAt,
+    heartbeatRenewedBy: d.heartbeatRenewedBy,
     heartbeatSynced: d.heartbeatSynced,
   };
 }
@@ -31,6 +32,7 @@ export function evidenceOfObservation(d: NodeObserved): Evidence {
     consecutiveMisses: d.consecutiveMisses,
     ...(d.firstMissAt ? { firstMissAt: d.firstMissAt } : {}),
     ...(d.heartbeatSeenAt ? { heartbeatSeenAt: d.heartbeatSeenAt } : {}),
+    ...(d.heartbeatRenewedBy ? { heartbeatRenewedBy: d.heartbeatRenewedBy } : {}),
     ...(d.heartbeatSynced !== undefined ? { heartbeatSynced: d.heartbeatSynced } : {}),
     ...(d.proof ? { proof: d.proof } : {}),
   };

@@ -65,6 +65,9 @@ export const NodeObservedSchema = z
     heartbeatSeenAt: Time.optional().describe(
       "observer's own clock: when it last saw the target's heartbeat Lease renewed (signed)",
     ),
+    heartbeatRenewedBy: Time.optional().describe(
+      "observer's own clock: the latest that sighted renewal can have been written (its renewTime plus the smallest recent delivery lag); absent when not dated (signed)",
+    ),
     heartbeatSynced: z
       .boolean()
       .optional()
@@ -74,7 +77,7 @@ export const NodeObservedSchema = z
     ),
   })
   .describe(
-    "One observer's probe result for one node (sent on every miss and on each restore). Signed: observer, target, result, consecutiveMisses, firstMissAt, at, heartbeatSeenAt, heartbeatSynced; lastOkAt, probe and rttMs are informational.",
+    "One observer's probe result for one node (sent on every miss and on each restore). Signed: observer, target, result, consecutiveMisses, firstMissAt, at, heartbeatSeenAt, heartbeatRenewedBy, heartbeatSynced; lastOkAt, probe and rttMs are informational.",
   );
 
 export const NodeConditionSchema = z

@@ -113,7 +113,8 @@ export async function startEventSource(opts: {
   let targets: string[] = [];
   const key = new ObserverKey();
   const leaseDurationMs = heartbeatLeaseDurationMs(config.probe.heartbeatIntervalMs);
-  const sightings = new HeartbeatSightings(leaseDurationMs);
+  // An in-flight renewal is dated at most half a heartbeat interval before it is seen.
+  const sightings = new HeartbeatSightings(leaseDurationMs, config.probe.heartbeatIntervalMs / 2);
   // Observations are published only once this replica's key is on its node's heartbeat
   // Lease: before that every consumer would refuse them (UnknownObserverKey).
   let keyPublished = false;
@@ -185,7 +186,9 @@ export async function startEventSource(opts: {
     () => coord.listNamespacedLease({ namespace: hbNamespace }),
   );
   const onHeartbeat = (l: V1Lease) => {
-    if (l.metadata?.name) sightings.onLease(l.metadata.name, l.metadata.resourceVersion ?? "", clock.now());
+    if (!l.metadata?.name) return;
+    const renew = l.spec?.renewTime ? new Date(l.spec.renewTime as unknown as string).getTime() : undefined;
+    sightings.onLease(l.metadata.name, l.metadata.resourceVersion ?? "", clock.now(), renew);
   };
   heartbeatInformer.on("add", onHeartbeat);
   heartbeatInformer.on("update", onHeartbeat);
@@ -227,6 +230,7 @@ export async function startEventSource(opts: {
       metrics?.probes.inc({ result: r.ok ? "ok" : "missed" });
       const at = clock.now();
       const seenAt = sightings.seenAt(target);
+      const renewedBy = sightings.renewedBy(target);
       const ev = probes.onResult({
         target,
         ok: r.ok,
@@ -235,6 +239,7 @@ export async function startEventSource(opts: {
         address: addr.host,
         port: addr.port,
         ...(seenAt !== undefined ? { heartbeatSeenAt: seenAt } : {}),
+        ...(renewedBy !== undefined ? { heartbeatRenewedBy: renewedBy } : {}),
         heartbeatSynced: sightings.synced(at),
       });
       if (ev) publish([ev]);

@@ -18,6 +18,8 @@ export interface ProbeResult {
   port: number;
   /** When this observer last saw the target's heartbeat Lease renewed, epoch ms, own clock. */
   heartbeatSeenAt?: number;
+  /** The latest the sighted renewal can have been written, epoch ms, own clock (HeartbeatSightings.renewedBy). */
+  heartbeatRenewedBy?: number;
   /** Whether this observer's heartbeat watch was synced at `at` (absent: not known, counts as not synced). */
   heartbeatSynced?: boolean;
 }
@@ -65,6 +67,7 @@ export class ProbeTracker {
       at: new Date(r.at).toISOString(),
       probe: { kind: "tcp" as const, port: r.port, ...(r.address ? { address: r.address } : {}) },
       ...(r.heartbeatSeenAt !== undefined ? { heartbeatSeenAt: iso(r.heartbeatSeenAt) } : {}),
+      ...(r.heartbeatRenewedBy !== undefined ? { heartbeatRenewedBy: iso(r.heartbeatRenewedBy) } : {}),
       ...(r.heartbeatSynced !== undefined ? { heartbeatSynced: r.heartbeatSynced } : {}),
     };
     if (!s.armed) {

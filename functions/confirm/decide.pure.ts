@@ -104,7 +104,13 @@ function beforeGuards(d: NodeSuspected, { event, view, now }: DecideInput<FfEven
   const { policy } = view;
   const e = d.evidence;
   const future = futureTimestamp(
-    { time: event.time, at: e.at, firstMissAt: e.firstMissAt, heartbeatSeenAt: e.heartbeatSeenAt },
+    {
+      time: event.time,
+      at: e.at,
+      firstMissAt: e.firstMissAt,
+      heartbeatSeenAt: e.heartbeatSeenAt,
+      heartbeatRenewedBy: e.heartbeatRenewedBy,
+    },
     now,
     policy,
   );

@@ -61,7 +61,13 @@ function screenObserved(
   now: number,
 ): Decision | undefined {
   const future = futureTimestamp(
-    { time, at: d.at, firstMissAt: d.firstMissAt, heartbeatSeenAt: d.heartbeatSeenAt },
+    {
+      time,
+      at: d.at,
+      firstMissAt: d.firstMissAt,
+      heartbeatSeenAt: d.heartbeatSeenAt,
+      heartbeatRenewedBy: d.heartbeatRenewedBy,
+    },
     now,
     policy,
   );

@@ -22,7 +22,8 @@ const CLAIM: ObservationClaim = {
   consecutiveMisses: 3,
   firstMissAt: "2025-01-01T00:00:00.600Z",
   at: "2025-01-01T00:00:01.000Z",
-  heartbeatSeenAt: "2025-01-01T00:00:00.400Z",
+  heartbeatSeenAt: "2025-01-01T00:00:00.700Z",
+  heartbeatRenewedBy: "2025-01-01T00:00:00.650Z",
   heartbeatSynced: true,
 };
 
@@ -32,7 +33,7 @@ const proof = b.sign(CLAIM);
 
 describe("canonical claim bytes", () => {
   test("a JSON array in a fixed order, domain first, absent optionals as null", () => {
-    const { firstMissAt: _f, heartbeatSeenAt: _h, ...bare } = CLAIM;
+    const { firstMissAt: _f, heartbeatSeenAt: _h, heartbeatRenewedBy: _r, ...bare } = CLAIM;
     expect(JSON.parse(claimBytes(bare).toString("utf8"))).toEqual([
       OBSERVATION_DOMAIN,
       "event-source-b-x1",
@@ -42,6 +43,7 @@ describe("canonical claim bytes", () => {
       3,
       null,
       "2025-01-01T00:00:01.000Z",
+      null,
       null,
       true,
     ]);
@@ -67,6 +69,10 @@ describe("verifyClaim", () => {
     ["at (fresher)", { at: "2025-01-01T00:00:04.000Z" }],
     ["heartbeatSeenAt removed (to escape the veto)", { heartbeatSeenAt: undefined }],
     ["heartbeatSeenAt moved before the streak", { heartbeatSeenAt: "2025-01-01T00:00:00.100Z" }],
+    [
+      "heartbeatRenewedBy moved before the streak (to escape the veto)",
+      { heartbeatRenewedBy: "2025-01-01T00:00:00.500Z" },
+    ],
     ["heartbeatSynced", { heartbeatSynced: false }],
   ];
   test.each(tamper)("a changed %s → BadSignature", (_n, change) => {

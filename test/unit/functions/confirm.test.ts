@@ -27,8 +27,12 @@ import {
 
 const NOW = 10_000;
 /** Probe evidence whose observer saw the target's heartbeat Lease renewed at `seenMs` (its clock), re-signed. */
-const sighted = (e: Evidence, seenMs: number): Evidence =>
-  signEvidence({ ...e, heartbeatSeenAt: at(seenMs) });
+const sighted = (e: Evidence, seenMs: number, renewedByMs?: number): Evidence =>
+  signEvidence({
+    ...e,
+    heartbeatSeenAt: at(seenMs),
+    ...(renewedByMs !== undefined ? { heartbeatRenewedBy: at(renewedByMs) } : {}),
+  });
 /** A suspicion of a carrying exactly this evidence. */
 const suspectedWith = (e: Evidence) => {
   const ev = suspected(e.observerNode, e.node, Date.parse(e.at) - T0);
@@ -344,6 +348,25 @@ const cases: Case[] = [
     event: suspectedWith(sighted({ ...evidence("c", "a", NOW), firstMissAt: at(NOW - 1500) }, NOW - 1490)),
     view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
     expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "crash: the in-flight renewal seen after the first miss, dated by its observer to before the streak began → Confirmed at once",
+    // c's streak began at NOW-400; the sighting came at NOW-350, but the renewal was written by NOW-420
+    event: suspectedWith(sighted(evidence("c", "a", NOW), NOW - 350, NOW - 420)),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "partial partition: a renewal dated after the streak began still vetoes",
+    event: suspectedWith(sighted(evidence("c", "a", NOW), NOW - 350, NOW - 380)),
+    view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
+  },
+  {
+    name: "partial partition: one observer's dated in-flight renewal does not undo another observer's sighting",
+    event: suspectedWith(sighted(evidence("c", "a", NOW), NOW - 350, NOW - 420)),
+    view: view({ node: a, incident: susp([sighted(evidence("b", "a", NOW - 300), NOW - 400)]) }),
+    expect: { write: "update", phase: "Suspected", evidence: 2 },
   },
   {
     name: "heartbeat veto switched off by policy → a sighting does not stop confirmation",

@@ -45,6 +45,59 @@ describe("HeartbeatSightings", () => {
   });
 });
 
+describe("HeartbeatSightings.renewedBy (dating a renewal for the in-flight case)", () => {
+  // The node's clock runs 5000 ms behind the observer's; deliveries take 20-60 ms.
+  const OFFSET = 5000;
+  const feed = (s: HeartbeatSightings, rv: number, writtenAt: number, lag: number) =>
+    s.onLease("fastfence-alive-a", String(rv), writtenAt + lag, writtenAt - OFFSET);
+
+  test("renewTime plus the smallest recent lag: never before the real write, whatever the clock offset", () => {
+    const s = new HeartbeatSightings(1000, 125);
+    s.onLease("fastfence-alive-a", "1", 0, -OFFSET); // the list: not dated
+    expect(s.renewedBy("a")).toBeUndefined();
+    feed(s, 2, 250, 40);
+    feed(s, 3, 500, 20);
+    feed(s, 4, 750, 60);
+    expect(s.seenAt("a")).toBe(810);
+    // written at 750 (observer's clock); dated to 750 + the smallest lag (20)
+    expect(s.renewedBy("a")).toBe(770);
+    expect(s.renewedBy("a")!).toBeGreaterThanOrEqual(750);
+  });
+
+  test("the first dated renewal is dated when seen (its own lag is the smallest known)", () => {
+    const s = new HeartbeatSightings(1000, 125);
+    s.onLease("fastfence-alive-a", "1", 0, -OFFSET);
+    feed(s, 2, 250, 90);
+    expect(s.renewedBy("a")).toBe(340);
+  });
+
+  test("a delivery much slower than usual (or the node's clock stepped back) gets no date", () => {
+    const s = new HeartbeatSightings(1000, 125);
+    s.onLease("fastfence-alive-a", "1", 0, -OFFSET);
+    feed(s, 2, 250, 20);
+    feed(s, 3, 500, 300); // 280 ms slower than the fastest: more than the 125 ms cap
+    expect(s.seenAt("a")).toBe(800);
+    expect(s.renewedBy("a")).toBeUndefined();
+  });
+
+  test("a change that did not move renewTime forward (another write) is not dated", () => {
+    const s = new HeartbeatSightings(1000, 125);
+    s.onLease("fastfence-alive-a", "1", 0, -OFFSET);
+    feed(s, 2, 250, 20);
+    s.onLease("fastfence-alive-a", "3", 400, 250 - OFFSET); // same renewTime, new resourceVersion
+    expect(s.seenAt("a")).toBe(400);
+    expect(s.renewedBy("a")).toBeUndefined();
+  });
+
+  test("cap 0 (the default) dates nothing that arrived later than the fastest delivery", () => {
+    const s = new HeartbeatSightings(1000);
+    s.onLease("fastfence-alive-a", "1", 0, -OFFSET);
+    feed(s, 2, 250, 20);
+    feed(s, 3, 500, 30);
+    expect(s.renewedBy("a")).toBeUndefined();
+  });
+});
+
 describe("signed observations", () => {
   test("a miss carries the sighting and the sync state; the signature verifies with the published key", () => {
     const key = new ObserverKey();

@@ -16,6 +16,7 @@ import type {
   Decision,
   DecideInput,
   NodeInfo,
+  ObserverInfo,
   Resync,
   Self,
   View,
@@ -23,6 +24,7 @@ import type {
 } from "../../core/decision.ts";
 import { isTerminal, type Attempt, type NodeFence } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
+import { heartbeatLeaseDurationMs } from "../../core/rules.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { PureStage } from "../../functions/contract.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
@@ -70,6 +72,11 @@ export interface StageAdapters {
   power?: PowerExecutor;
   /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
   metal3?: Metal3Api;
+  /**
+   * A watch-fed View.observers (infra/kube/observer-cache.ts): undefined while its watch
+   * is not live for `staleMs`, and then the Leases are listed from the API.
+   */
+  observerCache?: { get(now: number, staleMs: number): Record<string, ObserverInfo> | undefined };
 }
 
 /** What the executor knows of the deployment, handed to every decision in the view. */
@@ -129,6 +136,15 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
     return { nodes, openIncidents };
   }
 
+  /** View.observers from the watch when it is live (within one heartbeat Lease duration), else listed. */
+  async function readObservers(
+    policy: FencingPolicySpec,
+    now: number,
+  ): Promise<Record<string, ObserverInfo>> {
+    const staleMs = heartbeatLeaseDurationMs(policy.probe.heartbeatIntervalMs);
+    return ad.observerCache?.get(now, staleMs) ?? (await readObserverInfos(ad.kube, ad.leaseNamespace));
+  }
+
   async function readView(req: ViewRequest, now: number): Promise<View> {
     const policy = await ad.policy.get(now);
     const [node, incident, lease, cluster, nodeList, observers, kubeletLease] = await Promise.all([
@@ -141,7 +157,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
       req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
       req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
-      req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
+      req.observers ? readObservers(policy, now) : Promise.resolve(undefined),
       req.kubeletLease
         ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
         : Promise.resolve(undefined),

@@ -36,6 +36,16 @@ export interface PureStage extends StageInfo {
    */
   screen?(input: { event: FfEvent; policy: FencingPolicySpec; now: number }): Decision | undefined;
   /**
+   * Optional: the identity of what an input says, for inputs that arrive more than once
+   * (every detect replica forwards the same signed evidence). After this replica decided
+   * an input with a write, a later input with the same key, within the policy's evidence
+   * window, is answered ignored (DuplicateEvidence) without reading the view. The key must
+   * cover everything decide reads from the event (signature included), so the copy carries
+   * nothing the incident does not already hold; any change since is acted on by the input
+   * that made it, which is decided in full.
+   */
+  sameAs?(input: { event: FfEvent; policy: FencingPolicySpec; now: number }): string | undefined;
+  /**
    * Optional, for stages whose locate asks for the cluster lists (all nodes, open
    * incidents): given the view read without them (both empty), whether decide would use
    * them. When false, the adapter decides on that view and never lists the cluster. It

@@ -48,6 +48,7 @@ import {
   type GuardVerdict,
 } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
+import type { FencingPolicySpec } from "../../core/policy.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
 import type { FenceRequested, IncidentBlocked, NodeSuspected } from "../../events/schemas.ts";
 
@@ -61,6 +62,27 @@ export function locate(event: FfEvent): ViewRequest {
     observers: true,
     kubeletLease: true,
   };
+}
+
+/**
+ * What a suspicion says (PureStage.sameAs): its subject and its whole data, evidence and
+ * signature included. Every detect replica forwards the same evidence, so the copies
+ * share it. A copy whose envelope time lies in the future gets no key: it is decided in
+ * full and refused (FutureTimestamp), never skipped as a duplicate.
+ */
+export function sameAs({
+  event,
+  policy,
+  now,
+}: {
+  event: FfEvent;
+  policy: FencingPolicySpec;
+  now: number;
+}): string | undefined {
+  const ev = event as AnyFfEvent;
+  if (ev.type !== EVENT_TYPES.nodeSuspected) return undefined;
+  if (!futureTimestamp({ time: ev.time }, now, policy).ok) return undefined;
+  return JSON.stringify([ev.subject, ev.data]);
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {

@@ -4,7 +4,7 @@
 // runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
 import { catalogStage } from "../stage-info.ts";
-import { clusterNeeded, decide, locate } from "./decide.pure.ts";
+import { clusterNeeded, decide, locate, sameAs } from "./decide.pure.ts";
 
 export * from "./decide.pure.ts";
 
@@ -15,6 +15,7 @@ export const stage: PureStage = {
     true,
   ),
   locate,
+  sameAs,
   clusterNeeded,
   decide,
 };

@@ -35,6 +35,7 @@ import { readLeaseInfo, readObserverInfos, type LeaseManager } from "../kube/lea
 import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
+import { DecidedInputs } from "./decided-inputs.ts";
 import type { EventHandler, HandlerContext, HandlerResult } from "./contract.ts";
 
 /** Runs power actions for fence and recover (infra/fence/power.ts). */
@@ -72,10 +73,7 @@ export interface StageAdapters {
   power?: PowerExecutor;
   /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
   metal3?: Metal3Api;
-  /**
-   * A watch-fed View.observers (infra/kube/observer-cache.ts): undefined while its watch
-   * is not live for `staleMs`, and then the Leases are listed from the API.
-   */
+  /** A watch-fed View.observers (infra/kube/observer-cache.ts); while it answers undefined (its watch not live within one heartbeat Lease duration) the Leases are listed. */
   observerCache?: { get(now: number, staleMs: number): Record<string, ObserverInfo> | undefined };
 }
 
@@ -127,6 +125,8 @@ export function stageHandler(
 
 export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, world: StageWorld): StageRunner {
   let metal3: Metal3Api | undefined = ad.metal3;
+  /** Inputs this replica decided with a write (PureStage.sameAs). */
+  const decided = new DecidedInputs();
   /** All nodes and all open incidents (View.nodes, View.openIncidents). */
   async function readCluster(known?: readonly NodeInfo[]): Promise<Pick<View, "nodes" | "openIncidents">> {
     const [nodes, openIncidents] = await Promise.all([
@@ -134,15 +134,6 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       ad.incidents.listOpen(),
     ]);
     return { nodes, openIncidents };
-  }
-
-  /** View.observers from the watch when it is live (within one heartbeat Lease duration), else listed. */
-  async function readObservers(
-    policy: FencingPolicySpec,
-    now: number,
-  ): Promise<Record<string, ObserverInfo>> {
-    const staleMs = heartbeatLeaseDurationMs(policy.probe.heartbeatIntervalMs);
-    return ad.observerCache?.get(now, staleMs) ?? (await readObserverInfos(ad.kube, ad.leaseNamespace));
   }
 
   async function readView(req: ViewRequest, now: number): Promise<View> {
@@ -157,7 +148,10 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
       req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
       req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
-      req.observers ? readObservers(policy, now) : Promise.resolve(undefined),
+      req.observers
+        ? (ad.observerCache?.get(now, heartbeatLeaseDurationMs(policy.probe.heartbeatIntervalMs)) ??
+          readObserverInfos(ad.kube, ad.leaseNamespace))
+        : Promise.resolve(undefined),
       req.kubeletLease
         ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
         : Promise.resolve(undefined),
@@ -356,6 +350,11 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
         const early = stage.screen({ event, policy: await ad.policy.get(now), now });
         if (early) return { outcome: early.outcome, emit: [] };
       }
+      const now0 = ctx.clock.now();
+      const policy = stage.sameAs ? await ad.policy.get(now0) : undefined;
+      const key = policy && stage.sameAs?.({ event, policy, now: now0 });
+      const copy = key && decided.copyOf(key, now0, policy.corroboration.evidenceWindowMs);
+      if (copy) return copy;
       const input = (view: View, now: number, result?: ActionResult): DecideInput<FfEvent> => ({
         event,
         view,
@@ -364,12 +363,14 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
         ...(result ? { result } : {}),
       });
       const needsCluster = stage.clusterNeeded;
-      return run(
+      const out = await run(
         stage.locate(event),
         (view, now, result) => stage.decide(input(view, now, result)),
         needsCluster ? (view, now) => needsCluster(input(view, now)) : undefined,
         ctx,
       );
+      if (key !== undefined && out.outcome.kind === "processed") decided.remember(key, ctx.clock.now());
+      return out;
     },
     resync: async (r: Resync, ctx: HandlerContext): Promise<HandlerResult> => {
       const { locateResync, resync } = stage;

@@ -22,6 +22,7 @@ import { incidentName, statusOf, transition, type Attempt, type NodeFence } from
 import type { FencingPolicySpec } from "../../../core/policy.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
+import type { NodeSuspected } from "../../../events/schemas.ts";
 import type { PureStage } from "../../../functions/contract.ts";
 import * as confirm from "../../../functions/confirm/handler.ts";
 import * as detect from "../../../functions/detect/handler.ts";
@@ -193,6 +194,68 @@ describe("reads the view the stage asks for", () => {
   });
 });
 
+describe("copies of one suspicion (every detect replica forwards the same evidence)", () => {
+  const copy = (e: FfEvent, change: Partial<FfEvent> = {}): FfEvent => ({
+    ...e,
+    id: `${e.id}-copy`,
+    source: "/fastfence/detect/replica-1",
+    ...change,
+  });
+
+  test("a copy of a suspicion this replica already wrote is answered without reading the view", async () => {
+    const w = world();
+    const h = confirmHandler(w);
+    const s = suspected("b", "a", 1000);
+    expect((await h(s, w.ctx)).outcome.kind).toBe("processed");
+    const before = w.c.journal.length;
+    const r = await h(copy(s), w.ctx);
+    expect(r.outcome).toMatchObject({ kind: "ignored", code: "DuplicateEvidence" });
+    expect(w.c.journal.slice(before).map((e) => e.op)).toEqual(["policy.get"]);
+  });
+
+  test("a copy with another signature is decided in full, and refused", async () => {
+    const w = world();
+    const h = confirmHandler(w);
+    const s = suspected("b", "a", 1000);
+    await h(s, w.ctx);
+    const d = s.data as NodeSuspected;
+    const forged = copy(s, {
+      data: {
+        ...d,
+        evidence: {
+          ...d.evidence,
+          proof: { ...d.evidence.proof!, sig: Buffer.alloc(64).toString("base64") },
+        },
+      },
+    });
+    expect((await h(forged, w.ctx)).outcome).toMatchObject({ kind: "rejected", code: "BadSignature" });
+  });
+
+  test("a copy dated in the future is decided in full, and refused", async () => {
+    const w = world();
+    const h = confirmHandler(w);
+    const s = suspected("b", "a", 1000);
+    await h(s, w.ctx);
+    const future = copy(s, { time: at(1000 + 60_000) });
+    expect((await h(future, w.ctx)).outcome).toMatchObject({ kind: "rejected", code: "FutureTimestamp" });
+  });
+
+  test("a copy after the evidence window is decided in full", async () => {
+    const w = world();
+    const h = confirmHandler(w);
+    const s = suspected("b", "a", 1000);
+    await h(s, w.ctx);
+    w.clock.advance(policy().corroboration.evidenceWindowMs + 1);
+    const before = w.c.journal.length;
+    const r = await h(copy(s), w.ctx);
+    expect(r.outcome).not.toMatchObject({
+      code: "DuplicateEvidence",
+      reason: expect.stringContaining("this replica"),
+    });
+    expect(w.c.journal.length - before).toBeGreaterThan(1);
+  });
+});
+
 describe("stale view: a guarded write that loses re-reads and decides again", () => {
   test.each([
     {
@@ -242,7 +305,8 @@ describe("stale view: a guarded write that loses re-reads and decides again", ()
     expect(types(r.emit)).toEqual(emitted);
     expect(writes(w)).toEqual(calls);
     expect(w.c.phases(NAME)).toEqual(phases);
-    expect(w.c.count("policy.get")).toBe(2); // the view was read again
+    // once for the copies check (sameAs), then the view was read twice
+    expect(w.c.count("policy.get")).toBe(3);
     const final = statusOf(w.c.incident(NAME)!);
     expect(final.evidence.map((e) => e.observerNode).sort()).toEqual(["b", "c"]);
   });

@@ -26,8 +26,6 @@ export class ObserverCache {
   private readonly clock: Clock;
   private readonly log: Logger | undefined;
   private readonly restartMs: number;
-  /** The wait before the next restart: restartMs, doubled after each failed one, up to 30 s. */
-  private backoffMs: number;
   private informer: (Informer<V1Lease> & ObjectCache<V1Lease>) | undefined;
   private listed = false;
   private stopped = false;
@@ -40,7 +38,6 @@ export class ObserverCache {
     this.clock = opts.clock;
     this.log = opts.log;
     this.restartMs = opts.restartMs ?? 500;
-    this.backoffMs = this.restartMs;
   }
 
   /**
@@ -71,13 +68,9 @@ export class ObserverCache {
   private failed(err: unknown): void {
     this.listed = false;
     if (this.stopped) return;
-    this.log?.warn(
-      { incident: "none", node: "none", err, retryInMs: this.backoffMs },
-      "observer Lease watch stopped; listing the Leases per decision until it restarts",
-    );
+    this.log?.warn({ incident: "none", node: "none", err }, "observer Lease watch stopped; restarting");
     clearTimeout(this.restart);
-    this.restart = setTimeout(() => this.run(), this.backoffMs);
-    this.backoffMs = Math.min(this.backoffMs * 2, 30_000);
+    this.restart = setTimeout(() => this.run(), this.restartMs);
   }
 
   private run(): void {
@@ -86,7 +79,6 @@ export class ObserverCache {
       () => {
         this.listed = true;
         this.lastEventAt = this.clock.now();
-        this.backoffMs = this.restartMs;
       },
       (err: unknown) => this.failed(err),
     );

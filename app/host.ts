@@ -33,7 +33,6 @@ import { createLogger, type Logger } from "../infra/log.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
 import { stageHandler, type StageAdapters } from "../infra/runtime/stage-executor.ts";
-import { ObserverCache } from "../infra/kube/observer-cache.ts";
 import { startHttpRuntime } from "../infra/runtime/http-runtime.ts";
 import {
   createTokenReviewAuthenticator,
@@ -110,8 +109,6 @@ export async function hostFunction(opts: {
   });
   const ns = config.FASTFENCE_NAMESPACE;
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
-  // Started on the first decision that reads View.observers (detect, confirm).
-  const observerCache = new ObserverCache(opts.kubeConfig, ns, { clock, log });
   const adapters: StageAdapters = {
     kube,
     incidents: new IncidentStore(kube, ns),
@@ -121,7 +118,6 @@ export async function hostFunction(opts: {
     policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
     power: new BmcPowerExecutor(kube, ns, clock, metal3),
     metal3,
-    observerCache,
   };
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
   const handler = stageHandler(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
@@ -162,7 +158,6 @@ export async function hostFunction(opts: {
       metrics,
       stop: async () => {
         await rt.stop();
-        await observerCache.stop();
         if (ownBus) await bus!.close();
       },
     };
@@ -214,7 +209,6 @@ export async function hostFunction(opts: {
     port: rt.port,
     stop: async () => {
       await rt.stop();
-      await observerCache.stop();
       if (ownBus && b) await b.close();
     },
   };

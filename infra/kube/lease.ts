@@ -192,13 +192,8 @@ export async function readObserverInfos(
   const list = await kube.call(`list leases in ${namespace}`, (a) =>
     a.coordination.listNamespacedLease({ namespace }),
   );
-  return observerInfosOf(list.items);
-}
-
-/** The observer map (keys and heartbeat per node) from the Leases of the fastfence namespace. */
-export function observerInfosOf(leases: readonly V1Lease[]): Record<string, ObserverInfo> {
   const out: Record<string, ObserverInfo> = {};
-  for (const l of leases) {
+  for (const l of list.items) {
     const name = l.metadata?.name ?? "";
     if (!name.startsWith(HEARTBEAT_LEASE_PREFIX)) continue;
     const node = name.slice(HEARTBEAT_LEASE_PREFIX.length);

@@ -16,7 +16,6 @@ import type {
   Decision,
   DecideInput,
   NodeInfo,
-  ObserverInfo,
   Resync,
   Self,
   View,
@@ -24,7 +23,6 @@ import type {
 } from "../../core/decision.ts";
 import { isTerminal, type Attempt, type NodeFence } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
-import { heartbeatLeaseDurationMs } from "../../core/rules.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { PureStage } from "../../functions/contract.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
@@ -73,8 +71,6 @@ export interface StageAdapters {
   power?: PowerExecutor;
   /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
   metal3?: Metal3Api;
-  /** A watch-fed View.observers (infra/kube/observer-cache.ts); while it answers undefined (its watch not live within one heartbeat Lease duration) the Leases are listed. */
-  observerCache?: { get(now: number, staleMs: number): Record<string, ObserverInfo> | undefined };
 }
 
 /** What the executor knows of the deployment, handed to every decision in the view. */
@@ -148,10 +144,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
       req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
       req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
-      req.observers
-        ? (ad.observerCache?.get(now, heartbeatLeaseDurationMs(policy.probe.heartbeatIntervalMs)) ??
-          readObserverInfos(ad.kube, ad.leaseNamespace))
-        : Promise.resolve(undefined),
+      req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
       req.kubeletLease
         ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
         : Promise.resolve(undefined),

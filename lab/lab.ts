@@ -44,7 +44,14 @@ import {
   type LabState,
 } from "./state.ts";
 import { buildNetwork, nodeProcesses, type NodeProcesses } from "./topology.ts";
-import { API_PORT, type BmcFault, type FaultNote, type LabNode, type LabOptions } from "./types.ts";
+import {
+  API_PORT,
+  type AgentStatus,
+  type BmcFault,
+  type FaultNote,
+  type LabNode,
+  type LabOptions,
+} from "./types.ts";
 
 export * from "./types.ts";
 
@@ -280,21 +287,11 @@ export class Lab {
     return nodeProcesses(this.node(name).netns);
   }
 
-  agentStatus(x: LabNode):
-    | {
-        ready: boolean;
-        functions: string[];
-        source: boolean;
-        readyAt?: string;
-        step?: string;
-        pending?: string[];
-        failed?: string;
-      }
-    | undefined {
+  agentStatus(x: LabNode): AgentStatus | undefined {
     const p = join(x.dir, "agent.json");
     if (!existsSync(p)) return undefined;
     try {
-      return JSON.parse(readFileSync(p, "utf8")) as ReturnType<Lab["agentStatus"]>;
+      return JSON.parse(readFileSync(p, "utf8")) as AgentStatus;
     } catch {
       return undefined;
     }

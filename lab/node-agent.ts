@@ -25,6 +25,7 @@ import { hostFunction, pipelineTopics, type HostedFunction } from "../app/host.t
 import { stageNames } from "../functions/registry.ts";
 import { startEventSource, type EventSource } from "../source/event-source.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
+import type { AgentStatus } from "./types.ts";
 
 export interface AgentConfig {
   node: string;
@@ -41,21 +42,7 @@ const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
 const log = createLogger("lab-agent", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" }).child({
   node: cfg.node,
 });
-/**
- * What the lab reads from agent.json: `step` is what the agent is doing now (so a slow
- * start names where it is), `pending` the replicas not yet joined, and `failed` why the
- * agent gave up (it then exits; the launcher never restarts a process).
- */
-const status: {
-  ready: boolean;
-  source: boolean;
-  functions: string[];
-  startedAt: string;
-  readyAt?: string;
-  step: string;
-  pending?: string[];
-  failed?: string;
-} = {
+const status: AgentStatus = {
   ready: false,
   source: false,
   functions: [],

@@ -62,3 +62,19 @@ export interface FaultNote {
   kind: string;
   at: number;
 }
+
+/**
+ * A node agent's agent.json (lab/node-agent.ts writes it, the lab reads it): `step` is what
+ * the agent is doing now, `pending` the replicas not yet synced or joined, and `failed` why
+ * the agent gave up (it then exits; the launcher never restarts a process).
+ */
+export interface AgentStatus {
+  ready: boolean;
+  source: boolean;
+  functions: string[];
+  startedAt: string;
+  readyAt?: string;
+  step: string;
+  pending?: string[];
+  failed?: string;
+}

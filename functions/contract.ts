@@ -27,6 +27,13 @@ export interface StageInfo {
   critical: boolean;
 }
 
+/** What a stage's checks before the view (screen, sameAs) get: the event, the policy, the time. */
+export interface PreViewInput {
+  event: FfEvent;
+  policy: FencingPolicySpec;
+  now: number;
+}
+
 export interface PureStage extends StageInfo {
   locate(event: FfEvent): ViewRequest;
   /**
@@ -34,7 +41,7 @@ export interface PureStage extends StageInfo {
    * "ignored") skips reading the view. It must be a subset of decide's own checks, so
    * skipping it never changes an outcome; it only spares the API server the reads.
    */
-  screen?(input: { event: FfEvent; policy: FencingPolicySpec; now: number }): Decision | undefined;
+  screen?(input: PreViewInput): Decision | undefined;
   /**
    * Optional: the identity of what an input says, for inputs that arrive more than once
    * (every detect replica forwards the same signed evidence). After this replica decided
@@ -44,7 +51,7 @@ export interface PureStage extends StageInfo {
    * nothing the incident does not already hold; any change since is acted on by the input
    * that made it, which is decided in full.
    */
-  sameAs?(input: { event: FfEvent; policy: FencingPolicySpec; now: number }): string | undefined;
+  sameAs?(input: PreViewInput): string | undefined;
   /**
    * Optional, for stages whose locate asks for the cluster lists (all nodes, open
    * incidents): given the view read without them (both empty), whether decide would use

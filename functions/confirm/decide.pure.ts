@@ -48,7 +48,7 @@ import {
   type GuardVerdict,
 } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
-import type { FencingPolicySpec } from "../../core/policy.ts";
+import type { PreViewInput } from "../contract.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
 import type { FenceRequested, IncidentBlocked, NodeSuspected } from "../../events/schemas.ts";
 
@@ -70,15 +70,7 @@ export function locate(event: FfEvent): ViewRequest {
  * share it. A copy whose envelope time lies in the future gets no key: it is decided in
  * full and refused (FutureTimestamp), never skipped as a duplicate.
  */
-export function sameAs({
-  event,
-  policy,
-  now,
-}: {
-  event: FfEvent;
-  policy: FencingPolicySpec;
-  now: number;
-}): string | undefined {
+export function sameAs({ event, policy, now }: PreViewInput): string | undefined {
   const ev = event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.nodeSuspected) return undefined;
   if (!futureTimestamp({ time: ev.time }, now, policy).ok) return undefined;

@@ -22,6 +22,7 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { FfEvent } from "../../events/envelope.ts";
+import type { PreViewInput } from "../contract.ts";
 import { decideByType } from "../stage-info.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import { EVENT_TYPES, type AnyFfEvent, type DataOf } from "../../events/catalog.ts";
@@ -96,15 +97,7 @@ function screenObserved(
   return undefined;
 }
 
-export function screen({
-  event,
-  policy,
-  now,
-}: {
-  event: FfEvent;
-  policy: FencingPolicySpec;
-  now: number;
-}): Decision | undefined {
+export function screen({ event, policy, now }: PreViewInput): Decision | undefined {
   const ev = event as AnyFfEvent;
   return ev.type === EVENT_TYPES.nodeObserved ? screenObserved(ev.data, ev.time, policy, now) : undefined;
 }

@@ -102,6 +102,15 @@ const observation = (n: number) =>
     ),
   );
 
+/** Waits until `got` holds the observation numbered `n`, or throws `what`. */
+async function receivedObservation(got: readonly BusRecord[], n: number, what: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!got.some((r) => (decodeKafka(r).data as { n?: number }).n === n)) {
+    if (Date.now() > deadline) throw new Error(what);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 describe("Kafka authentication (TLS + SCRAM-SHA-512)", () => {
   it("a client with valid credentials connects", async () => {
     const { kafka } = env();
@@ -192,11 +201,7 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
       });
       await sub.ready;
       await source.publish(TOPICS.observations, [observation(3)]);
-      const deadline = Date.now() + 15_000;
-      while (!got.some((r) => (decodeKafka(r).data as { n?: number }).n === 3)) {
-        if (Date.now() > deadline) throw new Error("detect never received the observation");
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await receivedObservation(got, 3, "detect never received the observation");
       await sub.close();
     } finally {
       await Promise.all([detect.close(), source.close()]);
@@ -280,11 +285,7 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
         ),
       ]);
       await source.publish(TOPICS.observations, [observation(7)]);
-      const deadline = Date.now() + 15_000;
-      while (!got.some((r) => (decodeKafka(r).data as { n?: number }).n === 7)) {
-        if (Date.now() > deadline) throw new Error("the rebuilt consumer never received the observation");
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await receivedObservation(got, 7, "the rebuilt consumer never received the observation");
       await sub.close();
     } finally {
       await admin.deleteAcls({ filters: [groupAcl] }).catch(() => undefined);

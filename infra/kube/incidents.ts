@@ -7,6 +7,7 @@ import {
   isTerminal,
   NODE_LABEL,
   NODEFENCE_GROUP,
+  NODEFENCE_KIND,
   NODEFENCE_PLURAL,
   NODEFENCE_VERSION,
   type NodeFence,
@@ -75,12 +76,18 @@ export class IncidentStore {
     return this.writeStatus(incident.metadata.name, created.metadata.resourceVersion ?? "", status);
   }
 
-  /** Replaces the status if the object is still at `resourceVersion` (else 409). */
+  /**
+   * Replaces the status if the object is still at `resourceVersion` (else 409), in one round
+   * trip: the status subresource keeps everything but the status from the stored object, so
+   * the body carries only the identity, the precondition and the new status.
+   */
   async writeStatus(name: string, resourceVersion: string, status: NodeFenceStatus): Promise<NodeFence> {
-    const current = await this.get(name);
-    if (!current)
-      throw new KubeApiError(404, `write status of nodefence ${name}`, { message: "not found" }, undefined);
-    const body = { ...current, metadata: { ...current.metadata, resourceVersion }, status };
+    const body = {
+      apiVersion: `${NODEFENCE_GROUP}/${NODEFENCE_VERSION}`,
+      kind: NODEFENCE_KIND,
+      metadata: { name, namespace: this.namespace, resourceVersion },
+      status,
+    };
     return (await this.kube.call(`write status of nodefence ${name}`, (a) =>
       a.custom.replaceNamespacedCustomObjectStatus({ ...G, namespace: this.namespace, name, body }),
     )) as NodeFence;

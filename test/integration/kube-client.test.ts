@@ -2,13 +2,21 @@
 // connections (client-node alone opens one per request); NodeOps adds the out-of-service
 // taint in one request when it can, falls back to read-modify-write when the node has no
 // taints list or already carries it, never duplicates it, and keeps the other taints.
+// IncidentStore writes a NodeFence status in one request guarded by resourceVersion: a
+// stale write is a 409 that changes nothing, and the spec and labels stay as stored.
+// LeaseManager takes a Lease from the copy a view read, guarded by its resourceVersion.
 import tls from "node:tls";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { CoreV1Api } from "@kubernetes/client-node";
-import { Kube } from "../../infra/kube/client.ts";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { makePooledApiClient } from "../../infra/kube/pooled-auth.ts";
+import { fenceLeaseName, LeaseManager, readLease } from "../../infra/kube/lease.ts";
 import { NodeOps, OUT_OF_SERVICE_TAINT } from "../../infra/kube/nodes.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { emptyStatus, newIncident, transition } from "../../core/incident.ts";
+import { Kube as Kube, KubeApiError } from "../../infra/kube/client.ts";
+import { IncidentStore } from "../../infra/kube/incidents.ts";
+import { applyObjects, readManifests } from "../../harness/env/apply.ts";
+import { ROOT, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 describe("Kubernetes adapters (real kube-apiserver)", () => {
@@ -84,5 +92,80 @@ describe("Kubernetes adapters (real kube-apiserver)", () => {
     expect(await taints("bare")).toEqual([oos]);
     expect(await ops.setTaint("tainted", { ...OUT_OF_SERVICE_TAINT }, false)).toBe(true);
     expect(await taints("tainted")).toEqual([`${other.key}=${other.value}:${other.effect}`]);
+  });
+
+  it("writes a NodeFence status in one guarded request: a stale write is a 409 and changes nothing", async () => {
+    const { cp } = env();
+    const ns = "fastfence-store";
+    await applyObjects(cp.kubeConfig, [
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+      ...readManifests(join(ROOT, "knative/base/crds")),
+    ] as Parameters<typeof applyObjects>[1]);
+    const store = new IncidentStore(new Kube(cp.kubeConfig), ns);
+    // The first create of a new CRD's object waits about 2 s in a fresh apiserver, longer
+    // than the product's request timeout: warm it up with a client without one.
+    await cp.kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group: "fastfence.io",
+      version: "v1alpha1",
+      plural: "nodefences",
+      namespace: ns,
+      body: newIncident("warm-up", "b0", emptyStatus()),
+    });
+    const t0 = "2026-12-01T00:00:00.000Z";
+    const suspected = transition(emptyStatus(), "Suspected", t0);
+    const created = await store.create(newIncident("node-a", "b1", suspected));
+    expect(created.status?.phase).toBe("Suspected");
+    const stale = created.metadata.resourceVersion!;
+
+    const blocked = transition(suspected, "Blocked", t0, { reason: "StormGuard", message: "too many" });
+    const written = await store.writeStatus(created.metadata.name, stale, blocked);
+    expect(written.status?.phase).toBe("Blocked");
+    expect(written.metadata.resourceVersion).not.toBe(stale);
+    // Spec and labels are the stored ones, not the (identity-only) body's.
+    expect(written.spec).toEqual(created.spec);
+    expect(written.metadata.labels).toEqual(created.metadata.labels);
+
+    const err = await store
+      .writeStatus(
+        created.metadata.name,
+        stale,
+        transition(suspected, "Confirmed", t0, { confirmedBy: "confirm-x", reason: "Corroborated" }),
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(KubeApiError);
+    expect((err as KubeApiError).status).toBe(409);
+    expect((await store.get(created.metadata.name))?.status?.phase).toBe("Blocked");
+
+    const missing = await store.writeStatus("node-z-b9", "1", suspected).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((missing as KubeApiError).status).toBe(404);
+  });
+
+  it("takes a Lease from the view's copy without a read; a copy that is no longer current loses", async () => {
+    const { cp } = env();
+    const kube = new Kube(cp.kubeConfig);
+    const leases = new LeaseManager(kube, { namespace: "default", durationSeconds: 15 });
+    const name = fenceLeaseName("node-a");
+    const t = Date.parse("2026-12-01T00:00:00Z");
+    expect((await leases.acquire(name, "fence-0", t)).acquired).toBe(true);
+    const old = await readLease(kube, "default", name);
+    expect((await leases.acquire(name, "fence-0", t + 1000)).acquired).toBe(true); // renewed
+    // 20 s later the Lease has expired, but fence-1 decided on the copy before the renewal.
+    const later = t + 21_000;
+    const stale = await leases.acquire(name, "fence-1", later, undefined, { lease: old });
+    expect(stale).toEqual({ acquired: false, holder: "fence-0", expiresAt: t + 16_000 });
+    // A view that saw no Lease at all: the create loses to the existing one.
+    const absent = await leases.acquire(name, "fence-1", later, undefined, { lease: undefined });
+    expect(absent.acquired).toBe(false);
+    expect((await readLease(kube, "default", name))?.spec?.holderIdentity).toBe("fence-0");
+    // The current copy wins, in one write.
+    const current = await readLease(kube, "default", name);
+    expect((await leases.acquire(name, "fence-1", later, undefined, { lease: current })).acquired).toBe(true);
+    expect((await readLease(kube, "default", name))?.spec?.holderIdentity).toBe("fence-1");
   });
 });

@@ -14,6 +14,8 @@
 //     same stage's decide as `DecideInput.result` (etcd raft's Ready → Step loop), with the
 //     view's incident as just written; that decision is executed the same way, and its
 //     events follow the first decision's.
+//  5. `releaseLease` is best effort (an unreleased Lease expires by itself): it is started
+//     in order but neither awaited before the next action or `emit` nor able to fail them.
 // This module declares types and tiny helpers only; it must never perform I/O.
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
@@ -174,7 +176,7 @@ export type Action =
   | { kind: "updateIncidentStatus"; name: string; expectedResourceVersion: string; status: NodeFenceStatus }
   /** Acquire or renew the per-node Lease; fails if another holder's lease has not expired. */
   | { kind: "takeLease"; leaseName: string; node: string; holder: string; durationMs: number }
-  /** Release the Lease if still held by `holder` (best effort). */
+  /** Release the Lease if still held by `holder` (best effort, not awaited: contract 5). */
   | { kind: "releaseLease"; leaseName: string; node: string; holder: string }
   /** Sleep until epoch ms `at` (bounded by the delivery timeout). */
   | { kind: "waitUntil"; at: number }

@@ -5,7 +5,7 @@
 // expired by its own renewTime + leaseDurationSeconds.
 import type { V1Lease } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
-import type { ObserverInfo } from "../../core/decision.ts";
+import type { LeaseInfo, ObserverInfo } from "../../core/decision.ts";
 import { OBSERVER_KEY_ANNOTATION, OBSERVER_PREVIOUS_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
@@ -57,12 +57,16 @@ export class LeaseManager {
   /**
    * Takes (or renews, when already ours) the lease `name` for `holder` at time `now`,
    * setting `annotations` on it (the event source publishes its observer key this way).
+   * `known` is the lease as the caller just read it (`lease: undefined` when it was absent):
+   * the read is skipped and the write is guarded by that copy's resourceVersion, so a copy
+   * that is no longer current loses (not acquired) instead of overwriting a newer holder.
    */
   async acquire(
     name: string,
     holder: string,
     now: number,
     annotations?: (current: Readonly<Record<string, string>>) => Record<string, string>,
+    known?: { lease: V1Lease | undefined },
   ): Promise<LeaseResult> {
     const { namespace } = this.cfg;
     const spec = {
@@ -71,14 +75,7 @@ export class LeaseManager {
       acquireTime: new MicroTime(now),
       renewTime: new MicroTime(now),
     };
-    let current: V1Lease | undefined;
-    try {
-      current = await this.kube.call(`read lease ${name}`, (a) =>
-        a.coordination.readNamespacedLease({ name, namespace }),
-      );
-    } catch (err) {
-      if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-    }
+    const current = known ? known.lease : await readLease(this.kube, namespace, name);
     try {
       if (!current) {
         const metadata = { name, namespace, ...(annotations ? { annotations: annotations({}) } : {}) };
@@ -159,25 +156,35 @@ export class LeaseManager {
 }
 
 /** Reads a lease as plain facts (holder, renew time, duration), or undefined if absent. */
-export async function readLeaseInfo(
-  kube: Kube,
-  namespace: string,
-  name: string,
-): Promise<{ holder?: string; renewTime?: string; durationMs: number } | undefined> {
+/** The Lease `name`, or undefined when there is none. */
+export async function readLease(kube: Kube, namespace: string, name: string): Promise<V1Lease | undefined> {
   try {
-    const l = await kube.call(`read lease ${name}`, (a) =>
+    return await kube.call(`read lease ${name}`, (a) =>
       a.coordination.readNamespacedLease({ name, namespace }),
     );
-    const renew = l.spec?.renewTime ?? l.spec?.acquireTime;
-    return {
-      ...(l.spec?.holderIdentity ? { holder: l.spec.holderIdentity } : {}),
-      ...(renew ? { renewTime: new Date(renew as unknown as string).toISOString() } : {}),
-      durationMs: (l.spec?.leaseDurationSeconds ?? 0) * 1000,
-    };
   } catch (err) {
     if (err instanceof KubeApiError && err.status === 404) return undefined;
     throw err;
   }
+}
+
+/** What a decision needs of a Lease: holder, last renewal and duration. */
+export function leaseInfoOf(l: V1Lease): LeaseInfo {
+  const renew = l.spec?.renewTime ?? l.spec?.acquireTime;
+  return {
+    ...(l.spec?.holderIdentity ? { holder: l.spec.holderIdentity } : {}),
+    ...(renew ? { renewTime: new Date(renew as unknown as string).toISOString() } : {}),
+    durationMs: (l.spec?.leaseDurationSeconds ?? 0) * 1000,
+  };
+}
+
+export async function readLeaseInfo(
+  kube: Kube,
+  namespace: string,
+  name: string,
+): Promise<LeaseInfo | undefined> {
+  const l = await readLease(kube, namespace, name);
+  return l && leaseInfoOf(l);
 }
 
 /**

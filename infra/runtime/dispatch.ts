@@ -130,6 +130,7 @@ export function createDispatcher(opts: {
         eventType: event.type,
       });
       let result;
+      const started = clock.now();
       try {
         result = await runHandler(event, elog, signal);
       } catch (err) {
@@ -160,7 +161,12 @@ export function createDispatcher(opts: {
       const emitted = result.emit.map((out) => envelope(out, source, now, event));
       for (const ev of emitted) metrics.eventsOut.inc({ function: fn, type: ev.type });
       elog.info(
-        { outcome: result.outcome, emitted: emitted.map((e) => e.type), stageMs: Math.round(lag * 1000) },
+        {
+          outcome: result.outcome,
+          emitted: emitted.map((e) => e.type),
+          stageMs: Math.round(lag * 1000),
+          handlerMs: Math.round(now - started),
+        },
         result.outcome.kind === "processed" ? "event processed" : "event ignored",
       );
       return { kind: "done", event, outcome: result.outcome, emitted };

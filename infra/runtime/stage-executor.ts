@@ -11,7 +11,6 @@
 // holds (metal3 reboot annotations) of an incident just before its status turns terminal.
 import { FastfenceError } from "../../core/errors.ts";
 import type {
-  Action,
   ActionResult,
   Decision,
   DecideInput,
@@ -21,45 +20,29 @@ import type {
   View,
   ViewRequest,
 } from "../../core/decision.ts";
-import { isTerminal, type Attempt, type NodeFence } from "../../core/incident.ts";
-import type { FencingPolicySpec } from "../../core/policy.ts";
+import { isTerminal, type NodeFence } from "../../core/incident.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { PureStage } from "../../functions/contract.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
 import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
-import { readLeaseInfo, readObserverInfos, type LeaseManager } from "../kube/lease.ts";
+import type { V1Lease } from "@kubernetes/client-node";
+import {
+  leaseInfoOf,
+  readLease,
+  readLeaseInfo,
+  readObserverInfos,
+  type LeaseManager,
+} from "../kube/lease.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
 import { DecidedInputs } from "./decided-inputs.ts";
 import type { EventHandler, HandlerContext, HandlerResult } from "./contract.ts";
+import type { PowerExecutor } from "./power-executor.ts";
 
-/** Runs power actions for fence and recover (infra/fence/power.ts). */
-export interface PowerExecutor {
-  powerOff(
-    a: Extract<Action, { kind: "powerOff" }>,
-    policy: FencingPolicySpec,
-    signal: AbortSignal,
-  ): Promise<Attempt[]>;
-  /**
-   * Gets the first level's BMC ready (credentials read, session open) without changing
-   * power, so the power-off that follows is one round trip. Best effort: never throws.
-   */
-  prepare?(a: Extract<Action, { kind: "powerOff" }>, signal: AbortSignal): Promise<void>;
-  powerOn(
-    a: Extract<Action, { kind: "powerOn" }>,
-    policy: FencingPolicySpec,
-    signal: AbortSignal,
-  ): Promise<void>;
-  /**
-   * Clears whatever keeps the incident's host powered off outside fastfence (metal3's
-   * reboot.metal3.io hold); called before an incident's status turns terminal. Returns
-   * what was released, for the log.
-   */
-  releaseHolds?(incident: string, policy: FencingPolicySpec): Promise<string[]>;
-}
+export type { PowerExecutor } from "./power-executor.ts";
 
 export interface StageAdapters {
   kube: Kube;
@@ -106,6 +89,9 @@ export const MAX_REDECIDE = 4;
 /** Where the kubelets renew their Leases (View.kubeletLease). */
 const KUBELET_LEASE_NAMESPACE = "kube-node-lease";
 
+/** Leases as this round's view read them (undefined: absent), each used by at most one takeLease. */
+type RawLeases = Map<string, V1Lease | undefined>;
+
 /** Decides on a view, or (with `result`) on the result of an action the last decision asked for. */
 type DecideOn = (view: View, now: number, result?: ActionResult) => Decision;
 
@@ -132,7 +118,8 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
     return { nodes, openIncidents };
   }
 
-  async function readView(req: ViewRequest, now: number): Promise<View> {
+  /** Reads the view; the raw Lease `req.lease` is kept in `leases` for a takeLease to write without a read. */
+  async function readView(req: ViewRequest, now: number, leases: RawLeases): Promise<View> {
     const policy = await ad.policy.get(now);
     const [node, incident, lease, cluster, nodeList, observers, kubeletLease] = await Promise.all([
       ad.nodes.get(req.node),
@@ -141,7 +128,12 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
         : req.openIncidentOfNode
           ? ad.incidents.openForNode(req.node)
           : Promise.resolve(undefined),
-      req.lease ? readLeaseInfo(ad.kube, ad.leaseNamespace, req.lease) : Promise.resolve(undefined),
+      req.lease
+        ? readLease(ad.kube, ad.leaseNamespace, req.lease).then((l) => {
+            leases.set(req.lease!, l);
+            return l && leaseInfoOf(l);
+          })
+        : Promise.resolve(undefined),
       req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
       req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
       req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
@@ -170,6 +162,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
     view: View,
     decideOn: DecideOn,
     ctx: HandlerContext,
+    leases: RawLeases,
   ): Promise<{ emit: OutgoingEvent[]; details: string[] }> {
     const emit: OutgoingEvent[] = [];
     const details: string[] = [];
@@ -218,12 +211,16 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           }
           break;
         case "takeLease": {
-          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now());
+          // Guarded by the view's copy when there is one (a changed Lease loses: stale view).
+          const known = leases.has(a.leaseName) ? { lease: leases.get(a.leaseName) } : undefined;
+          leases.delete(a.leaseName);
+          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now(), undefined, known);
           if (!r.acquired) throw new StaleView(`lease ${a.leaseName} is held by ${r.holder}`);
           break;
         }
         case "releaseLease":
-          await ad.leases
+          // Best effort and not awaited (core/decision.ts contract 5): the events go out now.
+          void ad.leases
             .release(a.leaseName, a.holder)
             .catch((err: unknown) =>
               ctx.log.warn({ err }, "releasing the lease failed; it expires by itself"),
@@ -246,7 +243,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
               ? (follow.outcome.detail ?? "")
               : `power-off result ${follow.outcome.kind}`,
           );
-          const r = await execute(follow, after, decideOn, ctx);
+          const r = await execute(follow, after, decideOn, ctx, leases);
           emit.push(...r.emit);
           details.push(...r.details);
           break;
@@ -288,7 +285,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
     if (released && last) {
       const after = { ...view, incident: last };
       const follow = decideOn(after, ctx.clock.now(), { kind: "released", counts });
-      const r = await execute(follow, after, decideOn, ctx);
+      const r = await execute(follow, after, decideOn, ctx, leases);
       emit.push(...r.emit);
       details.push(...r.details);
     }
@@ -308,12 +305,13 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       // A stage that can tell whether it needs the cluster lists gets the view without
       // them first; they are listed only if decide would use them.
       const deferCluster = req.cluster && needsCluster !== undefined;
-      let view = await readView(deferCluster ? { ...req, cluster: false } : req, now);
+      const leases: RawLeases = new Map();
+      let view = await readView(deferCluster ? { ...req, cluster: false } : req, now, leases);
       if (deferCluster && needsCluster!(view, now))
         view = { ...view, ...(await readCluster(req.nodeList ? view.nodes : undefined)) };
       const decision = decideOn(view, now);
       try {
-        const { emit } = await execute(decision, view, decideOn, ctx);
+        const { emit } = await execute(decision, view, decideOn, ctx, leases);
         return { outcome: decision.outcome, emit };
       } catch (err) {
         if (err instanceof StaleView && round < MAX_REDECIDE) {

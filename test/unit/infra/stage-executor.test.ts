@@ -597,6 +597,18 @@ describe("actions run in order; events only after every action succeeded", () =>
     expect(writes(w).at(-1)).toBe(`leases.release ${LEASE} fence-0 ✗500`);
   });
 
+  test("releasing the Lease is not awaited: the events go out while the release still hangs", async () => {
+    const w = setup();
+    let unblock = () => {};
+    w.c.before("leases.release", () => new Promise<void>((resolve) => (unblock = resolve)));
+    const r = await stageHandler(everyKind, w.ad, FENCE)(fenceRequest(), w.ctx);
+    expect(r.emit).toEqual([E1, E2]);
+    expect(writes(w)).toEqual(IN_ORDER.slice(0, -1)); // the release has not settled yet
+    unblock();
+    await tick();
+    expect(writes(w)).toEqual(IN_ORDER);
+  });
+
   /** Fencing write, power-off (E1), and a follow-up that writes and emits E2. */
   const firstDecision = (i: DecideInput<FfEvent>): Decision => {
     const inc = i.view.incident!;

@@ -81,6 +81,27 @@ export interface ObserverInfo {
   durationMs: number;
 }
 
+/** One incident admitted to fencing in the AdmissionLedger. */
+export interface AdmittedEntry {
+  node: string;
+  /** When it was admitted (RFC 3339). */
+  at: string;
+}
+
+/**
+ * The cluster-wide admission ledger (one Lease, ADMISSION_LEDGER_LEASE): the incidents
+ * admitted to fencing, written with a resourceVersion-guarded update before each
+ * Confirmed write. It is what makes the storm guard and the etcd-quorum rule hold under
+ * concurrent confirmations: two confirmers that decided on the same ledger cannot both
+ * write it, and the loser decides again with the winner's entry counted.
+ */
+export interface AdmissionLedger {
+  /** Absent: the ledger object does not exist yet (the first admission creates it). */
+  resourceVersion?: string;
+  /** Incident name → its node and admission time. */
+  admitted: Readonly<Record<string, AdmittedEntry>>;
+}
+
 /** Current state, read by the adapter before deciding. */
 export interface View {
   /** The incident this event is about, if it exists (with metadata.resourceVersion). */
@@ -91,6 +112,8 @@ export interface View {
   openIncidents: readonly NodeFence[];
   /** All nodes of the cluster. */
   nodes: readonly NodeInfo[];
+  /** The admission ledger, read with the cluster lists (ViewRequest.cluster). */
+  ledger?: AdmissionLedger;
   policy: FencingPolicySpec;
   /** The node's fencing Lease (fence stage only). */
   lease?: LeaseInfo;
@@ -174,6 +197,11 @@ export type Action =
   | { kind: "createIncident"; incident: NodeFence }
   /** Replace the incident status, guarded by the resourceVersion read (409 = conflict). */
   | { kind: "updateIncidentStatus"; name: string; expectedResourceVersion: string; status: NodeFenceStatus }
+  /**
+   * Replace the admission ledger with `admitted`, guarded by the resourceVersion read
+   * (absent: create it; 409 or AlreadyExists = conflict). Comes before the Confirmed write.
+   */
+  | { kind: "writeLedger"; expectedResourceVersion?: string; admitted: Record<string, AdmittedEntry> }
   /** Acquire or renew the per-node Lease; fails if another holder's lease has not expired. */
   | { kind: "takeLease"; leaseName: string; node: string; holder: string; durationMs: number }
   /** Release the Lease if still held by `holder` (best effort, not awaited: contract 5). */

@@ -2,7 +2,8 @@
 // (S2), the storm guard (S4) and the control-plane (etcd quorum) rule. Pure functions of
 // their arguments; no I/O, never reads the clock.
 import type { Evidence, NodeFence, Phase } from "./incident.ts";
-import type { NodeInfo } from "./decision.ts";
+import type { AdmissionLedger, NodeInfo } from "./decision.ts";
+import { ledgerNodes } from "./admission-ledger.ts";
 import type { FencingPolicySpec } from "./policy.ts";
 
 /** Independence key for evidence derived from the API (Ready condition, kubelet Lease). */
@@ -95,17 +96,19 @@ export function mergeEvidence(existing: readonly Evidence[], e: Evidence, max = 
 const ACTIVE_PHASES: readonly Phase[] = ["Confirmed", "Fencing", "FenceFailed", "FencedOff", "Released"];
 
 /**
- * Nodes other than `node` that are in an active incident. Blocked incidents count only
- * while their evidence is still fresh (their node still looks dead), so a blip that once
- * tripped the guard does not block fencing forever.
+ * Nodes other than `node` that are in an active incident, or hold a slot in the admission
+ * ledger (admitted by a confirmer whose Confirmed write may not have landed yet). Blocked
+ * incidents count only while their evidence is still fresh (their node still looks dead),
+ * so a blip that once tripped the guard does not block fencing forever.
  */
 export function nodesInIncidents(
   openIncidents: readonly NodeFence[],
   node: string,
   now: number,
   policy: FencingPolicySpec,
+  ledger?: AdmissionLedger,
 ): Set<string> {
-  const out = new Set<string>();
+  const out = ledgerNodes(ledger, openIncidents, node, now, policy);
   for (const inc of openIncidents) {
     const n = inc.spec.nodeName;
     if (n === node || !inc.status) continue;
@@ -136,8 +139,9 @@ export function stormGuard(
   nodes: readonly NodeInfo[],
   now: number,
   policy: FencingPolicySpec,
+  ledger?: AdmissionLedger,
 ): GuardVerdict {
-  const others = nodesInIncidents(openIncidents, node, now, policy);
+  const others = nodesInIncidents(openIncidents, node, now, policy, ledger);
   const count = others.size + 1;
   const total = Math.max(nodes.length, 1);
   const limit = Math.min(
@@ -179,11 +183,12 @@ export function controlPlaneRule(
   nodes: readonly NodeInfo[],
   now: number,
   policy: FencingPolicySpec,
+  ledger?: AdmissionLedger,
 ): GuardVerdict {
   if (!policy.controlPlane.protectEtcdQuorum || !isControlPlane(node, policy)) return { ok: true };
   const cp = nodes.filter((n) => isControlPlane(n, policy));
   if (!cp.some((n) => n.name === node.name)) cp.push(node);
-  const busy = nodesInIncidents(openIncidents, node.name, now, policy);
+  const busy = nodesInIncidents(openIncidents, node.name, now, policy, ledger);
   const remaining = cp.filter((n) => n.name !== node.name && n.ready === "True" && !busy.has(n.name)).length;
   const need = etcdQuorum(cp.length);
   if (remaining < need) {

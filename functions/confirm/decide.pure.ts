@@ -3,11 +3,13 @@
 // independent observers (never an observer on the suspected node) inside the evidence
 // window. Applies the storm guard and the etcd-quorum rule, which turn a confirmation
 // into Blocked + incident.blocked. The fence request is emitted only after the Confirmed
-// write succeeded (actions before emits). Evidence is checked against the cluster, not
-// taken from the record: the incoming probe evidence must pass its origin checks (else the
-// suspicion is rejected), and every stored piece counts only while it still passes them
-// (probe) or the API still says so (condition/lease). The heartbeat veto compares times of
-// one observer's clock. It never powers anything off. No I/O.
+// write succeeded (actions before emits), and the Confirmed write comes only after the
+// incident took its slot in the admission ledger (core/admission-ledger.ts). Evidence is
+// checked against the cluster, not taken from the record: the incoming probe evidence
+// must pass its origin checks (else the suspicion is rejected), and every stored piece
+// counts only while it still passes them (probe) or the API still says so
+// (condition/lease). The heartbeat veto compares times of one observer's clock. It never
+// powers anything off. No I/O.
 import {
   emptyStatus,
   incidentName,
@@ -36,6 +38,7 @@ import {
   countsNow,
   futureTimestamp,
 } from "../../core/evidence-checks.ts";
+import { admit } from "../../core/admission-ledger.ts";
 import { levelsForNode } from "../../core/policy.ts";
 import {
   controlPlaneRule,
@@ -260,9 +263,18 @@ function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at
     confirmedAt: status.timestamps.confirmed ?? nowIso,
     observers,
   };
-  return write(inc, d, status, `confirmed ${d.node} (${observers.length} observers)`, [
+  const confirmed = write(inc, d, status, `confirmed ${d.node} (${observers.length} observers)`, [
     outgoing(EVENT_TYPES.fenceRequested, d.node, name, data),
   ]);
+  if (confirmed.outcome.kind !== "processed") return confirmed;
+  // The slot first: a confirmer that decided on an older ledger loses this write and
+  // decides again with this admission counted (S4 under concurrent confirmations).
+  const ledger: Action = {
+    kind: "writeLedger",
+    ...(view.ledger?.resourceVersion ? { expectedResourceVersion: view.ledger.resourceVersion } : {}),
+    admitted: admit(view.ledger, view.openIncidents, name, d.node, now, nowIso, view.policy),
+  };
+  return { ...confirmed, actions: [ledger, ...confirmed.actions] };
 }
 
 function guards(
@@ -281,9 +293,9 @@ function guards(
       limit: 0,
     };
   }
-  const storm = stormGuard(d.node, view.openIncidents, view.nodes, now, policy);
+  const storm = stormGuard(d.node, view.openIncidents, view.nodes, now, policy, view.ledger);
   if (!storm.ok) return storm;
-  return controlPlaneRule(node, view.openIncidents, view.nodes, now, policy);
+  return controlPlaneRule(node, view.openIncidents, view.nodes, now, policy, view.ledger);
 }
 
 function write(

@@ -26,6 +26,7 @@ import type { PureStage } from "../../functions/contract.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
 import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
+import { readLedger, writeLedger } from "../kube/admission-ledger.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
 import type { V1Lease } from "@kubernetes/client-node";
 import {
@@ -109,13 +110,16 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
   let metal3: Metal3Api | undefined = ad.metal3;
   /** Inputs this replica decided with a write (PureStage.sameAs). */
   const decided = new DecidedInputs();
-  /** All nodes and all open incidents (View.nodes, View.openIncidents). */
-  async function readCluster(known?: readonly NodeInfo[]): Promise<Pick<View, "nodes" | "openIncidents">> {
-    const [nodes, openIncidents] = await Promise.all([
+  /** All nodes, all open incidents and the admission ledger (View.nodes, .openIncidents, .ledger). */
+  async function readCluster(
+    known?: readonly NodeInfo[],
+  ): Promise<Pick<View, "nodes" | "openIncidents" | "ledger">> {
+    const [nodes, openIncidents, ledger] = await Promise.all([
       known ? Promise.resolve(known) : ad.nodes.list().then((l) => l.map(toCoreNode)),
       ad.incidents.listOpen(),
+      readLedger(ad.kube, ad.leaseNamespace),
     ]);
-    return { nodes, openIncidents };
+    return { nodes, openIncidents, ledger };
   }
 
   /** Reads the view; the raw Lease `req.lease` is kept in `leases` for a takeLease to write without a read. */
@@ -207,6 +211,15 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           } catch (err) {
             if (err instanceof KubeApiError && err.status === 409)
               throw new StaleView(`update incident ${a.name}`, err);
+            throw err;
+          }
+          break;
+        case "writeLedger":
+          try {
+            await writeLedger(ad.kube, ad.leaseNamespace, a.expectedResourceVersion, a.admitted);
+          } catch (err) {
+            if (err instanceof KubeApiError && err.status === 409)
+              throw new StaleView("admission ledger", err);
             throw err;
           }
           break;

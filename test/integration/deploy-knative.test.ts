@@ -41,6 +41,8 @@ export interface RbacRow {
   group: string;
   resource: string;
   subresource: string;
+  /** One object's name (the resource cell's "#name" suffix); absent: any object. */
+  name?: string;
   /** A namespace, "*" (all namespaces) or "-" (cluster-scoped). */
   namespace: string;
   overlays: string[];
@@ -69,7 +71,8 @@ export function parseRbacTable(markdown: string): RbacRow[] {
       string,
       string,
     ];
-    const parts = res.split("/");
+    const [path = "", name] = res.split("#");
+    const parts = path.split("/");
     if (parts.length < 2 || parts.length > 3) throw new Error(`docs/rbac.md: bad resource "${res}"`);
     if (!["yes", "no"].includes(allowed)) throw new Error(`docs/rbac.md: allowed must be yes or no: "${l}"`);
     return {
@@ -78,6 +81,7 @@ export function parseRbacTable(markdown: string): RbacRow[] {
       group: parts[0] === "core" ? "" : parts[0]!,
       resource: parts[1]!,
       subresource: parts[2] ?? "",
+      ...(name ? { name } : {}),
       namespace,
       overlays: overlays.split(",").map((o) => o.trim()),
       allowed: allowed === "yes",
@@ -315,6 +319,7 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
                     group: row.group,
                     resource: row.resource,
                     subresource: row.subresource,
+                    ...(row.name ? { name: row.name } : {}),
                     verb,
                     ...(row.namespace === "-"
                       ? {}
@@ -325,7 +330,7 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
             });
             const allowed = review.status?.allowed === true;
             if (allowed !== row.allowed) {
-              const res = `${row.group || "core"}/${row.resource}${row.subresource ? "/" + row.subresource : ""}`;
+              const res = `${row.group || "core"}/${row.resource}${row.subresource ? "/" + row.subresource : ""}${row.name ? "#" + row.name : ""}`;
               mismatches.push(
                 `${row.identity} ${verb} ${res} in ${row.namespace}: table says ${row.allowed}, API server says ${allowed}`,
               );
@@ -388,6 +393,7 @@ function ungrantedByTable(list: KubeObject[], rows: RbacRow[]): string[] {
                   row.group === g &&
                   row.resource === resource &&
                   row.subresource === sub &&
+                  (r.resourceNames?.length ? r.resourceNames.includes(row.name ?? "") : !row.name) &&
                   row.verbs.includes(verb) &&
                   (ns ? row.namespace === ns : row.namespace === "-" || row.namespace === "*"),
               );

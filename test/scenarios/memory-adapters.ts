@@ -47,6 +47,8 @@ export type Op =
   | "leases.release"
   | "kube.readLease"
   | "kube.listLeases"
+  /** A Lease created or replaced through Kube (the admission ledger). */
+  | "kube.writeLease"
   | "policy.get"
   | "power.prepare"
   | "power.powerOff"
@@ -80,6 +82,8 @@ export type Hook = (detail: string) => void | Promise<void>;
 export interface StoredLease {
   /** Unset: the fastfence namespace; "kube-node-lease" for a kubelet's Lease. */
   namespace?: string;
+  /** Set by writes through Kube (create/replace), which are guarded by it; else "0". */
+  resourceVersion?: string;
   annotations?: Record<string, string>;
   holder: string;
   /** RFC 3339. */
@@ -478,7 +482,7 @@ export class MemoryLeases implements Pick<LeaseManager, "acquire" | "release"> {
   }
 }
 
-/** Kube: only the Lease read (readLeaseInfo) goes through it; any other API call fails loudly. */
+/** Kube: only Lease reads and the admission ledger's writes go through it; any other API call fails loudly. */
 export class MemoryKube implements Pick<Kube, "call"> {
   private readonly c: MemoryCluster;
   private readonly apis: KubeApis;
@@ -497,6 +501,7 @@ export class MemoryKube implements Pick<Kube, "call"> {
       metadata: {
         name,
         namespace: l.namespace ?? this.c.namespace,
+        resourceVersion: l.resourceVersion ?? "0",
         ...(l.annotations ? { annotations: { ...l.annotations } } : {}),
       },
       spec: {
@@ -518,18 +523,60 @@ export class MemoryKube implements Pick<Kube, "call"> {
       this.c.call("kube.listLeases", namespace, () => ({
         items: inNamespace(namespace).map(([n, l]) => asLease(n, l)),
       }));
+    type LeaseBody = {
+      metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> };
+    };
+    const stored = (name: string, namespace: string, body: LeaseBody): StoredLease => ({
+      ...(namespace !== this.c.namespace ? { namespace } : {}),
+      resourceVersion: String(++this.c.revision),
+      ...(body.metadata?.annotations ? { annotations: { ...body.metadata.annotations } } : {}),
+      holder: "",
+      acquireTime: "",
+      renewTime: "",
+      durationSeconds: 0,
+    });
+    // Guarded like the API server's: AlreadyExists on create, 404 and a resourceVersion
+    // precondition (409) on replace.
+    const createNamespacedLease = ({ namespace, body }: { namespace: string; body: LeaseBody }) =>
+      this.c.call("kube.writeLease", `create ${body.metadata?.name}`, () => {
+        const name = body.metadata!.name!;
+        if (inNamespace(namespace).some(([n]) => n === name))
+          throw new KubeApiError(409, `create lease ${name}`, { message: "already exists" }, undefined);
+        this.c.leases.set(name, stored(name, namespace, body));
+        return asLease(name, this.c.leases.get(name)!);
+      });
+    const replaceNamespacedLease = ({
+      name,
+      namespace,
+      body,
+    }: {
+      name: string;
+      namespace: string;
+      body: LeaseBody;
+    }) =>
+      this.c.call("kube.writeLease", `replace ${name}`, () => {
+        const cur = inNamespace(namespace).find(([n]) => n === name)?.[1];
+        if (!cur) throw new KubeApiError(404, `replace lease ${name}`, { message: "not found" }, undefined);
+        if (body.metadata?.resourceVersion !== (cur.resourceVersion ?? "0"))
+          throw new KubeApiError(409, `replace lease ${name}`, { message: "conflict" }, undefined);
+        this.c.leases.set(name, stored(name, namespace, body));
+        return asLease(name, this.c.leases.get(name)!);
+      });
     this.apis = {
       core: missing("core"),
       storage: missing("storage"),
       custom: missing("custom"),
-      coordination: new Proxy({ readNamespacedLease, listNamespacedLease } as object, {
-        get: (t, key) =>
-          key in t
-            ? (t as Record<string | symbol, unknown>)[key]
-            : () => {
-                throw new Error(`memory kube: coordination.${String(key)} is not implemented`);
-              },
-      }),
+      coordination: new Proxy(
+        { readNamespacedLease, listNamespacedLease, createNamespacedLease, replaceNamespacedLease } as object,
+        {
+          get: (t, key) =>
+            key in t
+              ? (t as Record<string | symbol, unknown>)[key]
+              : () => {
+                  throw new Error(`memory kube: coordination.${String(key)} is not implemented`);
+                },
+        },
+      ),
     } as unknown as KubeApis;
   }
 

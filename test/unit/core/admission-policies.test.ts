@@ -2,10 +2,12 @@
 // the NodeFence status policy's transition table is core/incident.ts TRANSITIONS, its phase
 // owners are exactly the stages whose decide.pure.ts enters each phase, every status field
 // of the zod schema has an owner rule (or is declared free text), and the heartbeat-Lease
-// policy names Leases the way core/decision.ts heartbeatLeaseName does.
+// policy names Leases the way core/decision.ts heartbeatLeaseName does, and the admission
+// ledger policy and manifest name the Lease and annotation core/admission-ledger.ts uses.
 import { readFileSync } from "node:fs";
 import { load as loadYaml, loadAll } from "js-yaml";
 import { describe, expect, it } from "vitest";
+import { ADMISSION_LEDGER_ANNOTATION, ADMISSION_LEDGER_LEASE } from "../../../core/admission-ledger.ts";
 import { heartbeatLeaseName } from "../../../core/decision.ts";
 import {
   NodeFenceStatusSchema,
@@ -118,5 +120,33 @@ describe("heartbeat Lease admission policy", () => {
     const all = p.spec.validations.map((v) => v.expression).join("\n");
     expect(all).toContain('":fastfence-source"');
     expect(variable(p, "nodeClaim")).toContain('"authentication.kubernetes.io/node-name"');
+  });
+});
+
+describe("admission ledger policy and manifest", () => {
+  const { policy: p } = policy("admission-ledger-policy.yaml");
+  it("matches the Lease core/admission-ledger.ts names; the shipped one is that Lease, with an empty ledger", () => {
+    expect(p.spec.matchConditions![0]!.expression).toBe(
+      `object.metadata.name == "${ADMISSION_LEDGER_LEASE}"`,
+    );
+    const shipped = loadYaml(read("knative/base/rbac/admission-ledger.yaml")) as {
+      kind: string;
+      metadata: { name: string; annotations?: Record<string, string> };
+    };
+    expect(shipped.kind).toBe("Lease");
+    expect(shipped.metadata.name).toBe(ADMISSION_LEDGER_LEASE);
+    // No annotation at all: an empty ledger that re-applying the manifests never resets.
+    expect(shipped.metadata.annotations).toBeUndefined();
+  });
+  it("reads the ledger from the annotation core/admission-ledger.ts writes; only confirm may change it", () => {
+    expect(variable(p, "ledger")).toContain(`object.metadata.annotations["${ADMISSION_LEDGER_ANNOTATION}"]`);
+    expect(variable(p, "before")).toContain(
+      `oldObject.metadata.annotations["${ADMISSION_LEDGER_ANNOTATION}"]`,
+    );
+    const rule = p.spec.validations[0]!.expression;
+    expect(rule).toContain('":fastfence-confirm"');
+    expect(rule).toContain(
+      'request.operation == "CREATE" ? variables.ledger == "{}" : variables.ledger == variables.before',
+    );
   });
 });

@@ -1,12 +1,13 @@
 // confirm: corroboration (S2), stale incarnation, storm guard (S4), control-plane quorum
-// (with the policy's control-plane role labels), duplicates — a table of named cases. Each
+// (with the policy's control-plane role labels) and the admission ledger that makes both
+// hold under concurrent confirmations, duplicates — a table of named cases. Each
 // case: the suspicion, the incident state, the expected phase written (or the ignore
 // code) and the emitted event type.
 import { describe, expect, test } from "vitest";
 import { clusterNeeded, decide } from "../../../functions/confirm/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
-import type { Action } from "../../../core/decision.ts";
-import type { Evidence, NodeFenceStatus } from "../../../core/incident.ts";
+import type { Action, AdmissionLedger } from "../../../core/decision.ts";
+import { incidentName, type Evidence, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
 import type { NodeSuspected } from "../../../events/schemas.ts";
 import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
 import { isControlPlane } from "../../../core/rules.ts";
@@ -66,6 +67,7 @@ const worker = (name: string, opts: Parameters<typeof node>[1] = {}) =>
 const labelled = (name: string, label: string, opts: Parameters<typeof node>[1] = {}) =>
   node(name, { labels: { "node-restriction.kubernetes.io/fastfence-fence": "true", [label]: "" }, ...opts });
 const ETCD_LABEL = "example.com/etcd-member";
+const B_INCIDENT = incidentName("b", BOOT.b);
 const cases: Case[] = [
   {
     name: "first observer → incident created Suspected, no fence request",
@@ -202,6 +204,70 @@ const cases: Case[] = [
       nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
       openIncidents: [incident("b", { phase: "Released" })],
       incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "storm guard, admission ledger: another node took the slot, its Confirmed write not seen yet → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: worker("a"),
+      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
+      openIncidents: [incident("b", { phase: "Suspected" })],
+      ledger: { resourceVersion: "7", admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 50) } } },
+      incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "storm guard, admission ledger: an admission whose incident is not listed yet (created Confirmed) → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: worker("a"),
+      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
+      ledger: { resourceVersion: "7", admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 50) } } },
+      incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
+  },
+  {
+    name: "storm guard, admission ledger: the entry of an incident closed longer than the evidence window ago holds no slot → Confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: worker("a"),
+      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
+      ledger: {
+        resourceVersion: "7",
+        admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - policy().corroboration.evidenceWindowMs - 1) } },
+      },
+      incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "storm guard, admission ledger: an admission pending longer than the evidence window holds no slot → Confirmed",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: worker("a"),
+      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
+      openIncidents: [incident("b", { phase: "Suspected" })],
+      ledger: {
+        resourceVersion: "7",
+        admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - policy().corroboration.evidenceWindowMs - 1) } },
+      },
+      incident: susp([evidence("d", "a", NOW - 100)]),
+    }),
+    expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
+  },
+  {
+    name: "control-plane quorum, admission ledger: another control-plane node took a slot → Blocked",
+    event: suspected("c", "a", NOW),
+    view: view({
+      node: a,
+      policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
+      openIncidents: [incident("b", { phase: "Suspected" })],
+      ledger: { resourceVersion: "7", admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 50) } } },
+      incident: susp([evidence("b", "a", NOW - 100)]),
     }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
@@ -409,8 +475,17 @@ describe("confirm.decide", () => {
       return;
     }
     expect(d.outcome.kind).toBe("processed");
-    expect(d.actions).toHaveLength(1);
-    const act = d.actions[0] as Action;
+    // A confirmation takes its slot in the admission ledger first, then writes Confirmed.
+    const admitted = c.expect.phase === "Confirmed";
+    expect(d.actions).toHaveLength(admitted ? 2 : 1);
+    if (admitted)
+      expect(d.actions[0]).toMatchObject({
+        kind: "writeLedger",
+        admitted: {
+          [incidentName("a", BOOT.a)]: { node: "a", at: new Date(T0 + (c.now ?? NOW)).toISOString() },
+        },
+      });
+    const act = d.actions.at(-1) as Action;
     const status =
       act.kind === "createIncident"
         ? act.incident.status!
@@ -434,15 +509,48 @@ describe("confirm.decide", () => {
   });
 });
 
+describe("the admission ledger a confirmation writes", () => {
+  const confirming = (ledger?: AdmissionLedger, openIncidents: NodeFence[] = []) =>
+    decide({
+      event: suspected("c", "a", NOW),
+      view: view({
+        node: worker("a"),
+        nodes: ["a", "b", "c", "d"].map((n) => worker(n)),
+        policy: policy({ stormGuard: { maxConcurrentFenced: 2, maxFraction: 1 } }),
+        openIncidents,
+        ...(ledger ? { ledger } : {}),
+        incident: susp([evidence("d", "a", NOW - 100)]),
+      }),
+      now: T0 + NOW,
+      self: CONFIRM,
+    }).actions[0];
+  const A = incidentName("a", BOOT.a);
+  const C = incidentName("c", BOOT.c);
+  test("no ledger yet: created (no resourceVersion) with this incident", () => {
+    expect(confirming()).toEqual({ kind: "writeLedger", admitted: { [A]: { node: "a", at: at(NOW) } } });
+  });
+  test("guarded by the resourceVersion read; live entries kept, entries of closed incidents dropped", () => {
+    const ledger = {
+      resourceVersion: "41",
+      admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 5000) }, [C]: { node: "c", at: at(NOW - 9000) } },
+    };
+    expect(confirming(ledger, [incident("b", { phase: "Fencing" })])).toEqual({
+      kind: "writeLedger",
+      expectedResourceVersion: "41",
+      admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 5000) }, [A]: { node: "a", at: at(NOW) } },
+    });
+  });
+});
+
 describe("confirm.clusterNeeded (the executor skips listing the cluster when false)", () => {
   /**
-   * A case's input as the executor first reads it: the view without the open incidents
-   * (the node list is always read: the ring check of the evidence needs it).
+   * A case's input as the executor first reads it: the view without the open incidents and
+   * the admission ledger (the node list is always read: the ring check of the evidence needs it).
    */
-  const withoutCluster = (c: Case) => ({
-    event: c.event,
-    view: { ...c.view, openIncidents: [] },
-    now: T0 + (c.now ?? NOW),
+  const withoutCluster = ({ event, view: { ledger: _ledger, ...rest }, now }: Case) => ({
+    event,
+    view: { ...rest, openIncidents: [] },
+    now: T0 + (now ?? NOW),
     self: CONFIRM,
   });
   test.each(cases.map((c) => [c.name, c] as const))("%s: exact", (_n, c) => {

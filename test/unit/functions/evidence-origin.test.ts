@@ -356,7 +356,7 @@ describe("confirm: every counted piece of evidence is re-checked against the clu
       return;
     }
     expect(d.outcome.kind).toBe("processed");
-    const act = d.actions[0]!;
+    const act = d.actions.at(-1)!; // a confirmation writes the admission ledger first
     const status =
       act.kind === "updateIncidentStatus"
         ? act.status

@@ -189,7 +189,8 @@ describe("reads the view the stage asks for", () => {
     expect(w.c.count("nodes.list")).toBe(1); // always, once: the ring check of the evidence
     expect(w.c.count("incidents.listOpen")).toBe(lists);
     expect(w.c.count("kube.listLeases")).toBe(1); // the observers' keys and heartbeats
-    expect(w.c.count("kube.readLease")).toBe(1); // the kubelet Lease
+    // the kubelet Lease, and with the cluster lists the admission ledger
+    expect(w.c.count("kube.readLease")).toBe(1 + lists);
     expect(w.c.incident(NAME)?.status?.phase).toBe(phase);
   });
 });
@@ -256,6 +257,93 @@ describe("copies of one suspicion (every detect replica forwards the same eviden
   });
 });
 
+describe("the admission ledger: two confirm replicas confirming two nodes at once (S4)", () => {
+  // One slot (maxConcurrentFenced 1, storm guard only): a and b each have one observer's
+  // evidence; c's suspicions of a and of b each complete a quorum.
+  const oneSlot = () =>
+    world({
+      policy: policy({
+        controlPlane: { protectEtcdQuorum: false },
+        stormGuard: { maxConcurrentFenced: 1, maxFraction: 1 },
+      }),
+    });
+  const seed = (w: World) => {
+    w.c.seedIncident(suspectedByB());
+    w.c.seedIncident(
+      incident("b", {
+        phase: "Suspected",
+        timestamps: { suspected: at(900) },
+        evidence: [evidence("a", "b", 900)],
+      }),
+    );
+  };
+  const confirmAs = (w: World, replica: string) => stageHandler(confirm.stage, w.ad, { ...CONFIRM, replica });
+  const B_NAME = incidentName("b", BOOT.b);
+  const phase = (w: World, name: string) => w.c.incident(name)?.status?.phase;
+
+  test("the second decides after the first's admission: it sees the slot taken and blocks", async () => {
+    const w = oneSlot();
+    seed(w);
+    let other: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
+    // confirm-1's whole delivery (b) runs after confirm-0 read its view (a), before its ledger write.
+    w.c.before("kube.writeLease", async () => {
+      other = await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
+    });
+    const r = await confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx);
+    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(phase(w, B_NAME)).toBe("Confirmed");
+    expect(types(r.emit)).toEqual([EVENT_TYPES.incidentBlocked]);
+    expect(phase(w, NAME)).toBe("Blocked");
+    expect(w.c.incident(NAME)?.status?.reason).toBe("StormGuard");
+    expect(writes(w).filter((e) => e.startsWith("kube.writeLease"))).toEqual([
+      "kube.writeLease create fastfence-admissions",
+      "kube.writeLease create fastfence-admissions ✗409", // confirm-0 decided on the empty ledger
+    ]);
+  });
+
+  test("the first took its slot but its Confirmed write has not landed: the second counts the slot and blocks", async () => {
+    const w = oneSlot();
+    seed(w);
+    let other: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
+    // confirm-0's whole delivery (a) runs after confirm-1 wrote the ledger (b), before its Confirmed write.
+    w.c.before("incidents.writeStatus", async () => {
+      other = await confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx);
+    });
+    const r = await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
+    expect(types(r.emit)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(phase(w, B_NAME)).toBe("Confirmed");
+    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.incidentBlocked]);
+    expect(phase(w, NAME)).toBe("Blocked");
+  });
+
+  test("both decide on the same ledger at the same moment: one write wins, the other re-decides and blocks", async () => {
+    const w = oneSlot();
+    seed(w);
+    const [ra, rb] = await Promise.all([
+      confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx),
+      confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx),
+    ]);
+    const emitted = [...types(ra.emit), ...types(rb.emit)].sort();
+    expect(emitted).toEqual([EVENT_TYPES.fenceRequested, EVENT_TYPES.incidentBlocked].sort());
+    expect([phase(w, NAME), phase(w, B_NAME)].sort()).toEqual(["Blocked", "Confirmed"]);
+  });
+
+  test("a slot whose incident closed is free again after the evidence window: the next confirmation drops it", async () => {
+    const w = oneSlot();
+    seed(w);
+    await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
+    w.c.externalWrite(B_NAME, (st) => ({ ...st, phase: "Closed" }));
+    const later = 1000 + policy().corroboration.evidenceWindowMs + 1;
+    w.clock.advance(later - 1000);
+    w.c.externalWrite(NAME, (st) => ({ ...st, evidence: [evidence("b", "a", later - 100)] }));
+    const r = await confirmAs(w, "confirm-0")(suspected("c", "a", later), w.ctx);
+    expect(types(r.emit)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(
+      Object.keys(JSON.parse(w.c.leases.get("fastfence-admissions")!.annotations!["fastfence.io/admitted"]!)),
+    ).toEqual([NAME]);
+  });
+});
+
 describe("stale view: a guarded write that loses re-reads and decides again", () => {
   test.each([
     {
@@ -271,7 +359,10 @@ describe("stale view: a guarded write that loses re-reads and decides again", ()
       outcome: "ignored",
       emitted: [],
       phases: ["Suspected", "Confirmed"],
-      calls: ["incidents.writeStatus a-aaaaaaaa Confirmed ✗409"],
+      calls: [
+        "kube.writeLease create fastfence-admissions",
+        "incidents.writeStatus a-aaaaaaaa Confirmed ✗409",
+      ],
     },
     {
       name: "another replica refreshed the evidence meanwhile: we confirm on its version",
@@ -282,7 +373,9 @@ describe("stale view: a guarded write that loses re-reads and decides again", ()
       emitted: [EVENT_TYPES.fenceRequested],
       phases: ["Suspected", "Suspected", "Confirmed"],
       calls: [
+        "kube.writeLease create fastfence-admissions",
         "incidents.writeStatus a-aaaaaaaa Confirmed ✗409",
+        "kube.writeLease replace fastfence-admissions", // its own slot, taken again on the re-read
         "incidents.writeStatus a-aaaaaaaa Confirmed",
       ],
     },
@@ -294,7 +387,11 @@ describe("stale view: a guarded write that loses re-reads and decides again", ()
       outcome: "processed",
       emitted: [EVENT_TYPES.fenceRequested],
       phases: ["Suspected", "Confirmed"],
-      calls: ["incidents.create a-aaaaaaaa Suspected ✗409", "incidents.writeStatus a-aaaaaaaa Confirmed"],
+      calls: [
+        "incidents.create a-aaaaaaaa Suspected ✗409",
+        "kube.writeLease create fastfence-admissions",
+        "incidents.writeStatus a-aaaaaaaa Confirmed",
+      ],
     },
   ])("$name", async ({ seed, op, other, outcome, emitted, phases, calls }) => {
     const w = world();

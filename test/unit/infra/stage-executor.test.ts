@@ -328,6 +328,19 @@ describe("the admission ledger: two confirm replicas confirming two nodes at onc
     expect([phase(w, NAME), phase(w, B_NAME)].sort()).toEqual(["Blocked", "Confirmed"]);
   });
 
+  test("the etcd-quorum rule on its own (3 control-plane nodes, storm guard wide open): one Confirmed, one Blocked", async () => {
+    const w = world({ policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }) });
+    seed(w);
+    let other: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
+    w.c.before("incidents.writeStatus", async () => {
+      other = await confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx);
+    });
+    const r = await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
+    expect(types(r.emit)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.incidentBlocked]);
+    expect(w.c.incident(NAME)?.status?.reason).toBe("ControlPlaneQuorum");
+  });
+
   test("a slot whose incident closed is free again after the evidence window: the next confirmation drops it", async () => {
     const w = oneSlot();
     seed(w);

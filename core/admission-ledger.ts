@@ -7,7 +7,7 @@
 // keeps a just-closed incident's slot for at most that window. Other entries are dropped
 // by the next write. Pure: no I/O, never reads the clock.
 import type { AdmissionLedger, AdmittedEntry } from "./decision.ts";
-import type { NodeFence, Phase } from "./incident.ts";
+import { ADMITTED_PHASES, type NodeFence, type Phase } from "./incident.ts";
 import type { FencingPolicySpec } from "./policy.ts";
 
 /** Name of the Lease that carries the ledger, in the fastfence namespace. */
@@ -15,8 +15,6 @@ export const ADMISSION_LEDGER_LEASE = "fastfence-admissions";
 /** The Lease annotation that holds the ledger's entries (JSON: incident → AdmittedEntry). */
 export const ADMISSION_LEDGER_ANNOTATION = "fastfence.io/admitted";
 
-/** Phases in which an admitted incident still takes up a slot. */
-const ADMITTED_PHASES: readonly Phase[] = ["Confirmed", "Fencing", "FenceFailed", "FencedOff", "Released"];
 /** Phases of an incident whose admission is written but whose Confirmed write may be pending. */
 const PENDING_PHASES: readonly Phase[] = ["Suspected", "Blocked"];
 

@@ -50,6 +50,18 @@ export function canTransition(from: Phase, to: Phase): boolean {
   return TRANSITIONS[from].includes(to);
 }
 
+/**
+ * Phases of an incident admitted to fencing (confirmed and not yet ended): each takes up
+ * a slot of the storm guard and counts against the etcd-quorum rule (core/rules.ts).
+ */
+export const ADMITTED_PHASES: readonly Phase[] = [
+  "Confirmed",
+  "Fencing",
+  "FenceFailed",
+  "FencedOff",
+  "Released",
+];
+
 /** Phases that end an incident: nothing more happens to its node for this incarnation. */
 export const TERMINAL_PHASES: readonly Phase[] = ["Recovered", "Closed"];
 export function isTerminal(phase: Phase): boolean {

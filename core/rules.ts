@@ -1,7 +1,7 @@
 // The safety rules shared by the stages: counting independent corroborating observers
 // (S2), the storm guard (S4) and the control-plane (etcd quorum) rule. Pure functions of
 // their arguments; no I/O, never reads the clock.
-import type { Evidence, NodeFence, Phase } from "./incident.ts";
+import { ADMITTED_PHASES, type Evidence, type NodeFence } from "./incident.ts";
 import type { AdmissionLedger, NodeInfo } from "./decision.ts";
 import { ledgerNodes } from "./admission-ledger.ts";
 import type { FencingPolicySpec } from "./policy.ts";
@@ -93,7 +93,6 @@ export function mergeEvidence(existing: readonly Evidence[], e: Evidence, max = 
 }
 
 /** Phases in which a node counts as "looking dead / being fenced" for S4 and the etcd rule. */
-const ACTIVE_PHASES: readonly Phase[] = ["Confirmed", "Fencing", "FenceFailed", "FencedOff", "Released"];
 
 /**
  * Nodes other than `node` that are in an active incident, or hold a slot in the admission
@@ -113,7 +112,7 @@ export function nodesInIncidents(
     const n = inc.spec.nodeName;
     if (n === node || !inc.status) continue;
     const phase = inc.status.phase;
-    if (ACTIVE_PHASES.includes(phase)) out.add(n);
+    if (ADMITTED_PHASES.includes(phase)) out.add(n);
     else if (phase === "Blocked") {
       const fresh = freshIndependentEvidence(inc.status.evidence, n, now, policy);
       if (fresh.length > 0) out.add(n);

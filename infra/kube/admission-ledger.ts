@@ -31,7 +31,7 @@ export async function readLedger(kube: Kube, namespace: string): Promise<Admissi
   if (!r.success)
     throw new FastfenceError(
       "FF_INVALID_CONFIG",
-      `Lease ${namespace}/${ADMISSION_LEDGER_LEASE}: annotation ${ADMISSION_LEDGER_ANNOTATION} is not a map of incident → {node, at}; no confirmation until it is fixed (deleting the Lease resets it)`,
+      `Lease ${namespace}/${ADMISSION_LEDGER_LEASE}: annotation ${ADMISSION_LEDGER_ANNOTATION} is not a map of incident → {node, at}; no confirmation until it is fixed (delete the Lease and apply the manifests again: it ships empty)`,
     );
   return {
     ...(lease.metadata?.resourceVersion ? { resourceVersion: lease.metadata.resourceVersion } : {}),

@@ -77,6 +77,16 @@ class StaleView extends FastfenceError {
   }
 }
 
+/** A guarded write: its guard lost (409 Conflict or AlreadyExists) means a stale view. */
+async function guarded<T>(what: string, write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 409) throw new StaleView(what, err);
+    throw err;
+  }
+}
+
 function toCoreNode(n: KubeNodeInfo): NodeInfo {
   return { name: n.name, bootId: n.bootId, ready: n.ready, labels: n.labels };
 }
@@ -188,13 +198,10 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       if (!a.kind.startsWith("delete")) await drain();
       switch (a.kind) {
         case "createIncident":
-          try {
-            last = await ad.incidents.create(a.incident);
-          } catch (err) {
-            if (err instanceof KubeApiError && err.status === 409)
-              throw new StaleView(`create incident ${a.incident.metadata.name}`, err);
-            throw err;
-          }
+          last = await guarded(
+            `create incident ${a.incident.metadata.name}`,
+            ad.incidents.create(a.incident),
+          );
           break;
         case "updateIncidentStatus":
           if (isTerminal(a.status.phase) && ad.power?.releaseHolds) {
@@ -206,22 +213,16 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
                 "released BMC power-off holds",
               );
           }
-          try {
-            last = await ad.incidents.writeStatus(a.name, a.expectedResourceVersion, a.status);
-          } catch (err) {
-            if (err instanceof KubeApiError && err.status === 409)
-              throw new StaleView(`update incident ${a.name}`, err);
-            throw err;
-          }
+          last = await guarded(
+            `update incident ${a.name}`,
+            ad.incidents.writeStatus(a.name, a.expectedResourceVersion, a.status),
+          );
           break;
         case "writeLedger":
-          try {
-            await writeLedger(ad.kube, ad.leaseNamespace, a.expectedResourceVersion, a.admitted);
-          } catch (err) {
-            if (err instanceof KubeApiError && err.status === 409)
-              throw new StaleView("admission ledger", err);
-            throw err;
-          }
+          await guarded(
+            "admission ledger",
+            writeLedger(ad.kube, ad.leaseNamespace, a.expectedResourceVersion, a.admitted),
+          );
           break;
         case "takeLease": {
           // Guarded by the view's copy when there is one (a changed Lease loses: stale view).

@@ -12,6 +12,7 @@ import {
   type KubernetesObject,
 } from "@kubernetes/client-node";
 import { ROOT, THIRD_PARTY_CRDS, sleep } from "./base.ts";
+import { FASTFENCE_NAMESPACE } from "../kube/fencing-policy.ts";
 
 export function readManifests(
   path: string,
@@ -33,6 +34,25 @@ export async function applyObjects(kc: KubeConfig, objects: KubernetesObject[]):
   for (const o of objects) await api.create(o);
   const crds = objects.filter((o) => o.kind === "CustomResourceDefinition").map((o) => o.metadata!.name!);
   if (crds.length) await waitCrdsEstablished(kc, crds);
+}
+
+/**
+ * fastfence's access control as deployed, to apply in this order: its namespace, its CRDs,
+ * the RBAC of knative/base/rbac (with the admission ledger Lease) and the admission
+ * policies of knative/base/admission, less those named in `skipPolicies` (a test that
+ * plays a writer such a policy would refuse, tested elsewhere).
+ */
+export function shippedAccessControl(opts: { skipPolicies?: readonly string[] } = {}): KubernetesObject[] {
+  const skip = new Set(opts.skipPolicies ?? []);
+  return [
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: FASTFENCE_NAMESPACE } },
+    ...readManifests(join(ROOT, "knative/base/crds")),
+    ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
+    ...readManifests(
+      join(ROOT, "knative/base/admission"),
+      (o) => o.kind !== "Kustomization" && !skip.has(o.metadata?.name ?? ""),
+    ),
+  ];
 }
 
 /** fastfence's CRDs (knative/base/crds) and KubeVirt's (the VMs it releases), Established. */

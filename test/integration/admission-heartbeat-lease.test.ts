@@ -11,13 +11,12 @@ import {
   type KubeConfig,
   type V1Lease,
 } from "@kubernetes/client-node";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { heartbeatLeaseName } from "../../core/decision.ts";
 import { KubeApiError, Kube } from "../../infra/kube/client.ts";
 import { LeaseManager, MicroTime } from "../../infra/kube/lease.ts";
-import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
+import { sleep, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { NODE_NAME_EXTRA, serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -26,9 +25,7 @@ const env = withEnv(async (scope) => {
   const cp = scope.add(await startControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
-    { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
-    ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
-    ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
+    ...shippedAccessControl(),
     { apiVersion: "v1", kind: "Node", metadata: { name: "node-a" } },
     { apiVersion: "v1", kind: "Node", metadata: { name: "node-b" } },
   ] as Parameters<typeof applyObjects>[1]);

@@ -7,15 +7,14 @@
 // the Lease empty and update its other fields (re-applying the manifests); a ledger confirm
 // cannot parse is an error that names it, never an empty ledger.
 import { CoordinationV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ADMISSION_LEDGER_ANNOTATION, ADMISSION_LEDGER_LEASE } from "../../core/admission-ledger.ts";
 import type { AdmittedEntry } from "../../core/decision.ts";
 import { FastfenceError } from "../../core/errors.ts";
 import { readLedger, writeLedger } from "../../infra/kube/admission-ledger.ts";
 import { Kube, KubeApiError } from "../../infra/kube/client.ts";
-import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
+import { sleep, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -23,12 +22,7 @@ import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
 const env = withEnv(async (scope) => {
   const cp = scope.add(await startControlPlane());
   const kc = cp.kubeConfig;
-  await applyObjects(kc, [
-    { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
-    ...readManifests(join(ROOT, "knative/base/crds")),
-    ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
-    ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
-  ] as Parameters<typeof applyObjects>[1]);
+  await applyObjects(kc, shippedAccessControl());
   const as = async (stage: string) =>
     serviceAccountKubeConfig(kc, { namespace: NS, serviceAccount: `fastfence-${stage}` });
   const ids = { admin: kc, confirm: await as("confirm"), fence: await as("fence") };

@@ -6,7 +6,6 @@
 // power-off proof, only remediate-workloads can write Released, illegal transitions are
 // refused even for the phase's owner, and the legal path under the right identities works.
 import { RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   emptyStatus,
@@ -18,8 +17,8 @@ import {
 } from "../../core/incident.ts";
 import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { IncidentStore } from "../../infra/kube/incidents.ts";
-import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
+import { sleep, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -31,12 +30,7 @@ const sa = (stage: string) => `system:serviceaccount:${NS}:fastfence-${stage}`;
 const env = withEnv(async (scope) => {
   const cp = scope.add(await startControlPlane());
   const kc = cp.kubeConfig;
-  await applyObjects(kc, [
-    { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
-    ...readManifests(join(ROOT, "knative/base/crds")),
-    ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
-    ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
-  ] as Parameters<typeof applyObjects>[1]);
+  await applyObjects(kc, shippedAccessControl());
   // Too-generous RBAC for every stage: the admission policy must hold on its own.
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
   await rbac.createClusterRole({

@@ -20,7 +20,6 @@ import {
   type KubeConfig,
   type V1Node,
 } from "@kubernetes/client-node";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { FencingPolicySpecInput } from "../../core/policy.ts";
 import { OBSERVER_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
@@ -34,8 +33,8 @@ import { LeaseManager, MicroTime } from "../../infra/kube/lease.ts";
 import { NodeOps } from "../../infra/kube/nodes.ts";
 import { PolicyReader } from "../../infra/kube/policy.ts";
 import { stageRunner } from "../../infra/runtime/stage-executor.ts";
-import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
+import { sleep, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy, FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -80,15 +79,7 @@ async function cluster(
 ) {
   const cp = await startControlPlane();
   const kc = cp.kubeConfig;
-  await applyObjects(kc, [
-    { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } },
-    ...readManifests(join(ROOT, "knative/base/crds")),
-    ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
-    ...readManifests(
-      join(ROOT, "knative/base/admission"),
-      (o) => o.kind !== "Kustomization" && o.metadata?.name !== "fastfence-heartbeat-lease",
-    ),
-  ] as Parameters<typeof applyObjects>[1]);
+  await applyObjects(kc, shippedAccessControl({ skipPolicies: ["fastfence-heartbeat-lease"] }));
   const core = kc.makeApiClient(CoreV1Api);
   for (const n of nodes) {
     const body: V1Node = {
@@ -156,6 +147,31 @@ const policySpec = (extra: FencingPolicySpecInput): FencingPolicySpecInput => ({
   ...extra,
 });
 
+type Suspicion = readonly [observer: string, node: string, atMs: number];
+
+/** Two confirm replicas of the same identity deciding suspicions on the test clock. */
+function twoReplicas(kc: KubeConfig, clock: TestClock) {
+  const ctx = handlerContext(clock);
+  const r = [replica(kc, "confirm-0"), replica(kc, "confirm-1")] as const;
+  const handle = (i: 0 | 1, [observer, n, ms]: Suspicion) =>
+    r[i].runner.handle(suspected(observer, n, ms, bootOf(n)), ctx);
+  /**
+   * Replica `i` decides `first` and waits at its request starting with `gate` while the
+   * other replica decides `second` to the end; then `first` goes on.
+   */
+  const race = async (i: 0 | 1, gate: string, first: Suspicion, second: Suspicion) => {
+    const held = r[i].kube.hold(gate);
+    const pending = handle(i, first);
+    await held.reached;
+    const other = await handle(i === 0 ? 1 : 0, second);
+    held.release();
+    return { held: await pending, other };
+  };
+  return { handle, race };
+}
+const types = (out: { emit: readonly { type: string }[] }) => out.emit.map((x) => x.type);
+const statusWrite = (n: string) => `write status of nodefence ${incidentName(n, bootOf(n))}`;
+
 const incidents = async (kc: KubeConfig): Promise<NodeFence[]> => new IncidentStore(new Kube(kc), NS).list();
 const phaseOf = (all: NodeFence[], n: string) =>
   all.find((i) => i.metadata.name === incidentName(n, bootOf(n)))?.status;
@@ -176,24 +192,15 @@ describe("two confirm replicas, two nodes, one slot (storm guard; real API serve
   it("a slot taken but not yet Confirmed is counted; then both on one ledger: the loser re-decides; each time one Confirmed, one Blocked (StormGuard)", async () => {
     const e = env();
     const clock = new TestClock(T0 + 1000);
-    const ctx = handlerContext(clock);
-    const r0 = replica(e.confirmKc, "confirm-0");
-    const r1 = replica(e.confirmKc, "confirm-1");
-    const handle = (r: ReturnType<typeof replica>, observer: string, n: string, ms: number) =>
-      r.runner.handle(suspected(observer, n, ms, bootOf(n)), ctx);
+    const { handle, race } = twoReplicas(e.confirmKc, clock);
 
     // Round 1: a and b Suspected by one observer each (c), then d completes each quorum.
-    expect((await handle(r0, "c", "a", 900)).outcome.kind).toBe("processed");
-    expect((await handle(r1, "c", "b", 900)).outcome.kind).toBe("processed");
+    expect((await handle(0, ["c", "a", 900])).outcome.kind).toBe("processed");
+    expect((await handle(1, ["c", "b", 900])).outcome.kind).toBe("processed");
     // confirm-1 takes b's slot; its Confirmed write waits while confirm-0 decides a.
-    const held = r1.kube.hold(`write status of nodefence ${incidentName("b", bootOf("b"))}`);
-    const first = handle(r1, "d", "b", 1000);
-    await held.reached;
-    const second = await handle(r0, "d", "a", 1000);
-    held.release();
-    const firstOut = await first;
-    expect(firstOut.emit.map((x) => x.type)).toEqual([EVENT_TYPES.fenceRequested]);
-    expect(second.emit.map((x) => x.type)).toEqual([EVENT_TYPES.incidentBlocked]);
+    const r1 = await race(1, statusWrite("b"), ["d", "b", 1000], ["d", "a", 1000]);
+    expect(types(r1.held)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(types(r1.other)).toEqual([EVENT_TYPES.incidentBlocked]);
     let all = await incidents(e.kc);
     expect(phaseOf(all, "b")?.phase).toBe("Confirmed");
     expect(phaseOf(all, "a")).toMatchObject({ phase: "Blocked", reason: "StormGuard" });
@@ -211,16 +218,11 @@ describe("two confirm replicas, two nodes, one slot (storm guard; real API serve
         name: i.metadata.name,
       });
     clock.advance(6000);
-    expect((await handle(r0, "a", "c", 6900)).outcome.kind).toBe("processed");
-    expect((await handle(r1, "a", "d", 6900)).outcome.kind).toBe("processed");
-    const ledgerHeld = r0.kube.hold("write admission ledger");
-    const slow = handle(r0, "b", "c", 7000);
-    await ledgerHeld.reached;
-    const fast = await handle(r1, "b", "d", 7000);
-    ledgerHeld.release();
-    const slowOut = await slow;
-    expect(fast.emit.map((x) => x.type)).toEqual([EVENT_TYPES.fenceRequested]);
-    expect(slowOut.emit.map((x) => x.type)).toEqual([EVENT_TYPES.incidentBlocked]);
+    expect((await handle(0, ["a", "c", 6900])).outcome.kind).toBe("processed");
+    expect((await handle(1, ["a", "d", 6900])).outcome.kind).toBe("processed");
+    const r2 = await race(0, "write admission ledger", ["b", "c", 7000], ["b", "d", 7000]);
+    expect(types(r2.other)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(types(r2.held)).toEqual([EVENT_TYPES.incidentBlocked]);
     all = await incidents(e.kc);
     expect(phaseOf(all, "d")?.phase).toBe("Confirmed");
     expect(phaseOf(all, "c")).toMatchObject({ phase: "Blocked", reason: "StormGuard" });
@@ -243,21 +245,12 @@ describe("two confirm replicas, two control-plane nodes (etcd-quorum rule on its
 
   it("one Confirmed, the other Blocked with ControlPlaneQuorum", async () => {
     const e = env();
-    const clock = new TestClock(T0 + 1000);
-    const ctx = handlerContext(clock);
-    const r0 = replica(e.confirmKc, "confirm-0");
-    const r1 = replica(e.confirmKc, "confirm-1");
-    const handle = (r: ReturnType<typeof replica>, observer: string, n: string, ms: number) =>
-      r.runner.handle(suspected(observer, n, ms, bootOf(n)), ctx);
-    expect((await handle(r0, "b", "a", 900)).outcome.kind).toBe("processed");
-    expect((await handle(r1, "a", "b", 900)).outcome.kind).toBe("processed");
-    const held = r1.kube.hold(`write status of nodefence ${incidentName("b", bootOf("b"))}`);
-    const first = handle(r1, "c", "b", 1000);
-    await held.reached;
-    const second = await handle(r0, "c", "a", 1000);
-    held.release();
-    expect((await first).emit.map((x) => x.type)).toEqual([EVENT_TYPES.fenceRequested]);
-    expect(second.emit.map((x) => x.type)).toEqual([EVENT_TYPES.incidentBlocked]);
+    const { handle, race } = twoReplicas(e.confirmKc, new TestClock(T0 + 1000));
+    expect((await handle(0, ["b", "a", 900])).outcome.kind).toBe("processed");
+    expect((await handle(1, ["a", "b", 900])).outcome.kind).toBe("processed");
+    const r = await race(1, statusWrite("b"), ["c", "b", 1000], ["c", "a", 1000]);
+    expect(types(r.held)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(types(r.other)).toEqual([EVENT_TYPES.incidentBlocked]);
     const all = await incidents(e.kc);
     expect(phaseOf(all, "b")?.phase).toBe("Confirmed");
     expect(phaseOf(all, "a")).toMatchObject({ phase: "Blocked", reason: "ControlPlaneQuorum" });

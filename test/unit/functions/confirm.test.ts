@@ -6,7 +6,7 @@
 import { describe, expect, test } from "vitest";
 import { clusterNeeded, decide } from "../../../functions/confirm/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
-import type { Action, AdmissionLedger } from "../../../core/decision.ts";
+import type { Action, AdmissionLedger, View } from "../../../core/decision.ts";
 import { incidentName, type Evidence, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
 import type { NodeSuspected } from "../../../events/schemas.ts";
 import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
@@ -68,6 +68,20 @@ const labelled = (name: string, label: string, opts: Parameters<typeof node>[1] 
   node(name, { labels: { "node-restriction.kubernetes.io/fastfence-fence": "true", [label]: "" }, ...opts });
 const ETCD_LABEL = "example.com/etcd-member";
 const B_INCIDENT = incidentName("b", BOOT.b);
+const WINDOW = policy().corroboration.evidenceWindowMs;
+/** a, one of 4 workers, Suspected with d's evidence (c's suspicion completes the quorum). */
+const amongFourWorkers = (v: Partial<View> = {}) =>
+  view({
+    node: worker("a"),
+    nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
+    incident: susp([evidence("d", "a", NOW - 100)]),
+    ...v,
+  });
+/** A ledger in which b's incident was admitted `agoMs` before NOW. */
+const bAdmitted = (agoMs: number): AdmissionLedger => ({
+  resourceVersion: "7",
+  admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - agoMs) } },
+});
 const cases: Case[] = [
   {
     name: "first observer → incident created Suspected, no fence request",
@@ -199,63 +213,33 @@ const cases: Case[] = [
   {
     name: "storm guard: another node already fenced → Blocked + incident.blocked",
     event: suspected("c", "a", NOW),
-    view: view({
-      node: worker("a"),
-      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
-      openIncidents: [incident("b", { phase: "Released" })],
-      incident: susp([evidence("d", "a", NOW - 100)]),
-    }),
+    view: amongFourWorkers({ openIncidents: [incident("b", { phase: "Released" })] }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
   {
     name: "storm guard, admission ledger: another node took the slot, its Confirmed write not seen yet → Blocked",
     event: suspected("c", "a", NOW),
-    view: view({
-      node: worker("a"),
-      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
-      openIncidents: [incident("b", { phase: "Suspected" })],
-      ledger: { resourceVersion: "7", admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 50) } } },
-      incident: susp([evidence("d", "a", NOW - 100)]),
-    }),
+    view: amongFourWorkers({ openIncidents: [incident("b", { phase: "Suspected" })], ledger: bAdmitted(50) }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
   {
     name: "storm guard, admission ledger: an admission whose incident is not listed yet (created Confirmed) → Blocked",
     event: suspected("c", "a", NOW),
-    view: view({
-      node: worker("a"),
-      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
-      ledger: { resourceVersion: "7", admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 50) } } },
-      incident: susp([evidence("d", "a", NOW - 100)]),
-    }),
+    view: amongFourWorkers({ ledger: bAdmitted(50) }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },
   },
   {
     name: "storm guard, admission ledger: the entry of an incident closed longer than the evidence window ago holds no slot → Confirmed",
     event: suspected("c", "a", NOW),
-    view: view({
-      node: worker("a"),
-      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
-      ledger: {
-        resourceVersion: "7",
-        admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - policy().corroboration.evidenceWindowMs - 1) } },
-      },
-      incident: susp([evidence("d", "a", NOW - 100)]),
-    }),
+    view: amongFourWorkers({ ledger: bAdmitted(WINDOW + 1) }),
     expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
   },
   {
     name: "storm guard, admission ledger: an admission pending longer than the evidence window holds no slot → Confirmed",
     event: suspected("c", "a", NOW),
-    view: view({
-      node: worker("a"),
-      nodes: [worker("a"), worker("b"), worker("c"), worker("d")],
+    view: amongFourWorkers({
       openIncidents: [incident("b", { phase: "Suspected" })],
-      ledger: {
-        resourceVersion: "7",
-        admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - policy().corroboration.evidenceWindowMs - 1) } },
-      },
-      incident: susp([evidence("d", "a", NOW - 100)]),
+      ledger: bAdmitted(WINDOW + 1),
     }),
     expect: { phase: "Confirmed", emit: EVENT_TYPES.fenceRequested },
   },
@@ -266,7 +250,7 @@ const cases: Case[] = [
       node: a,
       policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }),
       openIncidents: [incident("b", { phase: "Suspected" })],
-      ledger: { resourceVersion: "7", admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - 50) } } },
+      ledger: bAdmitted(50),
       incident: susp([evidence("b", "a", NOW - 100)]),
     }),
     expect: { phase: "Blocked", emit: EVENT_TYPES.incidentBlocked },

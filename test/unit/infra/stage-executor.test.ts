@@ -280,19 +280,36 @@ describe("the admission ledger: two confirm replicas confirming two nodes at onc
   const confirmAs = (w: World, replica: string) => stageHandler(confirm.stage, w.ad, { ...CONFIRM, replica });
   const B_NAME = incidentName("b", BOOT.b);
   const phase = (w: World, name: string) => w.c.incident(name)?.status?.phase;
+  const ofA = () => suspected("c", "a", 1000);
+  const ofB = () => suspected("c", "b", 1000);
+  /**
+   * `outer` decides `first`; just before its first call of `op`, `inner`'s whole delivery
+   * of `second` runs. Both results.
+   */
+  const interleaved = async (
+    w: World,
+    op: Op,
+    outer: string,
+    first: FfEvent,
+    inner: string,
+    second: FfEvent,
+  ) => {
+    let innerOut: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
+    w.c.before(op, async () => {
+      innerOut = await confirmAs(w, inner)(second, w.ctx);
+    });
+    const outerOut = await confirmAs(w, outer)(first, w.ctx);
+    return { outer: outerOut, inner: innerOut! };
+  };
 
   test("the second decides after the first's admission: it sees the slot taken and blocks", async () => {
     const w = oneSlot();
     seed(w);
-    let other: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
     // confirm-1's whole delivery (b) runs after confirm-0 read its view (a), before its ledger write.
-    w.c.before("kube.writeLease", async () => {
-      other = await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
-    });
-    const r = await confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx);
-    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.fenceRequested]);
+    const r = await interleaved(w, "kube.writeLease", "confirm-0", ofA(), "confirm-1", ofB());
+    expect(types(r.inner.emit)).toEqual([EVENT_TYPES.fenceRequested]);
     expect(phase(w, B_NAME)).toBe("Confirmed");
-    expect(types(r.emit)).toEqual([EVENT_TYPES.incidentBlocked]);
+    expect(types(r.outer.emit)).toEqual([EVENT_TYPES.incidentBlocked]);
     expect(phase(w, NAME)).toBe("Blocked");
     expect(w.c.incident(NAME)?.status?.reason).toBe("StormGuard");
     expect(writes(w).filter((e) => e.startsWith("kube.writeLease"))).toEqual([
@@ -304,15 +321,11 @@ describe("the admission ledger: two confirm replicas confirming two nodes at onc
   test("the first took its slot but its Confirmed write has not landed: the second counts the slot and blocks", async () => {
     const w = oneSlot();
     seed(w);
-    let other: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
     // confirm-0's whole delivery (a) runs after confirm-1 wrote the ledger (b), before its Confirmed write.
-    w.c.before("incidents.writeStatus", async () => {
-      other = await confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx);
-    });
-    const r = await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
-    expect(types(r.emit)).toEqual([EVENT_TYPES.fenceRequested]);
+    const r = await interleaved(w, "incidents.writeStatus", "confirm-1", ofB(), "confirm-0", ofA());
+    expect(types(r.outer.emit)).toEqual([EVENT_TYPES.fenceRequested]);
     expect(phase(w, B_NAME)).toBe("Confirmed");
-    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.incidentBlocked]);
+    expect(types(r.inner.emit)).toEqual([EVENT_TYPES.incidentBlocked]);
     expect(phase(w, NAME)).toBe("Blocked");
   });
 
@@ -320,8 +333,8 @@ describe("the admission ledger: two confirm replicas confirming two nodes at onc
     const w = oneSlot();
     seed(w);
     const [ra, rb] = await Promise.all([
-      confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx),
-      confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx),
+      confirmAs(w, "confirm-0")(ofA(), w.ctx),
+      confirmAs(w, "confirm-1")(ofB(), w.ctx),
     ]);
     const emitted = [...types(ra.emit), ...types(rb.emit)].sort();
     expect(emitted).toEqual([EVENT_TYPES.fenceRequested, EVENT_TYPES.incidentBlocked].sort());
@@ -331,20 +344,16 @@ describe("the admission ledger: two confirm replicas confirming two nodes at onc
   test("the etcd-quorum rule on its own (3 control-plane nodes, storm guard wide open): one Confirmed, one Blocked", async () => {
     const w = world({ policy: policy({ stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 } }) });
     seed(w);
-    let other: Awaited<ReturnType<ReturnType<typeof confirmAs>>> | undefined;
-    w.c.before("incidents.writeStatus", async () => {
-      other = await confirmAs(w, "confirm-0")(suspected("c", "a", 1000), w.ctx);
-    });
-    const r = await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
-    expect(types(r.emit)).toEqual([EVENT_TYPES.fenceRequested]);
-    expect(types(other?.emit ?? [])).toEqual([EVENT_TYPES.incidentBlocked]);
+    const r = await interleaved(w, "incidents.writeStatus", "confirm-1", ofB(), "confirm-0", ofA());
+    expect(types(r.outer.emit)).toEqual([EVENT_TYPES.fenceRequested]);
+    expect(types(r.inner.emit)).toEqual([EVENT_TYPES.incidentBlocked]);
     expect(w.c.incident(NAME)?.status?.reason).toBe("ControlPlaneQuorum");
   });
 
   test("a slot whose incident closed is free again after the evidence window: the next confirmation drops it", async () => {
     const w = oneSlot();
     seed(w);
-    await confirmAs(w, "confirm-1")(suspected("c", "b", 1000), w.ctx);
+    await confirmAs(w, "confirm-1")(ofB(), w.ctx);
     w.c.externalWrite(B_NAME, (st) => ({ ...st, phase: "Closed" }));
     const later = 1000 + policy().corroboration.evidenceWindowMs + 1;
     w.clock.advance(later - 1000);

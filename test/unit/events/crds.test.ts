@@ -1,8 +1,6 @@
 // The CRD YAML in knative/base/crds parses, is structural-looking, and carries exactly the
 // schemas generated from core/ (so field names match the domain model). To regenerate:
-//   node -e 'const y=require("js-yaml"),fs=require("fs");import("./core/crdschema.ts").then(m=>{
-//     fs.writeFileSync("knative/base/crds/nodefence.yaml", HEADER + y.dump(m.nodeFenceCrd(),{lineWidth:110,noRefs:true}));
-//     fs.writeFileSync("knative/base/crds/fencingpolicy.yaml", HEADER + y.dump(m.fencingPolicyCrd(),{lineWidth:110,noRefs:true}))})'
+//   node scripts/gen-crds.ts
 import { readFileSync } from "node:fs";
 import { describe, expect, test } from "vitest";
 import { load as loadYaml } from "js-yaml";

@@ -1,15 +1,17 @@
 // The composition root: starts one pipeline stage (Kafka consumer or Knative HTTP) inside
 // the current process, from a RuntimeConfig and a KubeConfig — builds the adapters, the
-// bus, logs and metrics, runs the stage's pure decision through the stage executor, and
+// bus, logs and metrics, runs the stage's pure decision through the stage executor (and,
+// for stages that re-drive incidents, the reconciler), and
 // returns a handle to stop it. Used by `fastfence run`, the lab and the integration tests,
 // so all three run exactly the same wiring. It never decides anything itself.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { readFile } from "node:fs/promises";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { FastfenceError } from "../core/errors.ts";
-import { CATALOG, TOPICS, isEventType, parseEvent } from "../events/catalog.ts";
+import { CATALOG, TOPICS, acksFor, isEventType, parseEvent } from "../events/catalog.ts";
 import { encodeHttp, encodeKafka } from "../events/codec.ts";
-import type { FfEvent } from "../events/envelope.ts";
+import { envelope, type FfEvent } from "../events/envelope.ts";
+import type { PureStage } from "../functions/contract.ts";
 import { findStage, stageNames } from "../functions/registry.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
@@ -32,7 +34,8 @@ import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
-import { stageHandler, type StageAdapters } from "../infra/runtime/stage-executor.ts";
+import { stageRunner, type StageAdapters, type StageRunner } from "../infra/runtime/stage-executor.ts";
+import { startReconciler } from "../infra/runtime/reconciler.ts";
 import { startHttpRuntime } from "../infra/runtime/http-runtime.ts";
 import {
   createTokenReviewAuthenticator,
@@ -120,7 +123,8 @@ export async function hostFunction(opts: {
     metal3,
   };
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
-  const handler = stageHandler(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
+  const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
+  const handler = runner.handle;
   await warmUp(adapters.incidents, log);
   const ownBus = !opts.bus;
   const needBus = "kafka" in opts.mode;
@@ -152,17 +156,31 @@ export async function hostFunction(opts: {
       metrics,
       config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
     });
+    const kbus = bus!;
+    const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, async (evs) => {
+      for (const ev of evs)
+        await kbus.publish(catalog.topicOf(ev.type), [encodeKafka(ev)], { acks: acksFor(ev.type) });
+    });
     return {
       name: def.name,
       ready: rt.ready,
       metrics,
       stop: async () => {
+        await reconciler?.stop();
         await rt.stop();
         if (ownBus) await bus!.close();
       },
     };
   }
   const b = bus;
+  const publishExtra: ((evs: FfEvent[]) => Promise<void>) | undefined = config.K_SINK
+    ? (evs) =>
+        postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS, config.FASTFENCE_SINK_TOKEN_FILE)
+    : b
+      ? async (evs) => {
+          for (const ev of evs) await b.publish(catalog.topicOf(ev.type), [encodeKafka(ev)]);
+        }
+      : undefined;
   const rt = await startHttpRuntime({
     def,
     handler,
@@ -184,23 +202,15 @@ export async function hostFunction(opts: {
             cacheTtlMs: config.FASTFENCE_HTTP_AUTH_CACHE_SECONDS * 1000,
           }),
     dispatch,
-    ...(config.K_SINK
-      ? {
-          publishExtra: (evs: FfEvent[]) =>
-            postToSink(
-              config.K_SINK!,
-              evs,
-              config.FASTFENCE_KUBE_TIMEOUT_MS,
-              config.FASTFENCE_SINK_TOKEN_FILE,
-            ),
-        }
-      : b
-        ? {
-            publishExtra: async (evs: FfEvent[]) => {
-              for (const ev of evs) await b.publish(catalog.topicOf(ev.type), [encodeKafka(ev)]);
-            },
-          }
-        : {}),
+    ...(publishExtra ? { publishExtra } : {}),
+  });
+  const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, async (evs) => {
+    if (publishExtra) await publishExtra(evs);
+    else
+      log.warn(
+        { incident: "none", node: "none", events: evs.map((e) => e.type) },
+        "no K_SINK or Kafka: a resync's events are not published (its writes stand; the next stage's resync picks them up)",
+      );
   });
   return {
     name: def.name,
@@ -208,10 +218,39 @@ export async function hostFunction(opts: {
     metrics,
     port: rt.port,
     stop: async () => {
+      await reconciler?.stop();
       await rt.stop();
       if (ownBus && b) await b.close();
     },
   };
+}
+
+/**
+ * The reconciler of a stage that re-drives incidents (PureStage.resyncPhases), publishing
+ * each resync's events with this replica as their source; none for other stages.
+ */
+function reconcilerFor(
+  def: PureStage,
+  runner: StageRunner,
+  ad: StageAdapters,
+  config: RuntimeConfig,
+  clock: Clock,
+  log: Logger,
+  publish: (evs: FfEvent[]) => Promise<void>,
+) {
+  if (!def.resyncPhases?.length || !def.locateResync) return undefined;
+  const source = `/fastfence/${def.name}/${config.FASTFENCE_REPLICA}`;
+  return startReconciler({
+    stage: def.name,
+    phases: def.resyncPhases,
+    runner,
+    listOpen: () => ad.incidents.listOpen(),
+    policy: (now) => ad.policy.get(now),
+    publish: (outs) => publish(outs.map((o) => envelope(o, source, clock.now()))),
+    handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS,
+    clock,
+    log,
+  });
 }
 
 /**

@@ -236,6 +236,28 @@ export const TimeoutSettingsSchema = z
   })
   .prefault({});
 
+/**
+ * Level-triggered progress: every replica of a stage that owns an incident phase
+ * re-reads the open incidents and re-drives those that made no progress (infra/runtime/
+ * reconciler.ts), so a lost event, a crashed driver or an interrupted round never leaves
+ * an incident stuck. Re-driving is always safe: guarded writes and the per-node Lease
+ * decide who acts; these settings only trade API reads against how long a stall lasts.
+ */
+export const ReconcileSettingsSchema = z
+  .object({
+    // How often each replica lists the open NodeFences and re-drives stalled ones. Unit:
+    // ms. Default 5000, jittered by ±20 % per replica. Shorter ends a stall sooner; each
+    // replica of fence and remediate-workloads lists NodeFences once per interval.
+    intervalMs: z.int().min(500).max(300_000).default(5_000),
+    // An incident is stalled when its phase's next step was due this long ago and nothing
+    // happened: Confirmed this long without a driver, FenceFailed this long past
+    // retryNotBefore, FencedOff this long unreleased. Unit: ms. Default 3000. Shorter takes
+    // over sooner from a slow event path (duplicate work, never unsafe); longer leaves
+    // more room to the events, which normally arrive within a second.
+    stalledAfterMs: z.int().min(0).max(600_000).default(3_000),
+  })
+  .prefault({});
+
 export const FencingPolicySpecSchema = z.object({
   probe: ProbeSettingsSchema,
   suspicion: SuspicionSettingsSchema,
@@ -248,6 +270,7 @@ export const FencingPolicySpecSchema = z.object({
   // that died for a reason stays off until someone looks at it.
   powerOnAfterFence: z.boolean().default(false),
   timeouts: TimeoutSettingsSchema,
+  reconcile: ReconcileSettingsSchema,
 });
 
 export type FencingPolicySpec = z.infer<typeof FencingPolicySpecSchema>;

@@ -39,6 +39,9 @@ export const IGNORE_CODES = {
   PowerOnDisabled: "Policy powerOnAfterFence is off: the node stays off.",
   PowerOnRequested: "Power-on was already requested for this incident.",
   NoFencingLevels: "No fencing level matches the node, so it cannot be powered on.",
+  NotDue:
+    "A resync found the incident's next step not overdue yet (reconcile.stalledAfterMs): the event path still has it.",
+  NotThisStage: "A resync of an incident in a phase another stage owns.",
   LostRaces: "Another replica won every guarded write for this event; its outcome is the recorded one.",
   HeartbeatWatchNotSynced:
     "The observer's heartbeat-Lease watch was not synced when it probed: with suspicion.heartbeatVeto on, evidence the veto cannot check does not count.",

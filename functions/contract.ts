@@ -8,6 +8,7 @@
 import type { FfEvent } from "../events/envelope.ts";
 import type { Decision, DecideInput, Resync, ViewRequest } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
+import type { Phase } from "../core/incident.ts";
 
 export interface Subscription {
   topic: string;
@@ -69,6 +70,11 @@ export interface PureStage extends StageInfo {
    * resync). A stage without it ignores resyncs.
    */
   locateResync?(input: Resync): ViewRequest;
+  /**
+   * The incident phases this stage re-drives (required with locateResync): the reconciler
+   * (infra/runtime/reconciler.ts) resyncs only open incidents in these phases.
+   */
+  resyncPhases?: readonly Phase[];
   /** Decides on a resync's fresh view; required with locateResync. */
   resync?(input: DecideInput<Resync>): Decision;
 }

@@ -28,6 +28,7 @@ import {
   type Decision,
   type NodeInfo,
   type Self,
+  type View,
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { ErrorCode } from "../../core/errors.ts";
@@ -50,18 +51,7 @@ export function locate(event: FfEvent): ViewRequest {
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
-  if (input.result) {
-    const { view, now, self } = input;
-    if (input.result.kind !== "powerOff" || !view.incident)
-      return rejected("ViewMismatch", `fence cannot decide on a ${input.result.kind} result here`);
-    return onPowerOffResult({
-      incident: view.incident,
-      result: { attempts: input.result.attempts },
-      policy: view.policy,
-      now,
-      self,
-    });
-  }
+  if (input.result) return onResult(input);
   const ev = input.event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.fenceRequested && ev.type !== EVENT_TYPES.fenceFailed) {
     return ignored("UnhandledEventType", `fence does not handle ${ev.type}`);
@@ -130,6 +120,54 @@ export function decide(input: DecideInput<FfEvent>): Decision {
     return ignored(early ? "WrongPhase" : "PhasePassed", `incident ${name} already ${st.phase}`);
   }
 
+  return startRound({
+    inc,
+    st,
+    node,
+    view,
+    self,
+    now,
+    round,
+    ...(waitUntil !== undefined ? { waitUntil } : {}),
+  });
+}
+
+/** Decides on the result of the power-off the last decision asked for (input.result). */
+export function onResult(input: DecideInput<unknown>): Decision {
+  const { view, now, self, result } = input;
+  if (result?.kind !== "powerOff" || !view.incident)
+    return rejected("ViewMismatch", `fence cannot decide on a ${result?.kind ?? "missing"} result here`);
+  return onPowerOffResult({
+    incident: view.incident,
+    result: { attempts: result.attempts },
+    policy: view.policy,
+    now,
+    self,
+  });
+}
+
+/** A fencing round to start: the incident as read, its node, the round and when. */
+export interface RoundStart {
+  inc: NodeFence;
+  st: NodeFenceStatus;
+  node: NodeInfo;
+  view: View;
+  self: Self;
+  now: number;
+  round: number;
+  /** Wait until this epoch ms first (a retry's retryNotBefore). */
+  waitUntil?: number;
+}
+
+/**
+ * Starts a fencing round once the caller checked the phase and the Lease: re-checks the
+ * confirmation the incident records (S6, S2), takes the node's Lease, records Fencing and
+ * asks for the power-off; records FenceFailed when no level matches the node.
+ */
+export function startRound(r: RoundStart): Decision {
+  const { inc, st, node, view, self, now, round, waitUntil } = r;
+  const policy = view.policy;
+  const name = inc.metadata.name;
   const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers);
   if (distrust) return rejected(distrust.code, distrust.reason);
 
@@ -318,7 +356,8 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
   );
 }
 
-function failedData(
+/** The fence.failed event's data for a failed round (`final`: no round follows). */
+export function failedData(
   inc: NodeFence,
   status: NodeFenceStatus,
   reason: string,

@@ -1,12 +1,15 @@
 // fence: the stage's pure half, as the runtimes see it — subscriptions and emitted types
 // (from the event catalog), what to read for an event (locate) and the decision
-// (decide, which also takes the power-off result back). The stage executor that reads the
+// (decide, which also takes the power-off result back), and the re-drive of a stalled
+// incident without an event (resync.pure.ts). The stage executor that reads the
 // view and executes the actions lives with the runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
 import { catalogStage } from "../stage-info.ts";
 import { decide, locate } from "./decide.pure.ts";
+import { FENCE_RESYNC_PHASES, locateResync, resync } from "./resync.pure.ts";
 
 export * from "./decide.pure.ts";
+export * from "./resync.pure.ts";
 
 export const stage: PureStage = {
   ...catalogStage(
@@ -16,4 +19,7 @@ export const stage: PureStage = {
   ),
   locate,
   decide,
+  locateResync,
+  resync,
+  resyncPhases: FENCE_RESYNC_PHASES,
 };

@@ -17,6 +17,7 @@ import {
   type Decision,
   type ReleaseCounts,
   type Self,
+  type View,
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
@@ -33,21 +34,7 @@ export function locate(event: FfEvent): ViewRequest {
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {
-  if (input.result) {
-    const { view, now, self } = input;
-    if (input.result.kind !== "released" || !view.incident)
-      return rejected(
-        "ViewMismatch",
-        `remediate-workloads cannot decide on a ${input.result.kind} result here`,
-      );
-    return onReleased({
-      incident: view.incident,
-      counts: input.result.counts,
-      policy: view.policy,
-      now,
-      self,
-    });
-  }
+  if (input.result) return onResult(input);
   const ev = input.event as AnyFfEvent;
   if (ev.type !== EVENT_TYPES.nodeFenced)
     return ignored("UnhandledEventType", `remediate-workloads does not handle ${ev.type}`);
@@ -56,6 +43,12 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   const inc = view.incident;
   if (!inc || inc.metadata.name !== name)
     return ignored("IncidentNotFound", `no incident ${name} in the API: an event alone releases nothing`);
+  return releaseOf(inc, view);
+}
+
+/** The release of an incident read from the API (phase FencedOff with its proof), or why not. */
+export function releaseOf(inc: NodeFence, view: View): Decision {
+  const name = inc.metadata.name;
   const st = statusOf(inc);
   if (st.phase === "Released" || st.phase === "Recovered" || st.phase === "Closed") {
     return ignored("PhasePassed", `incident ${name} already ${st.phase}`);
@@ -82,6 +75,23 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   if (r.deletePods) actions.push({ kind: "deletePods", node, gracePeriodSeconds: 0 });
   if (r.deleteVolumeAttachments) actions.push({ kind: "deleteVolumeAttachments", node });
   return processed(`releasing workloads of ${node} (power-off confirmed ${st.powerOffConfirmedAt})`, actions);
+}
+
+/** Decides on the result of the release's deletes (input.result). */
+export function onResult(input: DecideInput<unknown>): Decision {
+  const { view, now, self, result } = input;
+  if (result?.kind !== "released" || !view.incident)
+    return rejected(
+      "ViewMismatch",
+      `remediate-workloads cannot decide on a ${result?.kind ?? "missing"} result here`,
+    );
+  return onReleased({
+    incident: view.incident,
+    counts: result.counts,
+    policy: view.policy,
+    now,
+    self,
+  });
 }
 
 export type { ReleaseCounts };

@@ -1,12 +1,12 @@
 // Turns a pure stage (functions/<name>/decide.pure.ts) into an event handler: read the
-// view the stage asks for (locate; with the configured trusted confirmers and, when asked,
-// the node's discovered fencing levels), call decide, execute the returned actions in order
+// view the stage asks for (locate; view-reader.ts), call decide, execute the returned actions in order
 // through the adapters, feed action results (power-off attempts, release counts) back into
 // the same decide as `result`, and hand the events to emit back to the runtime — only
 // after every write succeeded (core/decision.ts states the contract). It also re-drives an
 // open incident without an event (`resync`), for stages that accept that. A guarded write
 // that fails (409, AlreadyExists, a lease held elsewhere) means the view was stale: it
-// re-reads and decides again, a bounded number of times. It never executes an action
+// re-reads and decides again, a bounded number of times. A power-off round cut short by
+// the deadline or a shutdown still gets its result recorded. It never executes an action
 // the pure stage did not return; the one adapter-side effect it adds is clearing BMC
 // holds (metal3 reboot annotations) of an incident just before its status turns terminal.
 import { FastfenceError } from "../../core/errors.ts";
@@ -14,7 +14,6 @@ import type {
   ActionResult,
   Decision,
   DecideInput,
-  NodeInfo,
   Resync,
   Self,
   View,
@@ -23,25 +22,18 @@ import type {
 import { isTerminal, type NodeFence } from "../../core/incident.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { PureStage } from "../../functions/contract.ts";
-import { discoveryInput } from "../bmc/discovery-input.ts";
-import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
+import type { Metal3Api } from "../bmc/metal3.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
-import { readLedger, writeLedger } from "../kube/admission-ledger.ts";
+import { writeLedger } from "../kube/admission-ledger.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
-import type { V1Lease } from "@kubernetes/client-node";
-import {
-  leaseInfoOf,
-  readLease,
-  readLeaseInfo,
-  readObserverInfos,
-  type LeaseManager,
-} from "../kube/lease.ts";
-import { OUT_OF_SERVICE_TAINT, type NodeOps, type NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
+import type { LeaseManager } from "../kube/lease.ts";
+import { OUT_OF_SERVICE_TAINT, type NodeOps } from "../kube/nodes.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
 import { DecidedInputs } from "./decided-inputs.ts";
 import type { EventHandler, HandlerContext, HandlerResult } from "./contract.ts";
 import type { PowerExecutor } from "./power-executor.ts";
+import { viewReader, type RawLeases } from "./view-reader.ts";
 
 export type { PowerExecutor } from "./power-executor.ts";
 
@@ -87,21 +79,18 @@ async function guarded<T>(what: string, write: Promise<T>): Promise<T> {
   }
 }
 
-function toCoreNode(n: KubeNodeInfo): NodeInfo {
-  return { name: n.name, bootId: n.bootId, ready: n.ready, labels: n.labels };
-}
-
 /**
  * How many times a stale view is re-read and re-decided; after that the input ends ignored
  * with code LostRaces (another replica won each race and recorded its outcome).
  */
 export const MAX_REDECIDE = 4;
 
-/** Where the kubelets renew their Leases (View.kubeletLease). */
-const KUBELET_LEASE_NAMESPACE = "kube-node-lease";
-
-/** Leases as this round's view read them (undefined: absent), each used by at most one takeLease. */
-type RawLeases = Map<string, V1Lease | undefined>;
+/**
+ * Deadline of the writes that record a power-off round's result when the round itself
+ * was cut short by the handler's deadline or a shutdown: the round ends recorded
+ * (FenceFailed with its attempts) instead of leaving the incident in Fencing.
+ */
+export const RECORD_DEADLINE_MS = 5_000;
 
 /** Decides on a view, or (with `result`) on the result of an action the last decision asked for. */
 type DecideOn = (view: View, now: number, result?: ActionResult) => Decision;
@@ -117,59 +106,9 @@ export function stageHandler(
 }
 
 export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, world: StageWorld): StageRunner {
-  let metal3: Metal3Api | undefined = ad.metal3;
   /** Inputs this replica decided with a write (PureStage.sameAs). */
   const decided = new DecidedInputs();
-  /** All nodes, all open incidents and the admission ledger (View.nodes, .openIncidents, .ledger). */
-  async function readCluster(
-    known?: readonly NodeInfo[],
-  ): Promise<Pick<View, "nodes" | "openIncidents" | "ledger">> {
-    const [nodes, openIncidents, ledger] = await Promise.all([
-      known ? Promise.resolve(known) : ad.nodes.list().then((l) => l.map(toCoreNode)),
-      ad.incidents.listOpen(),
-      readLedger(ad.kube, ad.leaseNamespace),
-    ]);
-    return { nodes, openIncidents, ledger };
-  }
-
-  /** Reads the view; the raw Lease `req.lease` is kept in `leases` for a takeLease to write without a read. */
-  async function readView(req: ViewRequest, now: number, leases: RawLeases): Promise<View> {
-    const policy = await ad.policy.get(now);
-    const [node, incident, lease, cluster, nodeList, observers, kubeletLease] = await Promise.all([
-      ad.nodes.get(req.node),
-      req.incident
-        ? ad.incidents.get(req.incident)
-        : req.openIncidentOfNode
-          ? ad.incidents.openForNode(req.node)
-          : Promise.resolve(undefined),
-      req.lease
-        ? readLease(ad.kube, ad.leaseNamespace, req.lease).then((l) => {
-            leases.set(req.lease!, l);
-            return l && leaseInfoOf(l);
-          })
-        : Promise.resolve(undefined),
-      req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
-      req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
-      req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
-      req.kubeletLease
-        ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
-        : Promise.resolve(undefined),
-    ]);
-    const view: View = {
-      ...(incident ? { incident } : {}),
-      ...(node ? { node: toCoreNode(node) } : {}),
-      ...(lease ? { lease } : {}),
-      ...(observers ? { observers } : {}),
-      ...(kubeletLease ? { kubeletLease } : {}),
-      ...cluster,
-      ...(nodeList ? { nodes: nodeList.map(toCoreNode) } : {}),
-      policy,
-      trustedConfirmers: world.trustedConfirmers,
-    };
-    if (!req.discovery) return view;
-    metal3 ??= new KubeMetal3Api(ad.kube);
-    return { ...view, ...(await discoveryInput(metal3, view)) };
-  }
+  const { readView, readCluster } = viewReader(ad, world);
 
   async function execute(
     decision: Decision,
@@ -257,7 +196,11 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
               ? (follow.outcome.detail ?? "")
               : `power-off result ${follow.outcome.kind}`,
           );
-          const r = await execute(follow, after, decideOn, ctx, leases);
+          // A round cut short (deadline, shutdown) is still recorded, on a deadline of its own.
+          const record = ctx.signal.aborted
+            ? { ...ctx, signal: AbortSignal.timeout(RECORD_DEADLINE_MS) }
+            : ctx;
+          const r = await execute(follow, after, decideOn, record, leases);
           emit.push(...r.emit);
           details.push(...r.details);
           break;

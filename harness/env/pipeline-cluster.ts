@@ -43,6 +43,7 @@ import { freePort } from "./ports.ts";
 import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { EnvScope } from "./scope.ts";
+import { CuttableRelay } from "./tcp-cut.ts";
 
 export const NAMESPACE = FASTFENCE_NAMESPACE;
 
@@ -74,8 +75,15 @@ export interface PipelineCluster {
   partitionFromPeers(node: string): Promise<void>;
   /** Undo partitionFromPeers. */
   healPartition(node: string): Promise<void>;
-  /** Stop the event-source and/or function replicas on a healthy node (a crashed pod). */
-  crashReplicas(node: string, which: { source?: boolean; functions?: string[] }): Promise<void>;
+  /**
+   * Stop the event-source and/or function replicas on a healthy node (a crashed pod). With
+   * `cutApi`, the node's function replicas first lose their API connections (every one,
+   * at once, as when a node dies): nothing they were doing can write anything afterwards.
+   */
+  crashReplicas(
+    node: string,
+    which: { source?: boolean; functions?: string[]; cutApi?: boolean },
+  ): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -86,7 +94,12 @@ function listenerScript(port: number): string[] {
 }
 
 export async function startPipelineCluster(
-  opts: { nodes?: string[]; policy?: FencingPolicySpecInput } = {},
+  opts: {
+    nodes?: string[];
+    policy?: FencingPolicySpecInput;
+    /** Extra runtime settings (FASTFENCE_* environment) for every function replica. */
+    runtimeEnv?: Record<string, string>;
+  } = {},
 ): Promise<PipelineCluster> {
   const names = opts.nodes ?? ["node-a", "node-b", "node-c"];
   const scope = new EnvScope();
@@ -110,13 +123,26 @@ export async function startPipelineCluster(
       ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
     ]);
     // A real service-account token (TokenRequest API) for each component's ServiceAccount.
-    const identityKc = async (component: string): Promise<KubeConfig> => {
+    // Each node's function replicas reach the API through a relay of their own, so a test
+    // can cut one node's API connections (crashReplicas with cutApi).
+    const apiUrl = new URL(kc.getCurrentCluster()!.server);
+    const relays = new Map<string, CuttableRelay>();
+    for (const name of names) {
+      const relay = await CuttableRelay.start({ host: apiUrl.hostname, port: Number(apiUrl.port) });
+      scope.add({ stop: () => relay.stop() });
+      relays.set(name, relay);
+    }
+    const identityKc = async (component: string, viaNode?: string): Promise<KubeConfig> => {
       const tr = await core.createNamespacedServiceAccountToken({
         name: `fastfence-${component}`,
         namespace: NAMESPACE,
         body: { spec: { audiences: [], expirationSeconds: 3600 } },
       });
-      const cluster = kc.getCurrentCluster()!;
+      const direct = kc.getCurrentCluster()!;
+      const relay = viaNode ? relays.get(viaNode) : undefined;
+      const cluster = relay
+        ? { ...direct, server: `${apiUrl.protocol}//${apiUrl.hostname}:${relay.port}` }
+        : direct;
       const k = new KubeConfigClass();
       k.loadFromOptions({
         clusters: [cluster],
@@ -239,13 +265,14 @@ export async function startPipelineCluster(
           FASTFENCE_NAMESPACE: NAMESPACE,
           FASTFENCE_REPLICA: replica(fn),
           FASTFENCE_LEASE_SECONDS: "5",
+          ...opts.runtimeEnv,
         });
         parts.functions.push(
           await hostFunction({
             name: fn,
             mode: { kafka: true },
             config,
-            kubeConfig: await identityKc(fn),
+            kubeConfig: await identityKc(fn, parts.name),
             bus,
             log: log.child({ component: fn }),
           }),
@@ -309,7 +336,10 @@ export async function startPipelineCluster(
         await stopReplicas(p, everything);
         return t0;
       },
-      crashReplicas: async (name, which) => stopReplicas(nodes.get(name)!, which),
+      crashReplicas: async (name, which) => {
+        if (which.cutApi) relays.get(name)!.cut();
+        await stopReplicas(nodes.get(name)!, which);
+      },
       partitionFromPeers: async (name) => nodes.get(name)!.listener.kill(),
       healPartition: async (name) => {
         const p = nodes.get(name)!;

@@ -13,6 +13,12 @@ export const NODEFENCE_PLURAL = "nodefences";
 export const NODE_LABEL = "fastfence.io/node";
 /** Label on every incident: the node's boot ID (incarnation) it is tied to. */
 export const BOOT_ID_LABEL = "fastfence.io/boot-id";
+/**
+ * Annotation an operator sets on a final FenceFailed incident (`fastfence release-slot`) to
+ * end it and free its storm-guard slot; the value is the operator's reason. Only identities
+ * that are not fastfence stages may set it (knative/base/admission); recover acts on it.
+ */
+export const RELEASE_SLOT_ANNOTATION = "fastfence.io/release-slot";
 
 export const PHASES = [
   "Suspected",
@@ -66,6 +72,15 @@ export const ADMITTED_PHASES: readonly Phase[] = [
 export const TERMINAL_PHASES: readonly Phase[] = ["Recovered", "Closed"];
 export function isTerminal(phase: Phase): boolean {
   return TERMINAL_PHASES.includes(phase);
+}
+
+/**
+ * A FenceFailed incident no round will follow: its last round (fencing.maxRounds) failed,
+ * or it failed without a retry time (no fencing levels, a final interrupted round). Its
+ * storm-guard slot stays taken until the node comes back or an operator releases it.
+ */
+export function isFinalFenceFailed(st: NodeFenceStatus, maxRounds: number): boolean {
+  return st.phase === "FenceFailed" && (st.round >= maxRounds || st.retryNotBefore === undefined);
 }
 
 /** Order along the happy path; used to say "already past this step". */
@@ -236,6 +251,7 @@ export interface ObjectMeta {
   /** Set by the API server; every status write carries the one it read. */
   resourceVersion?: string;
   labels?: Record<string, string>;
+  annotations?: Record<string, string>;
   creationTimestamp?: string;
 }
 

@@ -6,7 +6,7 @@
 // Lease that has not expired always wins (S3: one driver). Nothing here acts before its
 // step is overdue by reconcile.stalledAfterMs, so the event path normally gets there
 // first. No I/O.
-import { statusOf, transition } from "../../core/incident.ts";
+import { isFinalFenceFailed, statusOf, transition } from "../../core/incident.ts";
 import {
   fenceLeaseName,
   ignored,
@@ -86,11 +86,11 @@ export function resync(input: DecideInput<Resync>): Decision {
     );
   }
   if (st.phase === "FenceFailed") {
-    if (st.round >= policy.fencing.maxRounds)
+    if (isFinalFenceFailed(st, policy.fencing.maxRounds))
       return ignored("FencingGaveUp", `fencing of ${name} gave up after ${st.round} rounds`);
     // The retry's fence.failed was lost, or the replica waiting for retryNotBefore died.
     return (
-      overdue(ms(st.retryNotBefore ?? st.timestamps.fenceFailed), `round ${st.round + 1}`) ??
+      overdue(ms(st.retryNotBefore), `round ${st.round + 1}`) ??
       startRound({ inc, st, node, view, self, now, round: st.round + 1 })
     );
   }

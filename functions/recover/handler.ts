@@ -1,12 +1,15 @@
 // recover: the stage's pure half, as the runtimes see it — subscriptions and emitted types
 // (from the event catalog), what to read for an event (locate) and the decision
-// (decide). The adapter that reads the view and executes the actions lives with the
+// (decide), and the end of a final FenceFailed incident an operator released
+// (resync.pure.ts). The adapter that reads the view and executes the actions lives with the
 // runtimes; this module must never perform I/O.
 import type { PureStage } from "../contract.ts";
 import { catalogStage } from "../stage-info.ts";
 import { decide, locate } from "./decide.pure.ts";
+import { RECOVER_RESYNC_PHASES, locateResync, resync } from "./resync.pure.ts";
 
 export * from "./decide.pure.ts";
+export * from "./resync.pure.ts";
 
 export const stage: PureStage = {
   ...catalogStage(
@@ -16,4 +19,7 @@ export const stage: PureStage = {
   ),
   locate,
   decide,
+  locateResync,
+  resync,
+  resyncPhases: RECOVER_RESYNC_PHASES,
 };

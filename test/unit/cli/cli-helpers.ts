@@ -16,6 +16,7 @@ import { main, VERSION_ARGS } from "../../../cli/main.ts";
 import { RUN_ARGS } from "../../../cli/run.ts";
 import { SOURCE_ARGS } from "../../../cli/source.ts";
 import { STACK_CHECK_ARGS } from "../../../cli/stack-check.ts";
+import { RELEASE_SLOT_ARGS } from "../../../cli/release-slot.ts";
 import { TRACE_ARGS } from "../../../cli/trace.ts";
 
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -97,6 +98,7 @@ export const COMMAND_CASES: Record<string, CommandCase[]> = {
     words: ["lab", sub, ...(labWords[sub] ?? ["node-a"])],
     spec,
   })),
+  "release-slot": [{ words: ["release-slot", "node-a-12345678"], spec: RELEASE_SLOT_ARGS }],
   "stack-check": [{ words: ["stack-check"], spec: STACK_CHECK_ARGS }],
   version: [{ words: ["version"], spec: VERSION_ARGS }],
 };

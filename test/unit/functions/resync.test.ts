@@ -1,4 +1,4 @@
-// Level-triggered progress, the pure half: what fence and remediate-workloads decide when
+// Level-triggered progress, the pure half: what fence, remediate-workloads and recover decide when
 // the reconciler re-drives an open incident from its state in the API (no event). Each row
 // is one incident state, one Lease and one moment; the expected outcome reads like the spec:
 // a live Lease always wins (S3), nothing happens before the step is overdue by
@@ -6,12 +6,13 @@
 // checks as the event path guard every power action (S3 incarnation, S6, S1).
 import { describe, expect, test } from "vitest";
 import type { Action, DecideInput, LeaseInfo, Resync } from "../../../core/decision.ts";
-import type { NodeFence, NodeFenceStatus } from "../../../core/incident.ts";
+import { RELEASE_SLOT_ANNOTATION, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
 import type { IgnoreCode, RejectCode } from "../../../core/reasons.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { FenceFailed } from "../../../events/schemas.ts";
 import * as fence from "../../../functions/fence/handler.ts";
 import * as release from "../../../functions/remediate-workloads/handler.ts";
+import * as recover from "../../../functions/recover/handler.ts";
 import {
   FENCE,
   NEW_BOOT,
@@ -223,5 +224,47 @@ describe("remediate-workloads resync", () => {
     expect(fence.stage.resyncPhases).toEqual(["Confirmed", "Fencing", "FenceFailed"]);
     expect(release.stage.resyncPhases).toEqual(["FencedOff"]);
     expect(policy().reconcile).toEqual({ intervalMs: 5_000, stalledAfterMs: STALLED });
+  });
+});
+
+describe("recover resync: an operator's release of a final FenceFailed incident", () => {
+  const finalFailed = (annotation?: string, round = 3, retryAtMs?: number) => {
+    const inc = confirmed("a", 0, {
+      phase: "FenceFailed",
+      round,
+      ...(retryAtMs !== undefined ? { retryNotBefore: at(retryAtMs) } : {}),
+      timestamps: { confirmed: at(0), fencing: at(100), fenceFailed: at(500) },
+    });
+    if (annotation !== undefined) inc.metadata.annotations = { [RELEASE_SLOT_ANNOTATION]: annotation };
+    return inc;
+  };
+
+  test("final and released by an operator: Closed with reason SlotReleased, nothing else done (S1)", () => {
+    const d = recover.resync(resyncOf(finalFailed("BMC replaced; node off by hand"), 60_000));
+    expect(kinds(d.actions)).toEqual(["updateIncidentStatus"]);
+    const st = statusWritten(d.actions)!;
+    expect(st).toMatchObject({ phase: "Closed", reason: "SlotReleased" });
+    expect(st.message).toContain("BMC replaced; node off by hand");
+    expect(st.message).toContain("workloads stay");
+  });
+
+  test.each<[string, NodeFence]>([
+    ["no release requested", finalFailed()],
+    ["requested, but a round is still due", finalFailed("now", 1, 30_000)],
+  ])("%s: nothing happens", (_n, inc) => {
+    const d = recover.resync(resyncOf(inc, 60_000));
+    expect(d.outcome).toMatchObject({ kind: "ignored", code: "NotDue" });
+    expect(d.actions).toEqual([]);
+  });
+
+  test("a round without a retry time (no fencing levels) is final too", () => {
+    const d = recover.resync(resyncOf(finalFailed("no BMC for this node", 1), 60_000));
+    expect(statusWritten(d.actions)).toMatchObject({ phase: "Closed", reason: "SlotReleased" });
+  });
+
+  test("only FenceFailed is recover's to re-drive", () => {
+    expect(recover.stage.resyncPhases).toEqual(["FenceFailed"]);
+    const d = recover.resync(resyncOf(fencing(1), 60_000));
+    expect(d.outcome).toMatchObject({ kind: "ignored", code: "NotThisStage" });
   });
 });

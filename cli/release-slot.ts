@@ -1,0 +1,199 @@
+// `fastfence release-slot INCIDENT --reason TEXT`: the operator's way to end a final
+// FenceFailed incident (every fencing round failed) and free its storm-guard slot. It
+// checks the incident is final, records the request as the annotation
+// fastfence.io/release-slot (only an identity that is no fastfence stage may set it: the
+// NodeFence admission policy), and waits for recover to close the incident (reason
+// SlotReleased). It never writes status itself and never touches the node, its BMC or its
+// workloads: those stay as they are (S1). Kubeconfig from $KUBECONFIG, ~/.kube/config or
+// in-cluster.
+import { FastfenceError } from "../core/errors.ts";
+import {
+  isFinalFenceFailed,
+  NODE_LABEL,
+  NODEFENCE_GROUP,
+  NODEFENCE_PLURAL,
+  NODEFENCE_VERSION,
+  RELEASE_SLOT_ANNOTATION,
+  statusOf,
+  type NodeFence,
+} from "../core/incident.ts";
+import { Kube, KubeApiError } from "../infra/kube/client.ts";
+import { IncidentStore } from "../infra/kube/incidents.ts";
+import { PolicyReader } from "../infra/kube/policy.ts";
+import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { EXIT } from "./exit-codes.ts";
+import { render } from "./output.ts";
+
+export const RELEASE_SLOT_ARGS = defineCommand({
+  command: "release-slot",
+  options: {
+    reason: { type: "string" },
+    namespace: { type: "string" },
+    policy: { type: "string" },
+    wait: { type: "string" },
+  },
+  positionals: 1,
+  outputs: ["text", "json", "yaml"],
+});
+
+const HELP = `Usage: fastfence release-slot INCIDENT --reason TEXT [options]
+
+Ends a final FenceFailed incident (every fencing round failed) and frees its storm-guard
+slot, so other nodes can be fenced again. The node was never read back Off: its workloads
+stay where they are. Power it off by hand, or bring it back, before you release them.
+
+Options:
+  --reason TEXT           why (kept in the incident's message; required)
+  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)
+  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)
+  --wait SECONDS          how long to wait for recover to close it (default 60; 0: do not wait)`;
+
+/** What `releaseSlot` did. */
+export interface ReleaseSlotResult {
+  incident: string;
+  node: string;
+  /** The incident's phase at the end. */
+  phase: string;
+  /** Whether recover closed it (SlotReleased) within the wait. */
+  released: boolean;
+  message: string;
+}
+
+/** A request the incident's state refuses (not found, not final): nothing was written. */
+export class ReleaseRefusedError extends FastfenceError {
+  constructor(message: string) {
+    super("FF_INVALID_CONFIG", message);
+  }
+}
+
+const G = { group: NODEFENCE_GROUP, version: NODEFENCE_VERSION, plural: NODEFENCE_PLURAL };
+
+/**
+ * Checks the incident, sets the release annotation (guarded by resourceVersion, re-read on
+ * a conflict) and waits up to `waitMs` for recover to close it, calling `progress` on the way.
+ */
+export async function releaseSlot(
+  kube: Kube,
+  opts: { incident: string; reason: string; namespace: string; policy: string; waitMs: number },
+  progress: (line: string) => void = () => undefined,
+): Promise<ReleaseSlotResult> {
+  const store = new IncidentStore(kube, opts.namespace);
+  const maxRounds = (await new PolicyReader(kube, opts.policy).get(Date.now())).fencing.maxRounds;
+  for (let attempt = 1; ; attempt++) {
+    const inc = await store.get(opts.incident);
+    if (!inc) throw new ReleaseRefusedError(notFound(opts.incident, opts.namespace));
+    const st = statusOf(inc);
+    if (st.phase === "Closed" && st.reason === "SlotReleased") return result(inc, true, "already released");
+    if (!isFinalFenceFailed(st, maxRounds))
+      throw new ReleaseRefusedError(
+        st.phase === "FenceFailed"
+          ? `incident ${opts.incident} is still being retried (round ${st.round} of ${maxRounds}, next not before ${st.retryNotBefore ?? "now"}): release-slot applies to a final FenceFailed incident`
+          : `incident ${opts.incident} is ${st.phase}, not a final FenceFailed: release-slot applies only to an incident whose every fencing round failed`,
+      );
+    const body = {
+      ...inc,
+      metadata: {
+        ...inc.metadata,
+        annotations: { ...inc.metadata.annotations, [RELEASE_SLOT_ANNOTATION]: opts.reason },
+      },
+    };
+    try {
+      await kube.call(`annotate nodefence ${opts.incident}`, (a) =>
+        a.custom.replaceNamespacedCustomObject({
+          ...G,
+          namespace: opts.namespace,
+          name: opts.incident,
+          body,
+        }),
+      );
+      break;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 409 && attempt < 5) continue;
+      throw err;
+    }
+  }
+  progress(`requested: ${RELEASE_SLOT_ANNOTATION} set on ${opts.incident}; waiting for recover to close it`);
+  const end = Date.now() + opts.waitMs;
+  let last: NodeFence | undefined;
+  while (Date.now() < end) {
+    last = await store.get(opts.incident);
+    if (last && statusOf(last).phase === "Closed") return result(last, true, statusOf(last).message ?? "");
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  last ??= await store.get(opts.incident);
+  return result(
+    last!,
+    false,
+    opts.waitMs > 0
+      ? `not closed within ${opts.waitMs / 1000} s: is recover running? It closes the incident on its next reconcile pass (reconcile.intervalMs)`
+      : "requested; recover closes it on its next reconcile pass",
+  );
+}
+
+function result(inc: NodeFence, released: boolean, message: string): ReleaseSlotResult {
+  return {
+    incident: inc.metadata.name,
+    node: inc.spec.nodeName,
+    phase: statusOf(inc).phase,
+    released,
+    message,
+  };
+}
+
+function notFound(name: string, ns: string): string {
+  return `no NodeFence ${name} in namespace ${ns} (a node's incidents: kubectl -n ${ns} get nodefences -l ${NODE_LABEL}=NODE)`;
+}
+
+export async function releaseSlotCommand(argv: string[]): Promise<number> {
+  const args = parseCommand(RELEASE_SLOT_ARGS, argv);
+  if (args.help) {
+    console.log(`${HELP}\n${outputHelp(RELEASE_SLOT_ARGS)}\n  -h, --help              this help`);
+    return EXIT.ok;
+  }
+  const v = args.values;
+  const incident = args.positionals[0];
+  if (!incident)
+    throw new UsageError("release-slot", "which incident? fastfence release-slot INCIDENT --reason TEXT");
+  if (!v.reason?.trim())
+    throw new UsageError("release-slot", "--reason is required: say why the slot is released");
+  const waitS = Number(v.wait ?? 60);
+  if (!Number.isFinite(waitS) || waitS < 0)
+    throw new UsageError("release-slot", `--wait takes seconds (0 or more), not "${v.wait}"`);
+  let kube: Kube;
+  try {
+    kube = Kube.fromEnvironment({ requestTimeoutMs: 10_000 });
+  } catch (err) {
+    console.error(
+      `fastfence release-slot: no usable kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster): ${err instanceof Error ? err.message : String(err)}`,
+    );
+    return EXIT.usage;
+  }
+  const text = args.output === "text";
+  try {
+    const r = await releaseSlot(
+      kube,
+      {
+        incident,
+        reason: v.reason.trim(),
+        namespace: v.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system",
+        policy: v.policy ?? process.env.FASTFENCE_POLICY ?? "default",
+        waitMs: waitS * 1000,
+      },
+      (line) => text && console.error(line),
+    );
+    console.log(
+      render(args.output, r, () =>
+        r.released
+          ? `${r.incident} (${r.node}): slot released, phase ${r.phase}: ${r.message}`
+          : `${r.incident} (${r.node}): ${r.message}`,
+      ),
+    );
+    return r.released || waitS === 0 ? EXIT.ok : EXIT.failed;
+  } catch (err) {
+    const fe = err instanceof FastfenceError ? err : undefined;
+    console.error(
+      `fastfence release-slot ${incident}: ${fe?.code ?? "FF_INTERNAL"}: ${fe?.message ?? String(err)}`,
+    );
+    return EXIT.failed;
+  }
+}

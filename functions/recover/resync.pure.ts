@@ -1,0 +1,65 @@
+// recover, re-driven without an event: ends a final FenceFailed incident an operator asked
+// to release (annotation fastfence.io/release-slot, set by `fastfence release-slot`), as
+// Closed with reason SlotReleased, which frees its storm-guard slot. Only a final one (no
+// round will follow): a round under way or due is never cut off this way. Nothing is
+// released on the node (S1: its power-off was never read back); the workloads stay until
+// the node comes back or someone deals with them. No I/O.
+import {
+  RELEASE_SLOT_ANNOTATION,
+  isFinalFenceFailed,
+  statusOf,
+  transition,
+  type Phase,
+} from "../../core/incident.ts";
+import {
+  ignored,
+  iso,
+  processed,
+  rejected,
+  type DecideInput,
+  type Decision,
+  type Resync,
+  type ViewRequest,
+} from "../../core/decision.ts";
+
+/** The phases recover re-drives; the reconciler lists only incidents in these. */
+export const RECOVER_RESYNC_PHASES: readonly Phase[] = ["FenceFailed"];
+
+/** How much of the operator's reason is kept in the incident's message. */
+const MAX_REASON = 256;
+
+export function locateResync(r: Resync): ViewRequest {
+  return { node: r.node, incident: r.incident, cluster: false };
+}
+
+export function resync(input: DecideInput<Resync>): Decision {
+  const { view, now } = input;
+  const name = input.event.incident;
+  const inc = view.incident;
+  if (!inc || inc.metadata.name !== name)
+    return ignored("IncidentNotFound", `no incident ${name} in the API`);
+  const st = statusOf(inc);
+  if (!RECOVER_RESYNC_PHASES.includes(st.phase))
+    return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
+  const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
+  if (why === undefined)
+    return ignored(
+      "NotDue",
+      `incident ${name}: no release requested (annotation ${RELEASE_SLOT_ANNOTATION})`,
+    );
+  if (!isFinalFenceFailed(st, view.policy.fencing.maxRounds))
+    return ignored(
+      "NotDue",
+      `incident ${name} is still being retried (round ${st.round} of ${view.policy.fencing.maxRounds}): its slot is released once it is final`,
+    );
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
+  const reason = why.trim().slice(0, MAX_REASON) || "no reason given";
+  const status = transition(st, "Closed", iso(now), {
+    reason: "SlotReleased",
+    message: `storm-guard slot released by an operator after ${st.round} failed rounds: ${reason}; ${inc.spec.nodeName} was never read back Off, its workloads stay (S1)`,
+  });
+  return processed(`released the slot of ${name}`, [
+    { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
+  ]);
+}

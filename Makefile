@@ -9,7 +9,7 @@ export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
 
-.PHONY: setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc clean reap
+.PHONY: setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
 
 setup:
 	@$(ROOT)/scripts/setup.sh
@@ -49,6 +49,10 @@ demo: setup
 ## bench: end-to-end fencing benchmark on the lab (BENCH_ARGS="--trials 20 --other 3 --baseline 1"; ~18 min)
 bench: setup
 	@node bench/lab.ts $(BENCH_ARGS)
+
+## chaos: seeded fault schedules on the lab, invariant + liveness checks (CHAOS_ARGS="--schedules 6 --seed 1"; ~15 min)
+chaos: setup
+	@node bench/chaos.ts $(CHAOS_ARGS)
 
 ## bench-bmc: off command → power-off confirmed, ours vs fence_ipmilan / fence_redfish (20 rounds each)
 bench-bmc: setup

@@ -57,7 +57,7 @@ export interface TrialOptions {
 }
 
 /** The lab before the fault: boot IDs, incidents that are history, power log marks. */
-async function startOf(lab: Lab, tStart: number): Promise<TrialStart> {
+export async function startOf(lab: Lab, tStart: number): Promise<TrialStart> {
   const bootIds: TrialStart["bootIds"] = [];
   for (const x of lab.nodes) {
     const bootId = (await lab.core.readNode({ name: x.name })).status?.nodeInfo?.bootID ?? "";

@@ -1,0 +1,272 @@
+// chaos (`make chaos`): seeded, randomized fault schedules on the lab (lab/chaos-schedule.ts)
+// — node crash, hang and resume, full and partial partitions, BMC slow / stuck / unreachable,
+// function replicas crashed, several per schedule and overlapping — each followed by the
+// invariant checker (S1–S6 and "no healthy node fenced", lab/invariants.ts) and the
+// liveness checker (lab/liveness.ts, bounds from the policy in force). A failing seed is
+// replayed with `--seed S --schedules 1`. Runs over seed ranges can be split across
+// sittings and their RESULT lines merged with `--merge LOG...`. Report: Markdown + SVG
+// under .cache/reports/; the last line is `RESULT {json}`.
+//   node bench/chaos.ts [--schedules 6] [--seed 1]
+//   node bench/chaos.ts --merge run1.log run2.log
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { resolvePolicy } from "../core/policy.ts";
+import { stageNames } from "../functions/registry.ts";
+import { describe, SCHEDULE_MS, scheduleFor, type ChaosStep, type Schedule } from "../lab/chaos-schedule.ts";
+import { listIncidents } from "../lab/event-log.ts";
+import { Lab } from "../lab/lab.ts";
+import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
+import { timelineSvg, writeReport } from "../lab/report.ts";
+import type { ScenarioSpec } from "../lab/scenarios.ts";
+import { readState, teardownFromState } from "../lab/state.ts";
+import { check } from "../lab/trial-check.ts";
+import { resetAfter, startOf } from "../lab/trial.ts";
+import type { Violation } from "../lab/invariants.ts";
+
+const { values } = parseArgs({
+  options: {
+    schedules: { type: "string" },
+    seed: { type: "string" },
+    merge: { type: "boolean" },
+  },
+  allowPositionals: true,
+});
+
+interface ChaosResult {
+  schedules: number;
+  seeds: string[];
+  faults: Record<string, number>;
+  violations: number;
+  livenessFailures: number;
+  /** Steps or resets that failed (the lab, not fastfence); the seed is listed in failedSeeds. */
+  errors: number;
+  failedSeeds: number[];
+  wallSeconds: number;
+}
+
+const t0 = Date.now();
+const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${l}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+let lab: Lab | undefined;
+for (const sig of ["SIGINT", "SIGTERM"] as const)
+  process.once(sig, () => {
+    const st = readState();
+    if (st) teardownFromState(st);
+    process.exit(130);
+  });
+
+/** Runs one step of a schedule on the lab. */
+async function inject(l: Lab, s: ChaosStep): Promise<void> {
+  switch (s.kind) {
+    case "crash":
+      return void (await l.crash(s.node));
+    case "hang":
+      return void l.hang(s.node);
+    case "resume":
+      return void l.resume(s.node);
+    case "partition":
+      return void (await l.partition(s.node));
+    case "heal":
+    case "partial-heal":
+      return void (await l.heal(s.node));
+    case "partial":
+      return void (await l.partialPartition(s.node, s.mode));
+    case "bmc":
+      return l.bmcFault(s.node, s.fault);
+    case "fn-crash":
+      return void (await l.functionCrash(s.node, stageNames(), false));
+  }
+}
+
+interface Outcome {
+  schedule: Schedule;
+  verdict: LivenessVerdict;
+  violations: Violation[];
+  errors: string[];
+  followedMs: number;
+}
+
+async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: number): Promise<Outcome> {
+  const start = await startOf(l, Date.now());
+  const errors: string[] = [];
+  const tStart = Date.now();
+  const pending = [...schedule.steps];
+  const bound = checkLiveness({ schedule, t0: tStart, now: tStart, incidents: [], timings }).releaseBoundMs;
+  const end = Math.max(SCHEDULE_MS, (bound ?? 0) + 2_000);
+  // Inject every step on time; after the last one, stop following once everything settled.
+  for (;;) {
+    const now = Date.now() - tStart;
+    while (pending[0] && pending[0].at <= now) {
+      const s = pending.shift()!;
+      say(`  #${n} +${(now / 1000).toFixed(1)}s ${s.kind} ${s.node}`);
+      await inject(l, s).catch((err: unknown) =>
+        errors.push(`${s.kind} ${s.node}: ${err instanceof Error ? err.message : String(err)}`),
+      );
+    }
+    if (now >= end) break;
+    if (!pending.length && now > (schedule.steps.at(-1)?.at ?? 0) + 5_000) {
+      const incidents = (await listIncidents(l)).filter((i) => !start.before.has(i.metadata.name));
+      const v = checkLiveness({ schedule, t0: tStart, now: Date.now(), incidents, timings });
+      const open = incidents.some((i) => ["Confirmed", "Fencing"].includes(i.status?.phase ?? ""));
+      const done = v.releaseBoundMs === undefined || v.releasedMs !== undefined;
+      if (done && !open && now > SCHEDULE_MS / 3) break;
+    }
+    await sleep(Math.min(1_000, (pending[0]?.at ?? end) - now));
+  }
+  const followedMs = Date.now() - tStart;
+  const spec: ScenarioSpec = {
+    faulted: schedule.broken !== undefined,
+    baseline: false,
+    fault: async () => tStart,
+    powerCycle: true,
+  };
+  const victim = schedule.broken ?? l.nodes[0]!.name;
+  const checked = await check(l, spec, { victim, start, withObservations: false });
+  const verdict = checkLiveness({
+    schedule,
+    t0: tStart,
+    now: Date.now(),
+    incidents: checked.incidents,
+    timings,
+  });
+  await reset(l, schedule, n).catch((err: unknown) =>
+    errors.push(`reset: ${err instanceof Error ? err.message : String(err)}`),
+  );
+  return { schedule, verdict, violations: checked.violations, errors, followedMs };
+}
+
+/** Undo every fault of the schedule, power nodes back, and wait until the lab is healthy. */
+async function reset(l: Lab, s: Schedule, n: number): Promise<void> {
+  const touched = [...new Set(s.steps.map((x) => x.node))];
+  for (const node of touched) {
+    l.resume(node);
+    await l.heal(node);
+    if (s.steps.some((x) => x.kind === "bmc" && x.node === node)) await l.bmcFault(node, "none");
+  }
+  // The broken node first: the others' reset waits for every broker, its own included.
+  if (s.broken) await resetAfter(l, "crash", s.broken, `-c${n}`);
+  for (const node of touched.filter((x) => x !== s.broken))
+    await resetAfter(l, "partial-partition", node, `-c${n}`);
+}
+
+function mergeResults(files: string[]): ChaosResult {
+  const all = files.map((f) => {
+    const line = readFileSync(f, "utf8")
+      .trim()
+      .split("\n")
+      .filter((x) => x.startsWith("RESULT "))
+      .at(-1);
+    if (!line) throw new Error(`${f}: no RESULT line`);
+    return JSON.parse(line.slice(7)) as ChaosResult;
+  });
+  const faults: Record<string, number> = {};
+  for (const r of all) for (const [k, v] of Object.entries(r.faults)) faults[k] = (faults[k] ?? 0) + v;
+  return {
+    schedules: all.reduce((a, r) => a + r.schedules, 0),
+    seeds: all.flatMap((r) => r.seeds),
+    faults,
+    violations: all.reduce((a, r) => a + r.violations, 0),
+    livenessFailures: all.reduce((a, r) => a + r.livenessFailures, 0),
+    errors: all.reduce((a, r) => a + (r.errors ?? 0), 0),
+    failedSeeds: all.flatMap((r) => r.failedSeeds),
+    wallSeconds: all.reduce((a, r) => a + r.wallSeconds, 0),
+  };
+}
+
+function report(outcomes: Outcome[], timings: Timings): string[] {
+  const lines = [
+    `# make chaos — ${new Date(t0).toISOString()}`,
+    "",
+    `Timings from the policy (ms): ${JSON.stringify(timings)}`,
+    "",
+    "| seed | schedule | broken | release bound | released | followed | violations | liveness | errors |",
+    "|---:|---|---|---:|---:|---:|---|---|---|",
+  ];
+  for (const o of outcomes)
+    lines.push(
+      `| ${o.schedule.seed} | ${describe(o.schedule)} | ${o.schedule.broken ?? "-"} | ${o.verdict.releaseBoundMs ?? `- (${o.verdict.noReleaseBecause})`} | ${o.verdict.releasedMs ?? "-"} | ${o.followedMs} | ${o.violations.map((v) => `${v.rule}: ${v.detail}`).join("; ") || "0"} | ${o.verdict.failures.map((f) => `${f.rule} ${f.node}: ${f.detail}`).join("; ") || "ok"} | ${o.errors.join("; ")} |`,
+    );
+  const svg = timelineSvg(
+    "chaos: release of the broken node, ms from the schedule's start (bound per row in the table)",
+    outcomes
+      .filter((o) => o.verdict.releasedMs !== undefined)
+      .map((o) => ({
+        label: `seed ${o.schedule.seed} ${o.schedule.broken ?? ""}`,
+        ms: o.verdict.releasedMs!,
+      })),
+  );
+  return writeReport(`chaos-${new Date(t0).toISOString().replace(/[:.]/g, "-")}`, {
+    md: lines.join("\n") + "\n",
+    svg,
+  });
+}
+
+async function main(): Promise<number> {
+  if (values.merge) {
+    const merged = mergeResults(process.argv.slice(2).filter((a) => !a.startsWith("--")));
+    console.log(`RESULT ${JSON.stringify(merged)}`);
+    return merged.violations || merged.livenessFailures || merged.errors ? 1 : 0;
+  }
+  const n = Number(values.schedules ?? 6);
+  const seed0 = Number(values.seed ?? 1);
+  if (!Number.isInteger(n) || n < 1 || !Number.isInteger(seed0))
+    throw new Error(`--schedules takes a positive integer and --seed an integer`);
+  lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false });
+  const policy = resolvePolicy(
+    (
+      (await lab.custom.getClusterCustomObject({
+        group: "fastfence.io",
+        version: "v1alpha1",
+        plural: "fencingpolicies",
+        name: "default",
+      })) as { spec?: unknown }
+    ).spec,
+  );
+  const timings = timingsOf(policy);
+  say(`timings from the policy (ms): ${JSON.stringify(timings)}`);
+  const outcomes: Outcome[] = [];
+  const faults: Record<string, number> = {};
+  try {
+    for (let i = 0; i < n; i++) {
+      const schedule = scheduleFor(
+        seed0 + i,
+        lab.nodes.map((x) => ({ name: x.name, bmc: x.bmc })),
+      );
+      say(`schedule ${i + 1}/${n} seed ${schedule.seed}: ${describe(schedule)}`);
+      for (const s of schedule.steps) faults[s.kind] = (faults[s.kind] ?? 0) + 1;
+      const o = await runSchedule(lab, schedule, timings, i + 1);
+      outcomes.push(o);
+      say(
+        `  seed ${schedule.seed}: released ${o.verdict.releasedMs ?? "-"} ms (bound ${o.verdict.releaseBoundMs ?? o.verdict.noReleaseBecause}); violations ${o.violations.length}; liveness ${o.verdict.failures.length ? JSON.stringify(o.verdict.failures) : "ok"}${o.errors.length ? `; errors ${JSON.stringify(o.errors)}` : ""}`,
+      );
+    }
+  } finally {
+    await lab.down();
+  }
+  const files = report(outcomes, timings);
+  say(`report: ${files.join(", ")}`);
+  const bad = outcomes.filter((o) => o.violations.length || o.verdict.failures.length || o.errors.length);
+  const result: ChaosResult = {
+    schedules: outcomes.length,
+    seeds: [`${seed0}..${seed0 + n - 1}`],
+    faults,
+    violations: outcomes.reduce((a, o) => a + o.violations.length, 0),
+    livenessFailures: outcomes.reduce((a, o) => a + o.verdict.failures.length, 0),
+    errors: outcomes.reduce((a, o) => a + o.errors.length, 0),
+    failedSeeds: bad.map((o) => o.schedule.seed),
+    wallSeconds: Math.round((Date.now() - t0) / 1000),
+  };
+  console.log(`RESULT ${JSON.stringify(result)}`);
+  return bad.length ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+    console.log(`RESULT ${JSON.stringify({ error: err instanceof Error ? err.message : String(err) })}`);
+    const st = readState();
+    if (st) teardownFromState(st);
+    process.exit(1);
+  },
+);

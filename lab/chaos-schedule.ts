@@ -1,0 +1,102 @@
+// Seeded fault schedules for `make chaos` (Jepsen's generators are the model): a seed
+// gives one schedule of at most SCHEDULE_MS, with several faults at random moments on
+// random nodes, overlapping — at most one node really broken (crash, hang, full
+// partition; optionally resumed or healed later), and beside it faults that must not get
+// anything fenced (a healthy node cut off from its peers or from the API, function replicas
+// crashed on a healthy node) and BMC faults (slow, stuck, unreachable; cleared later or
+// not). The same seed always gives the same schedule, so a failing one is replayed with
+// `--seed S --schedules 1`. Pure: no I/O, no clock.
+
+/** The longest schedule: every fault is injected, and every undo done, within it. */
+export const SCHEDULE_MS = 90_000;
+
+export type BreakKind = "crash" | "hang" | "partition";
+export type ChaosBmcFault = "slow" | "stuck" | "unreachable";
+
+/** One step of a schedule, at `at` ms from its start. */
+export type ChaosStep =
+  | { at: number; kind: BreakKind; node: string }
+  /** Undo a hang (SIGCONT) or a full partition (heal). */
+  | { at: number; kind: "resume" | "heal"; node: string }
+  | { at: number; kind: "partial"; node: string; mode: "peers" | "api" }
+  | { at: number; kind: "partial-heal"; node: string }
+  | { at: number; kind: "bmc"; node: string; fault: ChaosBmcFault | "none" }
+  /** Crash every function replica on a node (not its event source), restarted by its agent. */
+  | { at: number; kind: "fn-crash"; node: string };
+
+export interface ChaosNode {
+  name: string;
+  /** IPMI BMCs in the lab support only "unreachable". */
+  bmc: "ipmi" | "redfish";
+}
+
+export interface Schedule {
+  seed: number;
+  /** Steps in time order. */
+  steps: ChaosStep[];
+  /** The node the schedule really breaks, if any (the only node that may be fenced). */
+  broken?: string;
+}
+
+/** mulberry32: a small, well-mixed 32-bit PRNG; the same seed gives the same sequence. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The schedule of `seed` on these nodes. */
+export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule {
+  const r = prng(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const ms = (lo: number, hi: number) => Math.round(lo + r() * (hi - lo));
+  const steps: ChaosStep[] = [];
+  const names = nodes.map((n) => n.name);
+  // The break: most schedules have one, a few have none (only faults that must not fence).
+  const broken = r() < 0.85 ? pick(names) : undefined;
+  if (broken) {
+    const kind = pick<BreakKind>(["crash", "crash", "hang", "partition"]);
+    const at = ms(0, 20_000);
+    steps.push({ at, kind, node: broken });
+    // A hang or partition may end early (a node back before or while it is fenced).
+    if (kind !== "crash" && r() < 0.35)
+      steps.push({ at: at + ms(1_000, 30_000), kind: kind === "hang" ? "resume" : "heal", node: broken });
+  }
+  const others = names.filter((n) => n !== broken);
+  // One or two faults that must not get a healthy node fenced, each on its own node other
+  // than the broken one.
+  for (let i = 0, n = 1 + Math.floor(r() * 2); i < n && others.length; i++) {
+    const node = others.splice(Math.floor(r() * others.length), 1)[0]!;
+    const at = ms(0, 40_000);
+    if (r() < 0.5) {
+      steps.push({ at, kind: "partial", node, mode: pick(["peers", "api"] as const) });
+      steps.push({ at: at + ms(2_000, 20_000), kind: "partial-heal", node });
+    } else steps.push({ at, kind: "fn-crash", node });
+  }
+  // BMC trouble, often on the broken node itself.
+  if (r() < 0.6) {
+    const node = broken && r() < 0.7 ? broken : pick(names);
+    const bmc = nodes.find((n) => n.name === node)!.bmc;
+    const fault: ChaosBmcFault = bmc === "ipmi" ? "unreachable" : pick(["slow", "stuck", "unreachable"]);
+    const at = ms(0, 30_000);
+    steps.push({ at, kind: "bmc", node, fault });
+    if (r() < 0.7) steps.push({ at: at + ms(2_000, 30_000), kind: "bmc", node, fault: "none" });
+  }
+  steps.sort((a, b) => a.at - b.at);
+  return { seed, steps: steps.filter((s) => s.at < SCHEDULE_MS), ...(broken ? { broken } : {}) };
+}
+
+/** One line per step, for logs and the report. */
+export function describe(s: Schedule): string {
+  return s.steps
+    .map((x) => {
+      const extra = x.kind === "partial" ? ` ${x.mode}` : x.kind === "bmc" ? ` ${x.fault}` : "";
+      return `+${(x.at / 1000).toFixed(1)}s ${x.kind}${extra} ${x.node}`;
+    })
+    .join(", ");
+}

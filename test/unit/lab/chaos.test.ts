@@ -1,0 +1,163 @@
+// make chaos, the pure parts: a seed gives the same schedule every time (replay), schedules
+// stay within their bounds and break at most one node, and the liveness checker's verdicts
+// read like its rules (L1: a broken node whose BMC answers is released within a bound from
+// the policy; L2: nothing left without progress).
+import { describe, expect, test } from "vitest";
+import { newIncident, emptyStatus, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
+import { resolvePolicy } from "../../../core/policy.ts";
+import {
+  SCHEDULE_MS,
+  describe as describeSchedule,
+  prng,
+  scheduleFor,
+  type Schedule,
+} from "../../../lab/chaos-schedule.ts";
+import { checkLiveness, timingsOf, type Timings } from "../../../lab/liveness.ts";
+
+const NODES = [
+  { name: "node-a", bmc: "ipmi" as const },
+  { name: "node-b", bmc: "redfish" as const },
+  { name: "node-c", bmc: "ipmi" as const },
+];
+
+describe("chaos schedules", () => {
+  test("the same seed gives the same schedule; another seed another one", () => {
+    expect(scheduleFor(42, NODES)).toEqual(scheduleFor(42, NODES));
+    const texts = new Set(Array.from({ length: 20 }, (_, i) => describeSchedule(scheduleFor(i, NODES))));
+    expect(texts.size).toBeGreaterThan(15);
+  });
+
+  test("the PRNG is deterministic and spreads over [0, 1)", () => {
+    const a = prng(7);
+    const b = prng(7);
+    const xs = Array.from({ length: 1000 }, () => a());
+    expect(Array.from({ length: 1000 }, () => b())).toEqual(xs);
+    expect(Math.min(...xs)).toBeGreaterThanOrEqual(0);
+    expect(Math.max(...xs)).toBeLessThan(1);
+    expect(xs.filter((x) => x < 0.5).length).toBeGreaterThan(400);
+  });
+
+  test.each(Array.from({ length: 200 }, (_, i) => i))(
+    "seed %i: steps in order, within 90 s, one broken node at most",
+    (seed) => {
+      const s = scheduleFor(seed, NODES);
+      const ats = s.steps.map((x) => x.at);
+      expect(ats).toEqual([...ats].sort((x, y) => x - y));
+      expect(Math.max(0, ...ats)).toBeLessThan(SCHEDULE_MS);
+      const breaks = s.steps.filter((x) => ["crash", "hang", "partition"].includes(x.kind));
+      expect(breaks.length).toBeLessThanOrEqual(1);
+      if (breaks[0]) expect(breaks[0].node).toBe(s.broken);
+      // faults meant not to fence never land on the broken node
+      for (const x of s.steps.filter((y) => y.kind === "partial" || y.kind === "fn-crash"))
+        expect(x.node).not.toBe(s.broken);
+      // IPMI BMCs only go unreachable
+      for (const x of s.steps)
+        if (x.kind === "bmc" && x.node !== "node-b") expect(["unreachable", "none"]).toContain(x.fault);
+    },
+  );
+});
+
+const T: Timings = {
+  detectMs: 6_000,
+  roundMs: 10_000,
+  backoffMs: 500,
+  maxRounds: 3,
+  leaseMs: 15_000,
+  reconcileMs: 9_000,
+  releaseMs: 5_000,
+};
+const T0 = Date.parse("2026-01-01T00:00:00Z");
+const iso = (ms: number) => new Date(T0 + ms).toISOString();
+const inc = (node: string, status: Partial<NodeFenceStatus> & Pick<NodeFenceStatus, "phase">): NodeFence =>
+  newIncident(node, "boot-1", { ...emptyStatus(), ...status });
+const released = (node: string, atMs: number) =>
+  inc(node, { phase: "Released", timestamps: { confirmed: iso(atMs - 3000), released: iso(atMs) } });
+const crashB = (extra: Schedule["steps"] = []): Schedule => ({
+  seed: 1,
+  broken: "node-b",
+  steps: [{ at: 1_000, kind: "crash" as const, node: "node-b" }, ...extra].sort((a, b) => a.at - b.at),
+});
+/** Bound for a crash at 1 s with nothing else: 1000 + 6000 + 2 × 10500 + 15000 + 18000 + 5000. */
+const BOUND = 1_000 + 6_000 + 21_000 + 15_000 + 18_000 + 5_000;
+
+describe("liveness checker", () => {
+  const verdict = (s: Schedule, incidents: NodeFence[], atMs = 120_000) =>
+    checkLiveness({ schedule: s, t0: T0, now: T0 + atMs, incidents, timings: T });
+
+  test("L1: a crashed node released within the bound passes; later or never fails", () => {
+    expect(verdict(crashB(), [released("node-b", 4_000)])).toMatchObject({
+      releaseBoundMs: BOUND,
+      releasedMs: 4_000,
+      failures: [],
+    });
+    expect(verdict(crashB(), [released("node-b", BOUND + 1)]).failures).toMatchObject([
+      { rule: "L1", node: "node-b" },
+    ]);
+    expect(verdict(crashB(), []).failures[0]!.detail).toContain("not released");
+  });
+
+  test("L1: the bound starts when the BMC answers again and the peers' partial faults healed", () => {
+    const s = crashB([
+      { at: 500, kind: "bmc", node: "node-b", fault: "unreachable" },
+      { at: 9_000, kind: "bmc", node: "node-b", fault: "none" },
+      { at: 2_000, kind: "partial", node: "node-a", mode: "peers" },
+      { at: 12_000, kind: "partial-heal", node: "node-a" },
+    ]);
+    expect(verdict(s, []).releaseBoundMs).toBe(BOUND - 1_000 + 12_000);
+  });
+
+  test.each<[string, Schedule]>([
+    ["no broken node", { seed: 1, steps: [{ at: 0, kind: "fn-crash", node: "node-a" }] }],
+    [
+      "a hang that was resumed",
+      {
+        seed: 1,
+        broken: "node-b",
+        steps: [
+          { at: 0, kind: "hang", node: "node-b" },
+          { at: 9_000, kind: "resume", node: "node-b" },
+        ],
+      },
+    ],
+    ["a BMC that never answers again", crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "stuck" }])],
+    [
+      "a BMC back only after every round failed",
+      crashB([
+        { at: 0, kind: "bmc", node: "node-b", fault: "unreachable" },
+        { at: 80_000, kind: "bmc", node: "node-b", fault: "none" },
+      ]),
+    ],
+  ])("L1 expects no release: %s", (_n, s) => {
+    const v = verdict(s, []);
+    expect(v.releaseBoundMs).toBeUndefined();
+    expect(v.noReleaseBecause).toBeTruthy();
+    expect(v.failures).toEqual([]);
+  });
+
+  test("a slow BMC still answers: the release is expected", () => {
+    expect(verdict(crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "slow" }]), []).releaseBoundMs).toBe(
+      BOUND,
+    );
+  });
+
+  test("L2: an incident stuck in Fencing or Confirmed, or a retry long overdue, is a failure; a final FenceFailed is not", () => {
+    const stall = T.roundMs + T.backoffMs + T.leaseMs + 2 * T.reconcileMs;
+    const stuck = [
+      inc("node-a", { phase: "Fencing", round: 1, timestamps: { fencing: iso(1_000) } }),
+      inc("node-c", { phase: "Confirmed", timestamps: { confirmed: iso(1_000) } }),
+    ];
+    const v = verdict({ seed: 1, steps: [] }, stuck, 1_000 + stall + 1);
+    expect(v.failures.map((f) => `${f.rule} ${f.node}`).sort()).toEqual(["L2 node-a", "L2 node-c"]);
+    expect(verdict({ seed: 1, steps: [] }, stuck, 1_000 + stall).failures).toEqual([]);
+    const overdue = inc("node-a", { phase: "FenceFailed", round: 1, retryNotBefore: iso(1_000) });
+    expect(verdict({ seed: 1, steps: [] }, [overdue], 1_000 + stall + 1).failures).toHaveLength(1);
+    const final = inc("node-a", { phase: "FenceFailed", round: 3, timestamps: { fenceFailed: iso(0) } });
+    expect(verdict({ seed: 1, steps: [] }, [final], 600_000).failures).toEqual([]);
+  });
+
+  test("timings come from the policy", () => {
+    const t = timingsOf(resolvePolicy({ reconcile: { intervalMs: 1_000, stalledAfterMs: 500 } }));
+    expect(t.reconcileMs).toBe(1_700);
+    expect(t.maxRounds).toBe(3);
+  });
+});

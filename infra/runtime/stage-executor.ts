@@ -21,6 +21,7 @@ import type {
   ViewRequest,
 } from "../../core/decision.ts";
 import { isTerminal, type NodeFence } from "../../core/incident.ts";
+import { roundDeadline } from "../../core/policy.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { PureStage } from "../../functions/contract.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
@@ -189,8 +190,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       deletes = [];
       await Promise.all(pending);
     };
-    // A power-off comes after the lease and the Fencing write: open the BMC session
-    // meanwhile, so the off itself is one round trip (it changes no power state).
+    // Open the BMC session during the lease and Fencing writes (it changes no power state).
     const off = decision.actions.find((a) => a.kind === "powerOff");
     if (off && ad.power?.prepare) void ad.power.prepare(off, ctx.signal);
     for (const a of decision.actions) {
@@ -249,6 +249,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           if (!ad.power)
             throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
           if (!last) throw new FastfenceError("FF_INTERNAL", "powerOff without an incident");
+          ctx.extendDeadline(roundDeadline(ctx.clock.now(), a.timeoutMs)); // its own budget, not the handler's
           const attempts = await ad.power.powerOff(a, view.policy, ctx.signal);
           const after = { ...view, incident: last };
           const follow = decideOn(after, ctx.clock.now(), { kind: "powerOff", attempts });

@@ -714,10 +714,16 @@ export class TestClock implements Clock {
   }
 }
 
-/** A handler context with a silent logger. */
+/** A handler context with a silent logger; deadline extensions are pushed to `extended`. */
 export function handlerContext(
   clock: Clock,
   signal: AbortSignal = new AbortController().signal,
+  extended: number[] = [],
 ): HandlerContext {
-  return { log: createLogger("test", { level: "silent" }), clock, signal };
+  return {
+    log: createLogger("test", { level: "silent" }),
+    clock,
+    signal,
+    extendDeadline: (until) => void extended.push(until),
+  };
 }

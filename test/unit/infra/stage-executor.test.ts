@@ -19,7 +19,7 @@ import {
   type Decision,
 } from "../../../core/decision.ts";
 import { incidentName, statusOf, transition, type Attempt, type NodeFence } from "../../../core/incident.ts";
-import type { FencingPolicySpec } from "../../../core/policy.ts";
+import { ROUND_RECORD_MARGIN_MS, roundDeadline, type FencingPolicySpec } from "../../../core/policy.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import type { NodeSuspected } from "../../../events/schemas.ts";
@@ -1032,6 +1032,19 @@ describe("the handler deadline: an aborted signal stops before the next action",
       expect(statusOf(w.c.incident(NAME)!).round).toBe(2);
     }
     expect(w.clock.sleeps).toEqual([2000]);
+  });
+
+  test("a power-off round moves the deadline to its own: start + powerOffTimeoutMs + the recording margin", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    const extended: number[] = [];
+    w.power.offScript = (a) => {
+      expect(extended).toEqual([roundDeadline(NOW, a.timeoutMs)]); // before the BMC is touched
+      return [offAttempt(a.round, 1000)];
+    };
+    const r = await fenceHandler(w)(fenceRequest(), handlerContext(w.clock, w.abort.signal, extended));
+    expect(types(r.emit)).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(extended).toEqual([NOW + policy().timeouts.powerOffTimeoutMs + ROUND_RECORD_MARGIN_MS]);
   });
 });
 

@@ -132,17 +132,19 @@ export function roundDeadline(startMs: number, powerOffTimeoutMs: number): numbe
  * checked by the API server at apply) and once in TypeScript (the zod reader): same
  * condition, same message naming the fields.
  */
+// `has` guards: the API server also checks the rules against the schema's `default: {}`,
+// before defaulting fills the fields (in a real request they are always there).
 const CALL_BELOW_ROUND = {
-  rule: "self.bmcCallTimeoutMs < self.powerOffTimeoutMs",
+  rule: "!has(self.bmcCallTimeoutMs) || !has(self.powerOffTimeoutMs) || self.bmcCallTimeoutMs < self.powerOffTimeoutMs",
   message: "timeouts.bmcCallTimeoutMs must be below timeouts.powerOffTimeoutMs",
 };
 const LEASE_ABOVE_ROUND = {
-  rule: `self.leaseDurationMs > self.powerOffTimeoutMs + ${ROUND_RECORD_MARGIN_MS}`,
+  rule: `!has(self.leaseDurationMs) || !has(self.powerOffTimeoutMs) || self.leaseDurationMs > self.powerOffTimeoutMs + ${ROUND_RECORD_MARGIN_MS}`,
   message: `timeouts.leaseDurationMs must exceed timeouts.powerOffTimeoutMs + ${ROUND_RECORD_MARGIN_MS} ms (the round's margin for recording its result)`,
 };
 const TIMEOUT_RULES = [CALL_BELOW_ROUND, LEASE_ABOVE_ROUND];
 const LEVELS_IN_CHAIN = {
-  rule: "self.fencing.nodes.all(n, n.levels.all(l, l.timeoutMs > self.timeouts.bmcCallTimeoutMs && l.timeoutMs <= self.timeouts.powerOffTimeoutMs))",
+  rule: "!has(self.fencing) || !has(self.fencing.nodes) || !has(self.timeouts) || self.fencing.nodes.all(n, n.levels.all(l, l.timeoutMs > self.timeouts.bmcCallTimeoutMs && l.timeoutMs <= self.timeouts.powerOffTimeoutMs))",
   message:
     "every fencing.nodes[].levels[].timeoutMs must be above timeouts.bmcCallTimeoutMs and at most timeouts.powerOffTimeoutMs",
 };

@@ -113,11 +113,11 @@ describe("FencingPolicy timeout chain", () => {
     const t = spec.properties.timeouts;
     expect(t["x-kubernetes-validations"]).toEqual([
       {
-        rule: "self.bmcCallTimeoutMs < self.powerOffTimeoutMs",
+        rule: "!has(self.bmcCallTimeoutMs) || !has(self.powerOffTimeoutMs) || self.bmcCallTimeoutMs < self.powerOffTimeoutMs",
         message: "timeouts.bmcCallTimeoutMs must be below timeouts.powerOffTimeoutMs",
       },
       {
-        rule: "self.leaseDurationMs > self.powerOffTimeoutMs + 5000",
+        rule: "!has(self.leaseDurationMs) || !has(self.powerOffTimeoutMs) || self.leaseDurationMs > self.powerOffTimeoutMs + 5000",
         message: issuesOf({ timeouts: { leaseDurationMs: 1000 } })[0]!.message,
       },
     ]);

@@ -123,9 +123,6 @@ export const RuntimeConfigSchema = z.object({
   FASTFENCE_GROUP_MODE: z.enum(["each-replica", "shared"]).default("each-replica"),
   // Name of the FencingPolicy to use. Default "default".
   FASTFENCE_POLICY: z.string().min(1).default("default"),
-  // Fencing Lease duration, seconds. Default 15: another replica takes over a dead
-  // driver's incident this long after its last renewal.
-  FASTFENCE_LEASE_SECONDS: z.coerce.number().int().min(1).default(15),
   // Namespaces holding metal3 BareMetalHosts, comma-separated (e.g. "openshift-machine-api").
   // Default: unset, every BareMetalHost list (metal3 discovery by host uid, releasing an
   // ending incident's reboot.metal3.io hold) is one cluster-wide list. Set: one list per

@@ -240,7 +240,6 @@ export async function startPipelineCluster(
         const config = loadRuntimeConfig({
           FASTFENCE_NAMESPACE: NAMESPACE,
           FASTFENCE_REPLICA: replica(fn),
-          FASTFENCE_LEASE_SECONDS: "5",
         });
         parts.functions.push(
           await hostFunction({

@@ -228,7 +228,8 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           // Guarded by the view's copy when there is one (a changed Lease loses: stale view).
           const known = leases.has(a.leaseName) ? { lease: leases.get(a.leaseName) } : undefined;
           leases.delete(a.leaseName);
-          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now(), undefined, known);
+          const opts = { known, durationMs: a.durationMs }; // the policy's leaseDurationMs
+          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now(), opts);
           if (!r.acquired) throw new StaleView(`lease ${a.leaseName} is held by ${r.holder}`);
           break;
         }
@@ -276,8 +277,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
         case "removeTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, false);
           break;
-        // Release deletes are independent of each other: they run concurrently and are
-        // all awaited before anything that follows them.
+        // Release deletes are independent: they run concurrently, all awaited before what follows.
         case "deletePods":
           deletes.push(ad.nodes.forceDeletePods(a.node).then((d) => void (counts.podsDeleted += d.length)));
           released = true;

@@ -3,7 +3,9 @@
 // remediation and timeouts, with its unit, default and trade-off documented beside it
 // (hashicorp/memberlist style). The zod schema is the single source of truth: parsing a
 // partial spec fills the defaults, and the CRD in knative/base/crds must use the same
-// field names (a unit test compares them). Pure: no I/O, never reads the clock.
+// field names (a unit test compares them). Cross-field rules (the timeout chain: BMC call
+// < level ≤ round < round + margin < Lease) are written once as CEL for the CRD and once
+// as a zod refinement, with the same messages. Pure: no I/O, never reads the clock.
 import { z } from "zod";
 
 /** Probe settings for the event source (observer replicas). */

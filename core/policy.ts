@@ -5,8 +5,18 @@
 // partial spec fills the defaults, and the CRD in knative/base/crds must use the same
 // field names (a unit test compares them). Cross-field rules (the timeout chain: BMC call
 // < level ≤ round < round + margin < Lease) are written once as CEL for the CRD and once
-// as a zod refinement, with the same messages. Pure: no I/O, never reads the clock.
+// as a zod refinement, with the same messages (core/timeout-chain.ts). Pure: no I/O, never
+// reads the clock.
 import { z } from "zod";
+import {
+  LEVELS_IN_CHAIN,
+  MAX_POWER_OFF_TIMEOUT_MS,
+  TIMEOUT_RULES,
+  levelInChain,
+  timeoutChainIssues,
+} from "./timeout-chain.ts";
+
+export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "./timeout-chain.ts";
 
 /** Probe settings for the event source (observer replicas). */
 export const ProbeSettingsSchema = z
@@ -107,65 +117,6 @@ export const ControlPlaneSettingsSchema = z
     roleLabels: z.array(z.string().min(1)).min(1).default(CONTROL_PLANE_ROLE_LABELS),
   })
   .prefault({});
-
-/**
- * Longest power-off round a policy may ask for (timeouts.powerOffTimeoutMs and every level's
- * timeoutMs), ms. The Knative fence Service's timeoutSeconds and its Triggers'
- * delivery.timeout (knative/base) must exceed it plus ROUND_RECORD_MARGIN_MS; a test checks.
- */
-export const MAX_POWER_OFF_TIMEOUT_MS = 240_000;
-
-/**
- * Fixed margin, ms, for the status writes around a power-off round: the Fencing write
- * after the Lease is taken and the write that records the round's result. A round's
- * deadline is its start + powerOffTimeoutMs + this margin (the handler deadline is
- * extended to it, infra/runtime/dispatch.ts), and the fencing Lease must outlast it. The
- * runtime refuses a FASTFENCE_KUBE_TIMEOUT_MS that does not fit twice in it (infra/config.ts).
- */
-export const ROUND_RECORD_MARGIN_MS = 5_000;
-
-/** The deadline of a power-off round that starts at `startMs` (epoch ms). */
-export function roundDeadline(startMs: number, powerOffTimeoutMs: number): number {
-  return startMs + powerOffTimeoutMs + ROUND_RECORD_MARGIN_MS;
-}
-
-/**
- * The timeout chain's cross-field rules, each once as CEL (the CRD's x-kubernetes-validations,
- * checked by the API server at apply) and once in TypeScript (the zod reader): same
- * condition, same message naming the fields.
- */
-// `has` guards: the API server also checks the rules against the schema's `default: {}`,
-// before defaulting fills the fields (in a real request they are always there).
-const CALL_BELOW_ROUND = {
-  rule: "!has(self.bmcCallTimeoutMs) || !has(self.powerOffTimeoutMs) || self.bmcCallTimeoutMs < self.powerOffTimeoutMs",
-  message: "timeouts.bmcCallTimeoutMs must be below timeouts.powerOffTimeoutMs",
-};
-const LEASE_ABOVE_ROUND = {
-  rule: `!has(self.leaseDurationMs) || !has(self.powerOffTimeoutMs) || self.leaseDurationMs > self.powerOffTimeoutMs + ${ROUND_RECORD_MARGIN_MS}`,
-  message: `timeouts.leaseDurationMs must exceed timeouts.powerOffTimeoutMs + ${ROUND_RECORD_MARGIN_MS} ms (the round's margin for recording its result)`,
-};
-const TIMEOUT_RULES = [CALL_BELOW_ROUND, LEASE_ABOVE_ROUND];
-const LEVELS_IN_CHAIN = {
-  rule: "!has(self.fencing) || !has(self.fencing.nodes) || !has(self.timeouts) || self.fencing.nodes.all(n, n.levels.all(l, l.timeoutMs > self.timeouts.bmcCallTimeoutMs && l.timeoutMs <= self.timeouts.powerOffTimeoutMs))",
-  message:
-    "every fencing.nodes[].levels[].timeoutMs must be above timeouts.bmcCallTimeoutMs and at most timeouts.powerOffTimeoutMs",
-};
-
-interface Timeouts {
-  bmcCallTimeoutMs: number;
-  powerOffTimeoutMs: number;
-  leaseDurationMs: number;
-}
-
-/** Where (relative to `timeouts`) and why the chain call < round < round + margin < lease breaks. */
-function timeoutChainIssues(t: Timeouts): { path: string[]; message: string }[] {
-  const out: { path: string[]; message: string }[] = [];
-  if (!(t.bmcCallTimeoutMs < t.powerOffTimeoutMs))
-    out.push({ path: ["bmcCallTimeoutMs"], message: CALL_BELOW_ROUND.message });
-  if (!(t.leaseDurationMs > t.powerOffTimeoutMs + ROUND_RECORD_MARGIN_MS))
-    out.push({ path: ["leaseDurationMs"], message: LEASE_ABOVE_ROUND.message });
-  return out;
-}
 
 /** At most this many levels per node entry (bounds the cost of the CRD's level-timeout rule). */
 const MAX_LEVELS = 8;
@@ -340,7 +291,7 @@ export const FencingPolicySpecSchema = z
     const t = spec.timeouts;
     spec.fencing.nodes.forEach((n, i) =>
       n.levels.forEach((l, j) => {
-        if (!(l.timeoutMs > t.bmcCallTimeoutMs && l.timeoutMs <= t.powerOffTimeoutMs))
+        if (!levelInChain(l.timeoutMs, t))
           ctx.addIssue({
             code: "custom",
             path: ["fencing", "nodes", i, "levels", j, "timeoutMs"],

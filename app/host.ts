@@ -116,7 +116,7 @@ export async function hostFunction(opts: {
     kube,
     incidents: new IncidentStore(kube, ns),
     nodes: new NodeOps(kube),
-    leases: new LeaseManager(kube, { namespace: ns, durationSeconds: config.FASTFENCE_LEASE_SECONDS }),
+    leases: new LeaseManager(kube, { namespace: ns }), // fencing Leases: the policy's leaseDurationMs
     leaseNamespace: ns,
     policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
     power: new BmcPowerExecutor(kube, ns, clock, metal3),

@@ -3,8 +3,20 @@
 // remediation and timeouts, with its unit, default and trade-off documented beside it
 // (hashicorp/memberlist style). The zod schema is the single source of truth: parsing a
 // partial spec fills the defaults, and the CRD in knative/base/crds must use the same
-// field names (a unit test compares them). Pure: no I/O, never reads the clock.
+// field names (a unit test compares them). Cross-field rules (the timeout chain: BMC call
+// < level ≤ round < round + margin < Lease) are written once as CEL for the CRD and once
+// as a zod refinement, with the same messages (core/timeout-chain.ts). Pure: no I/O, never
+// reads the clock.
 import { z } from "zod";
+import {
+  LEVELS_IN_CHAIN,
+  MAX_POWER_OFF_TIMEOUT_MS,
+  TIMEOUT_RULES,
+  levelInChain,
+  timeoutChainIssues,
+} from "./timeout-chain.ts";
+
+export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "./timeout-chain.ts";
 
 /** Probe settings for the event source (observer replicas). */
 export const ProbeSettingsSchema = z
@@ -106,6 +118,9 @@ export const ControlPlaneSettingsSchema = z
   })
   .prefault({});
 
+/** At most this many levels per node entry (bounds the cost of the CRD's level-timeout rule). */
+const MAX_LEVELS = 8;
+
 export const FENCING_DRIVERS = ["redfish", "ipmi", "fence-agent"] as const;
 export type FencingDriver = (typeof FENCING_DRIVERS)[number];
 
@@ -116,8 +131,13 @@ export const FencingLevelSchema = z.object({
   address: z.string().min(1),
   // Name of a Secret (in the fastfence namespace) with `username` and `password`.
   credentialsSecret: z.string().min(1),
-  // Time for this level: command plus read-back until Off. Unit: ms. Default 10000.
-  timeoutMs: z.int().min(100).max(600_000).default(10_000),
+  // Time for this level: getting the BMC ready (Redfish discovery and login, when not done
+  // yet), the off command and the read-back until Off. Unit: ms. Default 20000. Must be
+  // above timeouts.bmcCallTimeoutMs and at most timeouts.powerOffTimeoutMs; a level that
+  // starts late in a round gets only what is left of the round. Longer lets a slow BMC
+  // (a cold Redfish session is about 5 requests) finish; shorter escalates to the next
+  // level sooner when this one hangs.
+  timeoutMs: z.int().min(100).max(MAX_POWER_OFF_TIMEOUT_MS).default(20_000),
   // Driver options (e.g. fence agent name, cipher suite "3", insecure TLS).
   options: z.record(z.string(), z.string()).optional(),
 });
@@ -166,7 +186,7 @@ export const NodeFencingSchema = z.object({
     names: z.array(z.string().min(1)).optional(),
     matchLabels: MatchLabelsSchema.optional(),
   }),
-  levels: z.array(FencingLevelSchema).min(1),
+  levels: z.array(FencingLevelSchema).min(1).max(MAX_LEVELS),
 });
 export type NodeFencing = z.infer<typeof NodeFencingSchema>;
 
@@ -228,12 +248,29 @@ export const RemediationSettingsSchema = z
 
 export const TimeoutSettingsSchema = z
   .object({
-    // Per-node fencing Lease duration (S3: one driver per node). Unit: ms. Default 15000.
-    // A dead holder delays takeover by up to this; too short lets two drivers overlap.
-    leaseDurationMs: z.int().min(1_000).max(600_000).default(15_000),
-    // Whole power-off (all levels of one round). Unit: ms. Default 30000.
-    powerOffTimeoutMs: z.int().min(1_000).max(3_600_000).default(30_000),
+    // One BMC call: one power-state read or the off command (infra/bmc/driver.ts).
+    // Unit: ms. Default 5000. Must be below every level's timeoutMs. Longer waits out a
+    // slow BMC (many answer 2-3 s late); shorter reads again sooner after a lost answer.
+    bmcCallTimeoutMs: z.int().min(100).max(120_000).default(5_000),
+    // One fencing round: every level, in order, until one reads back Off. Unit: ms.
+    // Default 30000. Every level's timeoutMs must fit in it; a level that would start after
+    // it is not started. At most 240000 (the Knative fence Service's and
+    // Trigger's timeouts, 300 s, must exceed the round plus its recording margin). Longer
+    // gives several slow levels their full time; shorter fails over to the next round (and
+    // its retryBackoffMs) sooner.
+    powerOffTimeoutMs: z.int().min(1_000).max(MAX_POWER_OFF_TIMEOUT_MS).default(30_000),
+    // Per-node fencing Lease duration (S3: one driver per node): taken before a round and
+    // not renewed during it, so it must exceed powerOffTimeoutMs plus the fixed recording
+    // margin of 5000 ms (the status writes before and after the round).
+    // Unit: ms. Default 40000. Longer is never unsafe, but a replica that crashed while
+    // driving a round delays the takeover by up to this; too short would let a second
+    // driver start while the first still runs, and is refused.
+    leaseDurationMs: z.int().min(1_000).max(600_000).default(40_000),
   })
+  .superRefine((t, ctx) => {
+    for (const issue of timeoutChainIssues(t)) ctx.addIssue({ code: "custom", ...issue });
+  })
+  .meta({ "x-kubernetes-validations": TIMEOUT_RULES })
   .prefault({});
 
 /**
@@ -258,20 +295,35 @@ export const ReconcileSettingsSchema = z
   })
   .prefault({});
 
-export const FencingPolicySpecSchema = z.object({
-  probe: ProbeSettingsSchema,
-  suspicion: SuspicionSettingsSchema,
-  corroboration: CorroborationSettingsSchema,
-  stormGuard: StormGuardSettingsSchema,
-  controlPlane: ControlPlaneSettingsSchema,
-  fencing: FencingSettingsSchema,
-  remediation: RemediationSettingsSchema,
-  // Power a fenced node back on once its workloads are released. Default false: a node
-  // that died for a reason stays off until someone looks at it.
-  powerOnAfterFence: z.boolean().default(false),
-  timeouts: TimeoutSettingsSchema,
-  reconcile: ReconcileSettingsSchema,
-});
+export const FencingPolicySpecSchema = z
+  .object({
+    probe: ProbeSettingsSchema,
+    suspicion: SuspicionSettingsSchema,
+    corroboration: CorroborationSettingsSchema,
+    stormGuard: StormGuardSettingsSchema,
+    controlPlane: ControlPlaneSettingsSchema,
+    fencing: FencingSettingsSchema,
+    remediation: RemediationSettingsSchema,
+    // Power a fenced node back on once its workloads are released. Default false: a node
+    // that died for a reason stays off until someone looks at it.
+    powerOnAfterFence: z.boolean().default(false),
+    timeouts: TimeoutSettingsSchema,
+    reconcile: ReconcileSettingsSchema,
+  })
+  .superRefine((spec, ctx) => {
+    const t = spec.timeouts;
+    spec.fencing.nodes.forEach((n, i) =>
+      n.levels.forEach((l, j) => {
+        if (!levelInChain(l.timeoutMs, t))
+          ctx.addIssue({
+            code: "custom",
+            path: ["fencing", "nodes", i, "levels", j, "timeoutMs"],
+            message: LEVELS_IN_CHAIN.message,
+          });
+      }),
+    );
+  })
+  .meta({ "x-kubernetes-validations": [LEVELS_IN_CHAIN] });
 
 export type FencingPolicySpec = z.infer<typeof FencingPolicySpecSchema>;
 /** What a user writes: every field optional. */

@@ -1,10 +1,11 @@
 // Process configuration of a function or event-source replica, from environment
 // variables (what Knative and Deployments set), validated with zod. Every field: unit,
 // default, trade-off. A bad value is an error naming the variable, never a silent
-// default. Never holds secrets (BMC credentials live in Secrets, read per action).
+// default; so is a combination that breaks the timeout chain (docs/tuning.md). Never holds secrets (BMC credentials live in Secrets, read per action).
 import { hostname } from "node:os";
 import { z } from "zod";
 import { InvalidInputError } from "../core/errors.ts";
+import { ROUND_RECORD_MARGIN_MS } from "../core/policy.ts";
 
 const ms = (def: number) => z.coerce.number().int().min(1).default(def);
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -16,130 +17,156 @@ function splitList(v: string | undefined): string[] {
     .filter(Boolean);
 }
 
-export const RuntimeConfigSchema = z.object({
-  // Namespace of NodeFence incidents, fencing Leases and BMC Secrets. Default "fastfence-system".
-  FASTFENCE_NAMESPACE: z.string().min(1).default("fastfence-system"),
-  // Kafka bootstrap servers, "host:port,...". Required for --kafka, trace and the event source.
-  FASTFENCE_KAFKA_BROKERS: z.string().optional(),
-  // This replica's id: the pod name. Default: the host name. Must be unique per replica
-  // (it is the Lease holder identity and the event `source`).
-  FASTFENCE_REPLICA: z.string().min(1).default(hostname()),
-  // Pod name from the Downward API; used as FASTFENCE_REPLICA when that is not set.
-  FASTFENCE_POD_NAME: z.string().min(1).optional(),
-  // Publish every event to this one topic instead of the catalog's per-stage topics
-  // (Knative mode: the Kafka Broker's topic); `run --kafka` also consumes from it (each
-  // function skips the types it does not handle). Dead letters keep their own topic.
-  // Default: unset, catalog topics.
-  FASTFENCE_KAFKA_TOPIC: z.string().min(1).optional(),
-  // Knative sink URL (the Broker) for events beyond the one an HTTP reply carries.
-  // Set by Knative SinkBinding or the manifests. Default: unset (then Kafka, if configured).
-  K_SINK: z.url().optional(),
-  // The node this replica runs on (Downward API spec.nodeName). Required for the event source.
-  FASTFENCE_NODE_NAME: z.string().optional(),
-  // The Kubernetes identity this replica acts as, written as confirmedBy (S6). Default
-  // "system:serviceaccount:<namespace>:fastfence-<function>".
-  FASTFENCE_IDENTITY: z.string().optional(),
-  // Identities allowed to confirm incidents, comma-separated (fence acts only on those, S6).
-  // Default "system:serviceaccount:<namespace>:fastfence-confirm".
-  FASTFENCE_TRUSTED_CONFIRMERS: z.string().optional(),
-  // Extra API server URLs tried when the kubeconfig's does not answer (stall source 4).
-  FASTFENCE_KUBE_ENDPOINTS: z.string().optional(),
-  // Deadline of one Kubernetes API request, ms. Default 2000. Shorter fails over sooner.
-  FASTFENCE_KUBE_TIMEOUT_MS: ms(2000),
-  // Deadline of one handler run, ms. Default 15000 (a BMC power-off with read-back fits).
-  FASTFENCE_HANDLER_TIMEOUT_MS: ms(15_000),
-  // Sender authentication of the HTTP runtime (Knative deliveries, infra/runtime/http-auth.ts).
-  // "tokenreview" (default): every POST must carry `Authorization: Bearer <token>`, a token
-  // bound to FASTFENCE_HTTP_AUDIENCE that the API server accepts (TokenReview); this is
-  // what Knative Eventing sends with its `authentication-oidc` feature on. "none": no
-  // check, any pod that reaches the Service can deliver (forge) events; logged as a
-  // warning at every start. Use it only where Knative OIDC is not available, with the
-  // NetworkPolicies of knative/base/network (docs/deploy-knative.md).
-  FASTFENCE_HTTP_AUTH: z.enum(["tokenreview", "none"]).default("tokenreview"),
-  // The audience a delivery's token must be bound to. Default
-  // "serving.knative.dev/service/<FASTFENCE_NAMESPACE>/<function>", Knative's audience
-  // format (<group>/<kind>/<namespace>/<name>) for the function's Knative Service; each
-  // Trigger's spec.subscriber.audience must be the same string. One audience per function,
-  // so a token issued for one receiver is refused by every other.
-  FASTFENCE_HTTP_AUDIENCE: z.string().min(1).optional(),
-  // Usernames allowed to deliver, comma-separated (the Triggers' OIDC identities,
-  // "system:serviceaccount:<ns>:<trigger>-oidc-eventing.knative.dev-trigger"); others get
-  // 403. Default: unset, any subject with a valid token for the audience. That is weaker:
-  // any pod can mount a projected token for any audience, so without this list the
-  // audience stops replays of tokens issued for other receivers but not a pod that asks
-  // for this audience itself. The manifests set the list.
-  FASTFENCE_HTTP_ALLOWED_SUBJECTS: z.string().optional(),
-  // How long a successful TokenReview is reused for the same token, seconds, 0-60. Default
-  // 30; never past the token's own `exp` claim. Longer saves API calls (Knative reuses a
-  // token for its lifetime) but a revoked token (deleted ServiceAccount) is accepted that
-  // much longer. Refusals are never cached. 0: every request is reviewed.
-  FASTFENCE_HTTP_AUTH_CACHE_SECONDS: z.coerce.number().int().min(0).max(60).default(30),
-  // Deadline of one TokenReview (over all API endpoints), ms. Default 1500, under the
-  // Triggers' 2 s attempt timeout. The API server not answering in time gives 503
-  // (Knative redelivers), never an unauthenticated delivery.
-  FASTFENCE_HTTP_AUTH_TIMEOUT_MS: ms(1500),
-  // A file holding a bearer token sent with every post to K_SINK (a projected ServiceAccount
-  // token with the Broker's audience, e.g. eventing.knative.dev/broker/<ns>/<broker>): the
-  // Broker's receiver requires one when Knative's authentication-oidc is enabled. Re-read
-  // for every post, so the kubelet's rotation is picked up. Default: unset, no token.
-  FASTFENCE_SINK_TOKEN_FILE: z.string().min(1).optional(),
-  // Kafka consumer session timeout, ms. Default 6000 (broker minimum by default). Only
-  // matters in "shared" group mode; see FASTFENCE_GROUP_MODE.
-  FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: ms(6000),
-  // Hedged publishing, ms (infra/bus/kafkajs-bus.ts): a record not acknowledged within
-  // this time is also sent to another partition. Default 300; 0 = off. Lower gets past a
-  // dead partition leader sooner, at the cost of more duplicate records.
-  FASTFENCE_KAFKA_HEDGE_MS: z.coerce.number().int().min(0).default(300),
-  // Longest age of the Kafka client's partition-leader map, ms. Default 1000. After a
-  // broker dies, consumers keep failing on its partitions (and pause all their fetches)
-  // until the next refresh; higher means a longer stall, lower more Metadata requests.
-  FASTFENCE_KAFKA_METADATA_MAX_AGE_MS: ms(1000),
-  // "all" (default: durable through a broker loss; acks wait ~broker.session.timeout.ms
-  // after a broker death) or "leader" (faster through a broker death, may lose a record
-  // acknowledged just before its leader died).
-  FASTFENCE_KAFKA_ACKS: z.enum(["all", "leader"]).default("all"),
-  // ---- Kafka transport security (infra/bus/kafka-security.ts; docs/deploy-knative.md).
-  // Without TLS and a client identity the bus refuses to start, naming what is missing,
-  // unless FASTFENCE_KAFKA_INSECURE=true. Secrets are read from files (Secret mounts),
-  // never from variables, and never logged.
-  // PEM file of the CA that signed the brokers' certificates (Strimzi: the cluster CA
-  // Secret's ca.crt). Required for TLS. Default: unset.
-  FASTFENCE_KAFKA_CA_FILE: z.string().min(1).optional(),
-  // SCRAM-SHA-512 user name (the KafkaUser's name, e.g. fastfence-detect). Default: unset.
-  FASTFENCE_KAFKA_USERNAME: z.string().min(1).optional(),
-  // File holding the SCRAM password (Strimzi: the user Secret's `password` key). Required
-  // with FASTFENCE_KAFKA_USERNAME. Default: unset.
-  FASTFENCE_KAFKA_PASSWORD_FILE: z.string().min(1).optional(),
-  // Client certificate and key (PEM) for mutual TLS instead of, or besides, SCRAM
-  // (Strimzi tls users: user.crt, user.key). Both or neither. Default: unset.
-  FASTFENCE_KAFKA_CERT_FILE: z.string().min(1).optional(),
-  FASTFENCE_KAFKA_KEY_FILE: z.string().min(1).optional(),
-  // "true": allow a plaintext, unauthenticated connection when no TLS/SASL settings are
-  // given (a local broker only); logged as a warning at every start. Default "false".
-  FASTFENCE_KAFKA_INSECURE: z.enum(["true", "false"]).default("false"),
-  // "each-replica" (default): every replica reads everything, a dead replica stalls
-  // nothing; "shared": one group per function, less duplicate work, stalls up to the
-  // session timeout when a member dies.
-  FASTFENCE_GROUP_MODE: z.enum(["each-replica", "shared"]).default("each-replica"),
-  // Name of the FencingPolicy to use. Default "default".
-  FASTFENCE_POLICY: z.string().min(1).default("default"),
-  // Fencing Lease duration, seconds. Default 15: another replica takes over a dead
-  // driver's incident this long after its last renewal.
-  FASTFENCE_LEASE_SECONDS: z.coerce.number().int().min(1).default(15),
-  // Namespaces holding metal3 BareMetalHosts, comma-separated (e.g. "openshift-machine-api").
-  // Default: unset, every BareMetalHost list (metal3 discovery by host uid, releasing an
-  // ending incident's reboot.metal3.io hold) is one cluster-wide list. Set: one list per
-  // namespace, so a namespaced Role suffices (the manifests grant only that), but hosts in
-  // other namespaces are never seen. Reading one host by namespace/name is unaffected.
-  FASTFENCE_METAL3_NAMESPACES: z
-    .string()
-    .refine((v) => {
-      const list = splitList(v);
-      return list.length > 0 && list.every((n) => DNS_LABEL.test(n));
-    }, "must be comma-separated namespace names")
-    .optional(),
-});
+export const RuntimeConfigSchema = z
+  .object({
+    // Namespace of NodeFence incidents, fencing Leases and BMC Secrets. Default "fastfence-system".
+    FASTFENCE_NAMESPACE: z.string().min(1).default("fastfence-system"),
+    // Kafka bootstrap servers, "host:port,...". Required for --kafka, trace and the event source.
+    FASTFENCE_KAFKA_BROKERS: z.string().optional(),
+    // This replica's id: the pod name. Default: the host name. Must be unique per replica
+    // (it is the Lease holder identity and the event `source`).
+    FASTFENCE_REPLICA: z.string().min(1).default(hostname()),
+    // Pod name from the Downward API; used as FASTFENCE_REPLICA when that is not set.
+    FASTFENCE_POD_NAME: z.string().min(1).optional(),
+    // Publish every event to this one topic instead of the catalog's per-stage topics
+    // (Knative mode: the Kafka Broker's topic); `run --kafka` also consumes from it (each
+    // function skips the types it does not handle). Dead letters keep their own topic.
+    // Default: unset, catalog topics.
+    FASTFENCE_KAFKA_TOPIC: z.string().min(1).optional(),
+    // Knative sink URL (the Broker) for events beyond the one an HTTP reply carries.
+    // Set by Knative SinkBinding or the manifests. Default: unset (then Kafka, if configured).
+    K_SINK: z.url().optional(),
+    // The node this replica runs on (Downward API spec.nodeName). Required for the event source.
+    FASTFENCE_NODE_NAME: z.string().optional(),
+    // The Kubernetes identity this replica acts as, written as confirmedBy (S6). Default
+    // "system:serviceaccount:<namespace>:fastfence-<function>".
+    FASTFENCE_IDENTITY: z.string().optional(),
+    // Identities allowed to confirm incidents, comma-separated (fence acts only on those, S6).
+    // Default "system:serviceaccount:<namespace>:fastfence-confirm".
+    FASTFENCE_TRUSTED_CONFIRMERS: z.string().optional(),
+    // Extra API server URLs tried when the kubeconfig's does not answer (stall source 4).
+    FASTFENCE_KUBE_ENDPOINTS: z.string().optional(),
+    // Deadline of one Kubernetes API request (per endpoint), ms. Default 2000. Shorter fails
+    // over sooner. At most 2500: the status writes before and after a fencing round must fit
+    // the round's fixed 5000 ms recording margin (core/policy.ts ROUND_RECORD_MARGIN_MS), and
+    // below FASTFENCE_HANDLER_TIMEOUT_MS.
+    FASTFENCE_KUBE_TIMEOUT_MS: ms(2000),
+    // Deadline of one handler run, ms. Default 15000. Above FASTFENCE_KUBE_TIMEOUT_MS. A
+    // fencing round is not bounded by it: its handler's deadline is moved to the round's own
+    // (the policy's powerOffTimeoutMs + 5000 ms) when the power-off starts.
+    FASTFENCE_HANDLER_TIMEOUT_MS: ms(15_000),
+    // Sender authentication of the HTTP runtime (Knative deliveries, infra/runtime/http-auth.ts).
+    // "tokenreview" (default): every POST must carry `Authorization: Bearer <token>`, a token
+    // bound to FASTFENCE_HTTP_AUDIENCE that the API server accepts (TokenReview); this is
+    // what Knative Eventing sends with its `authentication-oidc` feature on. "none": no
+    // check, any pod that reaches the Service can deliver (forge) events; logged as a
+    // warning at every start. Use it only where Knative OIDC is not available, with the
+    // NetworkPolicies of knative/base/network (docs/deploy-knative.md).
+    FASTFENCE_HTTP_AUTH: z.enum(["tokenreview", "none"]).default("tokenreview"),
+    // The audience a delivery's token must be bound to. Default
+    // "serving.knative.dev/service/<FASTFENCE_NAMESPACE>/<function>", Knative's audience
+    // format (<group>/<kind>/<namespace>/<name>) for the function's Knative Service; each
+    // Trigger's spec.subscriber.audience must be the same string. One audience per function,
+    // so a token issued for one receiver is refused by every other.
+    FASTFENCE_HTTP_AUDIENCE: z.string().min(1).optional(),
+    // Usernames allowed to deliver, comma-separated (the Triggers' OIDC identities,
+    // "system:serviceaccount:<ns>:<trigger>-oidc-eventing.knative.dev-trigger"); others get
+    // 403. Default: unset, any subject with a valid token for the audience. That is weaker:
+    // any pod can mount a projected token for any audience, so without this list the
+    // audience stops replays of tokens issued for other receivers but not a pod that asks
+    // for this audience itself. The manifests set the list.
+    FASTFENCE_HTTP_ALLOWED_SUBJECTS: z.string().optional(),
+    // How long a successful TokenReview is reused for the same token, seconds, 0-60. Default
+    // 30; never past the token's own `exp` claim. Longer saves API calls (Knative reuses a
+    // token for its lifetime) but a revoked token (deleted ServiceAccount) is accepted that
+    // much longer. Refusals are never cached. 0: every request is reviewed.
+    FASTFENCE_HTTP_AUTH_CACHE_SECONDS: z.coerce.number().int().min(0).max(60).default(30),
+    // Deadline of one TokenReview (over all API endpoints), ms. Default 1500, under the
+    // Triggers' 2 s attempt timeout. The API server not answering in time gives 503
+    // (Knative redelivers), never an unauthenticated delivery.
+    FASTFENCE_HTTP_AUTH_TIMEOUT_MS: ms(1500),
+    // A file holding a bearer token sent with every post to K_SINK (a projected ServiceAccount
+    // token with the Broker's audience, e.g. eventing.knative.dev/broker/<ns>/<broker>): the
+    // Broker's receiver requires one when Knative's authentication-oidc is enabled. Re-read
+    // for every post, so the kubelet's rotation is picked up. Default: unset, no token.
+    FASTFENCE_SINK_TOKEN_FILE: z.string().min(1).optional(),
+    // Kafka consumer session timeout, ms. Default 6000 (broker minimum by default). Only
+    // matters in "shared" group mode; see FASTFENCE_GROUP_MODE.
+    FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: ms(6000),
+    // Hedged publishing, ms (infra/bus/kafkajs-bus.ts): a record not acknowledged within
+    // this time is also sent to another partition. Default 300; 0 = off. Lower gets past a
+    // dead partition leader sooner, at the cost of more duplicate records.
+    FASTFENCE_KAFKA_HEDGE_MS: z.coerce.number().int().min(0).default(300),
+    // Longest age of the Kafka client's partition-leader map, ms. Default 1000. After a
+    // broker dies, consumers keep failing on its partitions (and pause all their fetches)
+    // until the next refresh; higher means a longer stall, lower more Metadata requests.
+    FASTFENCE_KAFKA_METADATA_MAX_AGE_MS: ms(1000),
+    // "all" (default: durable through a broker loss; acks wait ~broker.session.timeout.ms
+    // after a broker death) or "leader" (faster through a broker death, may lose a record
+    // acknowledged just before its leader died).
+    FASTFENCE_KAFKA_ACKS: z.enum(["all", "leader"]).default("all"),
+    // ---- Kafka transport security (infra/bus/kafka-security.ts; docs/deploy-knative.md).
+    // Without TLS and a client identity the bus refuses to start, naming what is missing,
+    // unless FASTFENCE_KAFKA_INSECURE=true. Secrets are read from files (Secret mounts),
+    // never from variables, and never logged.
+    // PEM file of the CA that signed the brokers' certificates (Strimzi: the cluster CA
+    // Secret's ca.crt). Required for TLS. Default: unset.
+    FASTFENCE_KAFKA_CA_FILE: z.string().min(1).optional(),
+    // SCRAM-SHA-512 user name (the KafkaUser's name, e.g. fastfence-detect). Default: unset.
+    FASTFENCE_KAFKA_USERNAME: z.string().min(1).optional(),
+    // File holding the SCRAM password (Strimzi: the user Secret's `password` key). Required
+    // with FASTFENCE_KAFKA_USERNAME. Default: unset.
+    FASTFENCE_KAFKA_PASSWORD_FILE: z.string().min(1).optional(),
+    // Client certificate and key (PEM) for mutual TLS instead of, or besides, SCRAM
+    // (Strimzi tls users: user.crt, user.key). Both or neither. Default: unset.
+    FASTFENCE_KAFKA_CERT_FILE: z.string().min(1).optional(),
+    FASTFENCE_KAFKA_KEY_FILE: z.string().min(1).optional(),
+    // "true": allow a plaintext, unauthenticated connection when no TLS/SASL settings are
+    // given (a local broker only); logged as a warning at every start. Default "false".
+    FASTFENCE_KAFKA_INSECURE: z.enum(["true", "false"]).default("false"),
+    // "each-replica" (default): every replica reads everything, a dead replica stalls
+    // nothing; "shared": one group per function, less duplicate work, stalls up to the
+    // session timeout when a member dies.
+    FASTFENCE_GROUP_MODE: z.enum(["each-replica", "shared"]).default("each-replica"),
+    // Name of the FencingPolicy to use. Default "default".
+    FASTFENCE_POLICY: z.string().min(1).default("default"),
+    // Namespaces holding metal3 BareMetalHosts, comma-separated (e.g. "openshift-machine-api").
+    // Default: unset, every BareMetalHost list (metal3 discovery by host uid, releasing an
+    // ending incident's reboot.metal3.io hold) is one cluster-wide list. Set: one list per
+    // namespace, so a namespaced Role suffices (the manifests grant only that), but hosts in
+    // other namespaces are never seen. Reading one host by namespace/name is unaffected.
+    FASTFENCE_METAL3_NAMESPACES: z
+      .string()
+      .refine((v) => {
+        const list = splitList(v);
+        return list.length > 0 && list.every((n) => DNS_LABEL.test(n));
+      }, "must be comma-separated namespace names")
+      .optional(),
+  })
+  .superRefine((c, ctx) => {
+    for (const issue of envChainIssues(c)) ctx.addIssue({ code: "custom", ...issue });
+  });
 export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
+
+/** Where the environment breaks the timeout chain (docs/tuning.md), naming the variables. */
+function envChainIssues(c: {
+  FASTFENCE_KUBE_TIMEOUT_MS: number;
+  FASTFENCE_HANDLER_TIMEOUT_MS: number;
+}): { path: string[]; message: string }[] {
+  const kube = c.FASTFENCE_KUBE_TIMEOUT_MS;
+  const out: { path: string[]; message: string }[] = [];
+  if (!(kube < c.FASTFENCE_HANDLER_TIMEOUT_MS))
+    out.push({
+      path: ["FASTFENCE_KUBE_TIMEOUT_MS"],
+      message: `must be below FASTFENCE_HANDLER_TIMEOUT_MS (${kube} ms ≥ ${c.FASTFENCE_HANDLER_TIMEOUT_MS} ms): a handler makes at least one API request`,
+    });
+  if (2 * kube > ROUND_RECORD_MARGIN_MS)
+    out.push({
+      path: ["FASTFENCE_KUBE_TIMEOUT_MS"],
+      message: `must be at most ${ROUND_RECORD_MARGIN_MS / 2} ms (is ${kube}): the status writes before and after a fencing round must fit its ${ROUND_RECORD_MARGIN_MS} ms recording margin, inside the fencing Lease`,
+    });
+  return out;
+}
 
 export function loadRuntimeConfig(env: Record<string, string | undefined> = process.env): RuntimeConfig {
   const picked = Object.fromEntries(

@@ -55,6 +55,14 @@ import {
 
 export * from "./types.ts";
 
+/**
+ * The lab policy's timeout chain (docs/lab.md): a Redfish level of 20 s fits a cold
+ * session with every answer 3 s late (`bmc-fault --fault slow`: discovery and login, off,
+ * read-back ≈ 15 s) under the default 5 s per call; one level per node, so the round is
+ * that level; the Lease outlasts the round plus its 5 s recording margin.
+ */
+export const LAB_TIMEOUTS = { redfishLevelMs: 20_000, ipmiLevelMs: 10_000, roundMs: 20_000, leaseMs: 26_000 };
+
 export class Lab {
   readonly state: LabState;
   nodes: LabNode[] = [];
@@ -185,10 +193,10 @@ export class Lab {
                 driver: "ipmi",
                 address: `ipmi://${HOST_IP}:${x.bmcPort}`,
                 credentialsSecret: `bmc-${x.name}`,
-                timeoutMs: 5000,
+                timeoutMs: LAB_TIMEOUTS.ipmiLevelMs,
                 options: { cipherSuite: "3", pollMs: "100" },
               }
-            : redfishLevel(HOST_IP, x.bmcPort, x.name),
+            : { ...redfishLevel(HOST_IP, x.bmcPort, x.name), timeoutMs: LAB_TIMEOUTS.redfishLevelMs },
         ],
       });
       if (x.bmc === "redfish") await this.bmcs.startRedfish(x, username, password);
@@ -197,7 +205,10 @@ export class Lab {
       probe: { intervalMs: 100, timeoutMs: 150, observersPerNode: Math.min(2, Math.max(2, n - 1)) },
       suspicion: { missThreshold: 3, minSuspectMs: 250 },
       corroboration: { quorum: 2, evidenceWindowMs: 5000 },
-      timeouts: { leaseDurationMs: 5000 },
+      timeouts: {
+        powerOffTimeoutMs: LAB_TIMEOUTS.roundMs,
+        leaseDurationMs: LAB_TIMEOUTS.leaseMs,
+      },
       fencing: { retryBackoffMs: 500, nodes: policyNodes },
       ...this.opts.policy,
     });

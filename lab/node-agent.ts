@@ -118,7 +118,6 @@ async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise
       const config = loadRuntimeConfig({
         ...componentEnv(fn as Component),
         FASTFENCE_REPLICA: replica(fn),
-        FASTFENCE_LEASE_SECONDS: "5",
       });
       const bus = new KafkaJsBus({
         brokers: cfg.brokers,

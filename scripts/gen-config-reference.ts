@@ -78,7 +78,8 @@ const SECTION_DOCS: Record<string, string> = {
   "fencing.nodes[].levels[].driver":
     "BMC protocol: Redfish, IPMI (lanplus), or a ClusterLabs fence agent (needs the fence-agents image).",
   remediation: "How workloads are released after a confirmed power-off (remediate-workloads stage).",
-  timeouts: "Per-node fencing Lease and whole power-off timeouts (fence stage).",
+  timeouts:
+    "The timeout chain of a fencing round: BMC call < level timeoutMs ≤ round (powerOffTimeoutMs) < round + 5000 ms recording margin < fencing Lease. Checked at apply (CEL) and when read ([tuning.md](tuning.md#timeouts-that-add-up)).",
 };
 
 function typeOf(s: JsonSchema): string {

@@ -263,7 +263,9 @@ export async function startEventSource(opts: {
       if (busy || stopped) return;
       busy = true;
       leases
-        .acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), (cur) => key.annotations(cur))
+        .acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), {
+          annotations: (cur) => key.annotations(cur),
+        })
         .then((r) => {
           if (r.acquired && !keyPublished) {
             keyPublished = true;

@@ -196,6 +196,8 @@ export async function startPipelineCluster(
 
     const base: FencingPolicySpecInput = {
       probe: { intervalMs: 100, timeoutMs: 150, observersPerNode: 2 },
+      // below the harness levels' 5 s (the timeout chain, core/policy.ts)
+      timeouts: { bmcCallTimeoutMs: 2000 },
       suspicion: { missThreshold: 3, minSuspectMs: 250 },
       corroboration: { quorum: 2, evidenceWindowMs: 5000 },
       fencing: {
@@ -264,7 +266,6 @@ export async function startPipelineCluster(
         const config = loadRuntimeConfig({
           FASTFENCE_NAMESPACE: NAMESPACE,
           FASTFENCE_REPLICA: replica(fn),
-          FASTFENCE_LEASE_SECONDS: "5",
           ...opts.runtimeEnv,
         });
         parts.functions.push(

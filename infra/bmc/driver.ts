@@ -9,6 +9,7 @@
 // error message, a log line or an attempt record.
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
 import { systemClock } from "../../core/clock.ts";
+import { DEFAULT_POLICY } from "../../core/policy.ts";
 import type { Attempt, AttemptResult } from "../../core/incident.ts";
 
 export type PowerState = "on" | "off" | "unknown";
@@ -147,7 +148,7 @@ export function deadline(opts: BmcCallOptions): {
 }
 
 export interface ConfirmOptions {
-  /** Total budget: the off command plus every read-back. */
+  /** Total budget (the level's): getting the driver ready, the off command and every read-back. */
   timeoutMs: number;
   /** Pause between status reads. */
   pollMs: number;
@@ -156,7 +157,10 @@ export interface ConfirmOptions {
   now: () => number;
   /** Sleep (injected for tests); defaults to setTimeout. */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
-  /** Per-call cap for one status read or the off command. Default: min(remaining, 5000). */
+  /**
+   * Cap of one BMC call (one status read or the off command), within what is left of
+   * `timeoutMs`: the policy's timeouts.bmcCallTimeoutMs. Default: the policy default (5000).
+   */
   callTimeoutMs?: number;
   /** Re-send the off command when a read-back still says on after this many reads (0 = never). */
   resendOffEvery?: number;
@@ -221,10 +225,23 @@ export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions
   const start = opts.now();
   const end = start + opts.timeoutMs;
   const remaining = () => end - opts.now();
-  const callBudget = () => Math.max(1, Math.min(remaining(), opts.callTimeoutMs ?? 5000));
+  const callTimeoutMs = opts.callTimeoutMs ?? DEFAULT_POLICY.timeouts.bmcCallTimeoutMs;
+  const callBudget = () => Math.max(1, Math.min(remaining(), callTimeoutMs));
   const readbacks: Readback[] = [];
   let last: PowerStatus | undefined;
   let offCommands = 0;
+
+  // Discovery and login (a cold Redfish session is several requests) get the level's whole
+  // budget, not one call's: a no-op when the driver is ready (a head start did it).
+  if (driver.prepare) {
+    try {
+      await driver.prepare({ timeoutMs: Math.max(1, remaining()), signal: opts.signal });
+    } catch (err) {
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      if (err instanceof FastfenceError && err.code === "FF_BMC_AUTH_FAILED") throw err;
+      // anything else: the off command below meets the same problem and reports it
+    }
+  }
 
   const issueOff = async () => {
     offCommands++;

@@ -1,6 +1,7 @@
 // Fencing levels: an ordered list of BMC drivers per node (e.g. Redfish, then IPMI, then a
-// fence agent). Each level runs powerOffAndConfirm within its own budget; an error or a
-// timeout moves on to the next level; success only when power-off was read back (S1).
+// fence agent). Each level runs powerOffAndConfirm within its own budget, cut to what is
+// left of the round's (a level is never started once the round's budget is spent); an
+// error or a timeout moves on to the next level; success only when power-off was read back (S1).
 // Every try is returned as the NodeFence Attempt itself (core/incident.ts: round, level,
 // driver, holder, times, result, read-back, error code), the record the incident stores:
 // nothing translates it afterwards. Attempts carry codes and secret-free messages only.
@@ -18,9 +19,10 @@ export interface FencingLevel {
   /** The level's protocol, recorded as the attempt's `driver` (a policy level's `driver`). */
   protocol: Attempt["driver"];
   driver: BmcDriver;
-  /** Budget for this level: the off command plus the read-back. */
+  /** Budget for this level: the off command plus the read-back (cut to what is left of the round). */
   timeoutMs: number;
   pollMs?: number;
+  /** Cap of one BMC call (policy timeouts.bmcCallTimeoutMs); see ConfirmOptions. */
   callTimeoutMs?: number;
 }
 
@@ -38,6 +40,12 @@ export interface FenceRound {
   /** Who drives it (the lease holder), recorded on every attempt. */
   by: string;
   now: () => number;
+  /**
+   * When the round's budget (policy timeouts.powerOffTimeoutMs) ends, in `now`'s ms. A level
+   * that would start at or after it is not started; a running level gets at most what is
+   * left. Default: no round budget, every level its own timeoutMs.
+   */
+  roundEndsAt?: number;
   signal?: AbortSignal;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
@@ -63,6 +71,9 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
   for (let i = 0; i < levels.length; i++) {
     const lv = levels[i]!;
     if (opts.signal?.aborted) break;
+    const left = opts.roundEndsAt === undefined ? Infinity : opts.roundEndsAt - opts.now();
+    if (left <= 0) break; // the round's budget is spent: later levels wait for the next round
+    const budget = Math.min(lv.timeoutMs, left);
     const base = {
       round: opts.round,
       level: i,
@@ -74,17 +85,17 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
     const onAbort = () => ac.abort(opts.signal?.reason);
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     // a hard stop for this level even if a driver ignores its per-call timeout
-    const hard = setTimeout(() => ac.abort(new Error("level timeout")), lv.timeoutMs + 1000);
+    const hard = setTimeout(() => ac.abort(new Error("level timeout")), budget + 1000);
     try {
       const r = await powerOffAndConfirm(lv.driver, {
-        timeoutMs: lv.timeoutMs,
+        timeoutMs: budget,
         pollMs: lv.pollMs ?? 200,
         callTimeoutMs: lv.callTimeoutMs,
         now: opts.now,
         signal: ac.signal,
         sleep: opts.sleep,
       });
-      if (!isReadBackOff(r)) throw new BmcStillOnError(lv.driver.target, lv.timeoutMs, undefined);
+      if (!isReadBackOff(r)) throw new BmcStillOnError(lv.driver.target, budget, undefined);
       attempts.push({
         ...base,
         commandAt: iso(r.commandAt),

@@ -77,28 +77,35 @@ export class BmcPowerExecutor implements PowerExecutor {
     if (!level) return;
     try {
       const d = await this.driverForLevel(level);
-      await d.prepare?.({ timeoutMs: Math.min(level.timeoutMs, 2000), signal });
+      // The level's own budget: a slow BMC's discovery and login carry on into the level.
+      await d.prepare?.({ timeoutMs: Math.min(level.timeoutMs, a.timeoutMs), signal });
     } catch {
       // Only a head start: the power-off reports any real problem with this level.
     }
   }
 
-  private async resolve(levels: PolicyLevel[]): Promise<{ driver: DriverLevel[]; failed: Attempt[] }> {
+  private async resolve(levels: PolicyLevel[], callTimeoutMs: number): Promise<DriverLevel[]> {
     const driver: DriverLevel[] = [];
     for (const l of levels) {
       driver.push({
         protocol: l.driver,
         driver: await this.driverForLevel(l),
         timeoutMs: l.timeoutMs,
+        callTimeoutMs,
         pollMs: Number(l.options?.pollMs ?? 100),
       });
     }
-    return { driver, failed: [] };
+    return driver;
   }
 
+  /**
+   * One round: the levels in order within the round's budget (the action's timeoutMs, the
+   * policy's timeouts.powerOffTimeoutMs, counted from here, holds and credentials included),
+   * each BMC call capped at the policy's timeouts.bmcCallTimeoutMs.
+   */
   async powerOff(
     a: Extract<Action, { kind: "powerOff" }>,
-    _policy: FencingPolicySpec,
+    policy: FencingPolicySpec,
     signal: AbortSignal,
   ): Promise<Attempt[]> {
     const start = this.clock.now();
@@ -106,7 +113,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     try {
       // Hold first: once off, the Bare Metal Operator must not power the host back on.
       for (const h of discoveredHosts(a.levels)) await this.metal3.hold(h, a.incident);
-      levels = (await this.resolve(a.levels)).driver;
+      levels = await this.resolve(a.levels, policy.timeouts.bmcCallTimeoutMs);
     } catch (err) {
       const e = asFastfenceError(err, "FF_INVALID_CONFIG");
       const iso = new Date(start).toISOString();
@@ -128,6 +135,7 @@ export class BmcPowerExecutor implements PowerExecutor {
       round: a.round,
       by: a.holder,
       now: () => this.clock.now(),
+      roundEndsAt: start + a.timeoutMs,
       signal,
       sleep: (ms, s) => this.clock.sleep(ms, s),
     });

@@ -15,11 +15,24 @@ const HEARTBEAT_LEASE_PREFIX = "fastfence-alive-";
 export interface LeaseConfig {
   namespace: string;
   /**
-   * How long a holder owns the lease without renewing, seconds. Default 15. Longer
-   * keeps a slow BMC call safe from a second driver; shorter lets another replica take
-   * over sooner when the holder dies mid-fence.
+   * How long a holder owns the lease without renewing, seconds, when `acquire` is not told
+   * (the event source's heartbeat Leases). The fencing Lease always is: the policy's
+   * timeouts.leaseDurationMs, through the takeLease action.
    */
-  durationSeconds: number;
+  durationSeconds?: number;
+}
+
+export interface AcquireOptions {
+  /** Sets these annotations on the Lease (the event source publishes its observer key this way). */
+  annotations?: (current: Readonly<Record<string, string>>) => Record<string, string>;
+  /**
+   * The Lease as the caller just read it (`lease: undefined` when it was absent): the read
+   * is skipped and the write is guarded by that copy's resourceVersion, so a copy that is no
+   * longer current loses (not acquired) instead of overwriting a newer holder.
+   */
+  known?: { lease: V1Lease | undefined };
+  /** The Lease's duration, ms (rounded up to whole seconds). Default: LeaseConfig.durationSeconds. */
+  durationMs?: number;
 }
 
 /**
@@ -54,24 +67,17 @@ export class LeaseManager {
     this.cfg = cfg;
   }
 
-  /**
-   * Takes (or renews, when already ours) the lease `name` for `holder` at time `now`,
-   * setting `annotations` on it (the event source publishes its observer key this way).
-   * `known` is the lease as the caller just read it (`lease: undefined` when it was absent):
-   * the read is skipped and the write is guarded by that copy's resourceVersion, so a copy
-   * that is no longer current loses (not acquired) instead of overwriting a newer holder.
-   */
-  async acquire(
-    name: string,
-    holder: string,
-    now: number,
-    annotations?: (current: Readonly<Record<string, string>>) => Record<string, string>,
-    known?: { lease: V1Lease | undefined },
-  ): Promise<LeaseResult> {
+  /** Takes (or renews, when already ours) the lease `name` for `holder` at time `now` (AcquireOptions). */
+  async acquire(name: string, holder: string, now: number, opts: AcquireOptions = {}): Promise<LeaseResult> {
     const { namespace } = this.cfg;
+    const { annotations, known } = opts;
+    const seconds =
+      opts.durationMs !== undefined ? Math.ceil(opts.durationMs / 1000) : this.cfg.durationSeconds;
+    if (!seconds || seconds < 1)
+      throw new FastfenceError("FF_INTERNAL", `lease ${name}: no duration (want at least 1 s)`);
     const spec = {
       holderIdentity: holder,
-      leaseDurationSeconds: this.cfg.durationSeconds,
+      leaseDurationSeconds: seconds,
       acquireTime: new MicroTime(now),
       renewTime: new MicroTime(now),
     };

@@ -16,8 +16,14 @@ export interface HandlerResult {
 export interface HandlerContext {
   log: Logger;
   clock: Clock;
-  /** Aborted when the runtime shuts down or the delivery times out. */
+  /** Aborted when the runtime shuts down or the delivery's deadline passes. */
   signal: AbortSignal;
+  /**
+   * Moves this delivery's deadline to `untilEpochMs` (ms of `clock`) when that is later;
+   * never earlier. For work with its own bounded budget longer than the generic handler
+   * deadline: a power-off round (until its start + powerOffTimeoutMs + the recording margin).
+   */
+  extendDeadline(untilEpochMs: number): void;
 }
 
 export type EventHandler = (event: FfEvent, ctx: HandlerContext) => Promise<HandlerResult>;

@@ -1,6 +1,6 @@
 // One delivery of one event to one function, shared by the Kafka and HTTP runtimes:
 // validate against the catalog, skip types the function does not subscribe to, run the
-// handler with a deadline, retry retriable failures with backoff, and turn everything
+// handler with a deadline (which the handler may extend, never shorten), retry retriable failures with backoff, and turn everything
 // into exactly one recorded outcome (S5): processed / ignored with the emitted events,
 // or a dead-letter record with the reason (a rejected outcome's stable code included).
 // Every ignored or rejected log line carries the outcome's code (core/reasons.ts). It
@@ -31,8 +31,9 @@ export interface CatalogView {
 
 export interface DispatchConfig {
   /**
-   * Deadline for one handler run, ms. Default 10000. Long enough for a BMC power-off
-   * and read-back; shorter deadlines turn slow BMCs into retries.
+   * Deadline for one handler run, ms. Default 10000. A power-off round is not bounded by
+   * it: the stage executor extends the deadline to the round's own (HandlerContext
+   * extendDeadline, core/policy.ts roundDeadline).
    */
   handlerTimeoutMs: number;
   /** Attempts for a retriable failure before dead-lettering. Default 5. */
@@ -46,6 +47,42 @@ export const DEFAULT_DISPATCH: DispatchConfig = {
   maxAttempts: 5,
   retryBackoffMs: 100,
 };
+
+/**
+ * The deadline of one handler run: aborts `ctrl` `timeoutMs` after now, or later once
+ * `extend(untilEpochMs)` (HandlerContext.extendDeadline) moved it; it never moves earlier.
+ */
+export function handlerDeadline(
+  ctrl: AbortController,
+  clock: Clock,
+  timeoutMs: number,
+): { extend: (untilEpochMs: number) => void; clear: () => void; at: () => number } {
+  const started = clock.now();
+  let at = started + timeoutMs;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(
+      () =>
+        ctrl.abort(
+          new FastfenceError("FF_INTERNAL", `handler exceeded its deadline of ${at - started} ms`, {
+            retriable: true,
+          }),
+        ),
+      Math.max(0, at - clock.now()),
+    );
+  };
+  arm();
+  return {
+    extend: (untilEpochMs) => {
+      if (ctrl.signal.aborted || !(untilEpochMs > at)) return;
+      at = untilEpochMs;
+      arm();
+    },
+    clear: () => clearTimeout(timer),
+    at: () => at,
+  };
+}
 
 export type DispatchResult =
   | { kind: "done"; event: FfEvent; outcome: Outcome; emitted: FfEvent[] }
@@ -78,23 +115,16 @@ export function createDispatcher(opts: {
       const ctrl = new AbortController();
       const onOuter = () => ctrl.abort(outer.reason);
       outer.addEventListener("abort", onOuter, { once: true });
-      const timer = setTimeout(
-        () =>
-          ctrl.abort(
-            new FastfenceError("FF_INTERNAL", `handler exceeded ${cfg.handlerTimeoutMs} ms`, {
-              retriable: true,
-            }),
-          ),
-        cfg.handlerTimeoutMs,
-      );
+      const deadline = handlerDeadline(ctrl, clock, cfg.handlerTimeoutMs);
       const end = metrics.handlerSeconds.startTimer({ function: fn, type: event.type });
       try {
-        const deadline = new Promise<never>((_, reject) =>
+        const aborted = new Promise<never>((_, reject) =>
           ctrl.signal.addEventListener("abort", () => reject(asFastfenceError(ctrl.signal.reason)), {
             once: true,
           }),
         );
-        return await Promise.race([handler(event, { log: elog, clock, signal: ctrl.signal }), deadline]);
+        const ctx = { log: elog, clock, signal: ctrl.signal, extendDeadline: deadline.extend };
+        return await Promise.race([handler(event, ctx), aborted]);
       } catch (err) {
         const e = asFastfenceError(err);
         metrics.errors.inc({ function: fn, code: e.code });
@@ -104,7 +134,7 @@ export function createDispatcher(opts: {
         await clock.sleep(backoff, outer);
       } finally {
         end();
-        clearTimeout(timer);
+        deadline.clear();
         outer.removeEventListener("abort", onOuter);
       }
     }

@@ -14,6 +14,7 @@ import { statusOf, type NodeFence, type Phase } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { OutgoingEvent } from "../../events/envelope.ts";
 import { forIncident, type Logger } from "../log.ts";
+import { handlerDeadline } from "./dispatch.ts";
 import type { StageRunner } from "./stage-executor.ts";
 
 export interface ReconcilerOptions {
@@ -66,10 +67,19 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
   async function resyncOne(inc: NodeFence, report: PassReport): Promise<void> {
     const r: Resync = { kind: "resync", incident: inc.metadata.name, node: inc.spec.nodeName };
     const ilog = forIncident(log, r.incident, r.node).child({ input: "resync" });
-    const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(opts.handlerTimeoutMs)]);
+    // The same deadline as an event's handler, extended by a power-off round it starts.
+    const ctrl = new AbortController();
+    const onStop = () => ctrl.abort(stopping.signal.reason);
+    stopping.signal.addEventListener("abort", onStop, { once: true });
+    const deadline = handlerDeadline(ctrl, clock, opts.handlerTimeoutMs);
     const started = clock.now();
     try {
-      const res = await runner.resync(r, { log: ilog, clock, signal });
+      const res = await runner.resync(r, {
+        log: ilog,
+        clock,
+        signal: ctrl.signal,
+        extendDeadline: deadline.extend,
+      });
       if (res.outcome.kind === "ignored") {
         ilog.debug({ outcome: res.outcome }, "resync: nothing to do");
         return;
@@ -85,6 +95,9 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
       report.failed.push(r.incident);
       if (!stopping.signal.aborted)
         ilog.warn({ err: asFastfenceError(err).toJSON() }, "resync failed; the next pass tries again");
+    } finally {
+      deadline.clear();
+      stopping.signal.removeEventListener("abort", onStop);
     }
   }
 

@@ -20,6 +20,7 @@ import type {
   ViewRequest,
 } from "../../core/decision.ts";
 import { isTerminal, type NodeFence } from "../../core/incident.ts";
+import { ROUND_RECORD_MARGIN_MS, roundDeadline } from "../../core/policy.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { PureStage } from "../../functions/contract.ts";
 import type { Metal3Api } from "../bmc/metal3.ts";
@@ -85,13 +86,6 @@ async function guarded<T>(what: string, write: Promise<T>): Promise<T> {
  */
 export const MAX_REDECIDE = 4;
 
-/**
- * Deadline of the writes that record a power-off round's result when the round itself
- * was cut short by the handler's deadline or a shutdown: the round ends recorded
- * (FenceFailed with its attempts) instead of leaving the incident in Fencing.
- */
-export const RECORD_DEADLINE_MS = 5_000;
-
 /** Decides on a view, or (with `result`) on the result of an action the last decision asked for. */
 type DecideOn = (view: View, now: number, result?: ActionResult) => Decision;
 
@@ -128,8 +122,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       deletes = [];
       await Promise.all(pending);
     };
-    // A power-off comes after the lease and the Fencing write: open the BMC session
-    // meanwhile, so the off itself is one round trip (it changes no power state).
+    // Open the BMC session during the lease and Fencing writes (it changes no power state).
     const off = decision.actions.find((a) => a.kind === "powerOff");
     if (off && ad.power?.prepare) void ad.power.prepare(off, ctx.signal);
     for (const a of decision.actions) {
@@ -167,7 +160,8 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           // Guarded by the view's copy when there is one (a changed Lease loses: stale view).
           const known = leases.has(a.leaseName) ? { lease: leases.get(a.leaseName) } : undefined;
           leases.delete(a.leaseName);
-          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now(), undefined, known);
+          const opts = { known, durationMs: a.durationMs }; // the policy's leaseDurationMs
+          const r = await ad.leases.acquire(a.leaseName, a.holder, ctx.clock.now(), opts);
           if (!r.acquired) throw new StaleView(`lease ${a.leaseName} is held by ${r.holder}`);
           break;
         }
@@ -188,6 +182,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           if (!ad.power)
             throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
           if (!last) throw new FastfenceError("FF_INTERNAL", "powerOff without an incident");
+          ctx.extendDeadline(roundDeadline(ctx.clock.now(), a.timeoutMs)); // its own budget, not the handler's
           const attempts = await ad.power.powerOff(a, view.policy, ctx.signal);
           const after = { ...view, incident: last };
           const follow = decideOn(after, ctx.clock.now(), { kind: "powerOff", attempts });
@@ -196,9 +191,10 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
               ? (follow.outcome.detail ?? "")
               : `power-off result ${follow.outcome.kind}`,
           );
-          // A round cut short (deadline, shutdown) is still recorded, on a deadline of its own.
+          // A round cut short (deadline, shutdown) is still recorded, on a deadline of its
+          // own: the recording margin of the timeout chain (core/timeout-chain.ts).
           const record = ctx.signal.aborted
-            ? { ...ctx, signal: AbortSignal.timeout(RECORD_DEADLINE_MS) }
+            ? { ...ctx, signal: AbortSignal.timeout(ROUND_RECORD_MARGIN_MS) }
             : ctx;
           const r = await execute(follow, after, decideOn, record, leases);
           emit.push(...r.emit);
@@ -218,8 +214,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
         case "removeTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, false);
           break;
-        // Release deletes are independent of each other: they run concurrently and are
-        // all awaited before anything that follows them.
+        // Release deletes are independent: they run concurrently, all awaited before what follows.
         case "deletePods":
           deletes.push(ad.nodes.forceDeletePods(a.node).then((d) => void (counts.podsDeleted += d.length)));
           released = true;

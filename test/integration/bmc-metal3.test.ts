@@ -256,7 +256,7 @@ describe("metal3 BareMetalHost discovery", () => {
         driver: "redfish",
         address: `redfish+http://127.0.0.1:${env().bmc.port}/redfish/v1/Systems/worker-0`,
         credentialsSecret: "worker-0-bmc",
-        timeoutMs: 10_000,
+        timeoutMs: 20_000, // the default level timeout
         options: { insecure: "true" },
         discovered: { kind: "BareMetalHost", namespace: HOST_NS, name: "worker-0" },
       },

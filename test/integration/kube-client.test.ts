@@ -4,7 +4,8 @@
 // taints list or already carries it, never duplicates it, and keeps the other taints.
 // IncidentStore writes a NodeFence status in one request guarded by resourceVersion: a
 // stale write is a 409 that changes nothing, and the spec and labels stay as stored.
-// LeaseManager takes a Lease from the copy a view read, guarded by its resourceVersion.
+// LeaseManager takes a Lease from the copy a view read, guarded by its resourceVersion, for
+// the duration it is asked for.
 import tls from "node:tls";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -157,15 +158,29 @@ describe("Kubernetes adapters (real kube-apiserver)", () => {
     expect((await leases.acquire(name, "fence-0", t + 1000)).acquired).toBe(true); // renewed
     // 20 s later the Lease has expired, but fence-1 decided on the copy before the renewal.
     const later = t + 21_000;
-    const stale = await leases.acquire(name, "fence-1", later, undefined, { lease: old });
+    const stale = await leases.acquire(name, "fence-1", later, { known: { lease: old } });
     expect(stale).toEqual({ acquired: false, holder: "fence-0", expiresAt: t + 16_000 });
     // A view that saw no Lease at all: the create loses to the existing one.
-    const absent = await leases.acquire(name, "fence-1", later, undefined, { lease: undefined });
+    const absent = await leases.acquire(name, "fence-1", later, { known: { lease: undefined } });
     expect(absent.acquired).toBe(false);
     expect((await readLease(kube, "default", name))?.spec?.holderIdentity).toBe("fence-0");
     // The current copy wins, in one write.
     const current = await readLease(kube, "default", name);
-    expect((await leases.acquire(name, "fence-1", later, undefined, { lease: current })).acquired).toBe(true);
+    expect((await leases.acquire(name, "fence-1", later, { known: { lease: current } })).acquired).toBe(true);
     expect((await readLease(kube, "default", name))?.spec?.holderIdentity).toBe("fence-1");
+  });
+
+  it("a fencing Lease lasts the duration it is taken for (the policy's leaseDurationMs), in whole seconds", async () => {
+    const { cp } = env();
+    const kube = new Kube(cp.kubeConfig);
+    const leases = new LeaseManager(kube, { namespace: "default" }); // no default duration
+    const name = fenceLeaseName("node-d");
+    const t = Date.parse("2026-12-01T00:00:00Z");
+    await expect(leases.acquire(name, "fence-0", t)).rejects.toMatchObject({ code: "FF_INTERNAL" });
+    expect((await leases.acquire(name, "fence-0", t, { durationMs: 40_500 })).acquired).toBe(true);
+    expect((await readLease(kube, "default", name))?.spec?.leaseDurationSeconds).toBe(41);
+    const held = await leases.acquire(name, "fence-1", t + 40_999, { durationMs: 40_000 });
+    expect(held).toEqual({ acquired: false, holder: "fence-0", expiresAt: t + 41_000 });
+    expect((await leases.acquire(name, "fence-1", t + 41_001, { durationMs: 40_000 })).acquired).toBe(true);
   });
 });

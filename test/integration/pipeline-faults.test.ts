@@ -16,7 +16,7 @@ const env = withEnv(async (scope) =>
   scope.add(
     await startPipelineCluster({
       nodes: NODES,
-      policy: { timeouts: { powerOffTimeoutMs: 3000 } },
+      policy: { timeouts: { powerOffTimeoutMs: 5000 } },
     }),
   ),
 );

@@ -14,7 +14,7 @@ import { stageNames } from "../../functions/registry.ts";
 import { incidents, waitFor } from "./pipeline-helpers.ts";
 
 const RECONCILE = { intervalMs: 1_000, stalledAfterMs: 1_000 };
-/** The fencing Lease, in the policy and in the runtime setting the lab and tests use. */
+/** The fencing Lease (policy timeouts.leaseDurationMs): above the round plus its 5 s recording margin. */
 const LEASE_MS = 12_000;
 const ROUND_MS = 5_000;
 
@@ -28,7 +28,6 @@ describe("a driving fence replica dies mid-round", () => {
           reconcile: RECONCILE,
           timeouts: { powerOffTimeoutMs: ROUND_MS, leaseDurationMs: LEASE_MS },
         },
-        runtimeEnv: { FASTFENCE_LEASE_SECONDS: String(LEASE_MS / 1000) },
       }),
     ),
   );
@@ -93,7 +92,6 @@ describe("a BMC slower than the handler's deadline", () => {
         runtimeEnv: {
           FASTFENCE_HANDLER_TIMEOUT_MS: "1500",
           FASTFENCE_KUBE_TIMEOUT_MS: "1000",
-          FASTFENCE_LEASE_SECONDS: String(LEASE_MS / 1000),
         },
       }),
     ),

@@ -75,7 +75,6 @@ const env = withEnv(async (scope) => {
       config: loadRuntimeConfig({
         FASTFENCE_NAMESPACE: NAMESPACE,
         FASTFENCE_REPLICA: "fence-witness",
-        FASTFENCE_LEASE_SECONDS: "5",
       }),
       kubeConfig: await serviceAccountKubeConfig(c.kc, {
         namespace: NAMESPACE,

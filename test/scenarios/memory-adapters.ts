@@ -24,7 +24,7 @@ import type { HandlerContext } from "../../infra/runtime/contract.ts";
 import type { Metal3Api } from "../../infra/bmc/metal3.ts";
 import { KubeApiError, type Kube, type KubeApis } from "../../infra/kube/client.ts";
 import type { IncidentStore } from "../../infra/kube/incidents.ts";
-import type { LeaseManager, LeaseResult } from "../../infra/kube/lease.ts";
+import type { AcquireOptions, LeaseManager, LeaseResult } from "../../infra/kube/lease.ts";
 import type { NodeOps, NodeInfo as KubeNodeInfo, Released } from "../../infra/kube/nodes.ts";
 import type { PolicyReader } from "../../infra/kube/policy.ts";
 import { createLogger } from "../../infra/log.ts";
@@ -449,12 +449,8 @@ export class MemoryLeases implements Pick<LeaseManager, "acquire" | "release"> {
     this.durationSeconds = durationSeconds;
   }
 
-  acquire(
-    name: string,
-    holder: string,
-    now: number,
-    annotations?: (current: Readonly<Record<string, string>>) => Record<string, string>,
-  ): Promise<LeaseResult> {
+  acquire(name: string, holder: string, now: number, opts: AcquireOptions = {}): Promise<LeaseResult> {
+    const { annotations } = opts;
     return this.c.call("leases.acquire", `${name} ${holder}`, () => {
       const cur = this.c.leases.get(name);
       const expires = cur ? Date.parse(cur.renewTime) + cur.durationSeconds * 1000 : 0;
@@ -467,7 +463,8 @@ export class MemoryLeases implements Pick<LeaseManager, "acquire" | "release"> {
         holder,
         acquireTime: cur?.holder === holder ? cur.acquireTime : t,
         renewTime: t,
-        durationSeconds: this.durationSeconds,
+        durationSeconds:
+          opts.durationMs !== undefined ? Math.ceil(opts.durationMs / 1000) : this.durationSeconds,
       });
       return { acquired: true, lease: { metadata: { name } } } as const;
     });
@@ -714,10 +711,16 @@ export class TestClock implements Clock {
   }
 }
 
-/** A handler context with a silent logger. */
+/** A handler context with a silent logger; deadline extensions are pushed to `extended`. */
 export function handlerContext(
   clock: Clock,
   signal: AbortSignal = new AbortController().signal,
+  extended: number[] = [],
 ): HandlerContext {
-  return { log: createLogger("test", { level: "silent" }), clock, signal };
+  return {
+    log: createLogger("test", { level: "silent" }),
+    clock,
+    signal,
+    extendDeadline: (until) => void extended.push(until),
+  };
 }

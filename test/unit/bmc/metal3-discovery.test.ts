@@ -143,7 +143,7 @@ describe("metal3 discovery through Machines", () => {
           driver: "ipmi",
           address: "ipmi://10.0.0.0",
           credentialsSecret: "worker-0-bmc",
-          timeoutMs: 10_000,
+          timeoutMs: 20_000,
           discovered: { kind: "BareMetalHost", namespace: "metal3", name: "worker-0" },
         },
       ],

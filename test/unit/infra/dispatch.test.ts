@@ -1,7 +1,8 @@
 // The dispatcher gives every delivered event exactly one recorded outcome (S5): invalid
 // → dead-letter with the issues; handled → processed/ignored with emitted envelopes that
 // continue the trace; retriable failures retried, then dead-lettered; rejected →
-// dead-letter; unsubscribed types skipped. Plain data, a manual clock, no servers.
+// dead-letter; unsubscribed types skipped; the handler deadline, which a handler may
+// extend (a power-off round) but never shorten. Plain data, a manual clock, no servers.
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { FastfenceError, InvalidInputError, RejectedEventError } from "../../../core/errors.ts";
@@ -10,7 +11,7 @@ import type { StageInfo } from "../../../functions/contract.ts";
 import type { EventHandler } from "../../../infra/runtime/contract.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
-import { createDispatcher, type CatalogView } from "../../../infra/runtime/dispatch.ts";
+import { createDispatcher, handlerDeadline, type CatalogView } from "../../../infra/runtime/dispatch.ts";
 
 const catalog: CatalogView = {
   parse: (raw) => {
@@ -157,6 +158,45 @@ describe("dispatcher", () => {
     const r = await d.dispatch(() => ev as never, signal);
     expect(r.kind).toBe("dead-letter");
   });
+
+  it("lets the handler extend its deadline (a power-off round), never shorten it", async () => {
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // handlerTimeoutMs is 200: extended to 600 ms from now, a 400 ms handler finishes
+    const d = setup(async (_e, ctx) => {
+      ctx.extendDeadline(Date.now() + 600);
+      ctx.extendDeadline(Date.now() + 50); // earlier: ignored
+      await sleep(400);
+      return { outcome: { kind: "processed" }, emit: [] };
+    });
+    expect(await d.dispatch(() => ev as never, signal)).toMatchObject({ kind: "done" });
+    // and the extended deadline still ends a handler that overruns it
+    let seen: AbortSignal | undefined;
+    const hung = setup((_e, ctx) => {
+      seen = ctx.signal;
+      ctx.extendDeadline(Date.now() + 300);
+      return new Promise(() => undefined);
+    });
+    const t0 = Date.now();
+    const r = await hung.dispatch(() => ev as never, signal);
+    expect(r.kind).toBe("dead-letter");
+    if (r.kind === "dead-letter")
+      expect(r.error.message).toMatch(/handler exceeded its deadline of 3\d\d ms/);
+    expect(seen?.aborted).toBe(true);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(3 * 290); // 3 attempts, each at its extended deadline
+  });
 });
 
-void ManualClock;
+describe("handlerDeadline", () => {
+  it("aborts at now + timeout, moves only later, and clears", async () => {
+    const clock = new ManualClock(1000);
+    const ctrl = new AbortController();
+    const dl = handlerDeadline(ctrl, clock, 100);
+    expect(dl.at()).toBe(1100);
+    dl.extend(5000);
+    dl.extend(2000);
+    expect(dl.at()).toBe(5000);
+    dl.clear();
+    await new Promise((r) => setTimeout(r, 150));
+    expect(ctrl.signal.aborted).toBe(false);
+  });
+});

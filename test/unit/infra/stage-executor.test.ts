@@ -19,7 +19,7 @@ import {
   type Decision,
 } from "../../../core/decision.ts";
 import { incidentName, statusOf, transition, type Attempt, type NodeFence } from "../../../core/incident.ts";
-import type { FencingPolicySpec } from "../../../core/policy.ts";
+import { ROUND_RECORD_MARGIN_MS, roundDeadline, type FencingPolicySpec } from "../../../core/policy.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import type { NodeSuspected } from "../../../events/schemas.ts";
@@ -70,6 +70,8 @@ import {
 const NAME = incidentName("a", BOOT.a);
 const LEASE = fenceLeaseName("a");
 const NOW = T0 + 1000;
+/** Just past the fencing Lease the fence stage takes (the policy's timeouts.leaseDurationMs). */
+const PAST_LEASE = policy().timeouts.leaseDurationMs + 1000;
 const TAINT = `+${OUT_OF_SERVICE_TAINT.key}`;
 const UNTAINT = `-${OUT_OF_SERVICE_TAINT.key}`;
 
@@ -524,14 +526,15 @@ describe("a lost race: another writer already made the transition", () => {
     let other: Awaited<ReturnType<ReturnType<typeof fenceHandler>>> | undefined;
     w.power.offScript = async (a) => {
       if (a.holder === FENCE.replica) {
-        // fence-0's BMC hangs past its Lease; fence-1 takes the round over and finishes it.
-        w.clock.advance(16_000);
+        // fence-0's BMC hangs past its Lease (the policy's leaseDurationMs); fence-1 takes
+        // the round over and finishes it.
+        w.clock.advance(PAST_LEASE);
         other = await fenceHandler(w, OTHER_FENCE)(fenceRequest(), w.ctx);
         return [
-          offAttempt(1, 16_000, { result: "timeout", readBackState: undefined, readBackAt: undefined }),
+          offAttempt(1, PAST_LEASE, { result: "timeout", readBackState: undefined, readBackAt: undefined }),
         ];
       }
-      return [offAttempt(1, 16_100, { by: a.holder })];
+      return [offAttempt(1, PAST_LEASE + 100, { by: a.holder })];
     };
     const r = await fenceHandler(w, FENCE)(fenceRequest(), w.ctx);
     expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
@@ -1050,6 +1053,21 @@ describe("the handler deadline: an aborted signal stops before the next action",
       expect(statusOf(w.c.incident(NAME)!).round).toBe(2);
     }
     expect(w.clock.sleeps).toEqual([2000]);
+  });
+
+  test("a power-off round moves the deadline to its own (start + powerOffTimeoutMs + margin), under the Lease", async () => {
+    const w = world();
+    w.c.seedIncident(confirmed("a"));
+    const extended: number[] = [];
+    w.power.offScript = (a) => {
+      expect(extended).toEqual([roundDeadline(NOW, a.timeoutMs)]); // before the BMC is touched
+      // the fencing Lease held meanwhile lasts the policy's leaseDurationMs, beyond that deadline
+      expect(w.c.leases.get(LEASE)?.durationSeconds).toBe(policy().timeouts.leaseDurationMs / 1000);
+      return [offAttempt(a.round, 1000)];
+    };
+    const r = await fenceHandler(w)(fenceRequest(), handlerContext(w.clock, w.abort.signal, extended));
+    expect(types(r.emit)).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(extended).toEqual([NOW + policy().timeouts.powerOffTimeoutMs + ROUND_RECORD_MARGIN_MS]);
   });
 });
 

@@ -73,4 +73,26 @@ describe("runtime config", () => {
       expect((err as InvalidInputError).issues.join()).toMatch(/FASTFENCE_GROUP_MODE/);
     }
   });
+
+  const issuesOf = (env: Record<string, string>): readonly string[] => {
+    try {
+      loadRuntimeConfig(env);
+    } catch (err) {
+      expect(err).toMatchObject({ code: "FF_INVALID_CONFIG" });
+      expect((err as Error).message).toMatch(/^invalid environment.*FASTFENCE_KUBE_TIMEOUT_MS/);
+      return (err as InvalidInputError).issues;
+    }
+    return [];
+  };
+
+  it("refuses settings that break the timeout chain, naming the variables", () => {
+    expect(issuesOf({ FASTFENCE_KUBE_TIMEOUT_MS: "2000", FASTFENCE_HANDLER_TIMEOUT_MS: "1500" })).toEqual([
+      "FASTFENCE_KUBE_TIMEOUT_MS: must be below FASTFENCE_HANDLER_TIMEOUT_MS (2000 ms ≥ 1500 ms): a handler makes at least one API request",
+    ]);
+    const [tooLong] = issuesOf({ FASTFENCE_KUBE_TIMEOUT_MS: "3000" });
+    expect(tooLong).toMatch(/^FASTFENCE_KUBE_TIMEOUT_MS: must be at most 2500 ms \(is 3000\)/);
+    expect(tooLong).toContain("5000 ms recording margin");
+    expect(issuesOf({ FASTFENCE_KUBE_TIMEOUT_MS: "2500", FASTFENCE_HANDLER_TIMEOUT_MS: "2501" })).toEqual([]);
+    expect(issuesOf({})).toEqual([]); // the defaults keep it
+  });
 });

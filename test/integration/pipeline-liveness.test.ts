@@ -4,9 +4,11 @@
 // - the fence replica driving a round dies with its node's API connections while the BMC
 //   is stuck; once the BMC heals and the driver's Lease has expired, another replica's
 //   reconciler records the round as interrupted and the retry fences the node;
-// - a BMC slower than the handler's deadline: every round ends recorded (FenceFailed with
+// - a BMC slower than its level's budget, under a handler deadline (1.5 s) shorter than the
+//   round: the round runs on its own deadline, every round ends recorded (FenceFailed with
 //   its timed-out attempt), never left in Fencing, and the node is fenced once the BMC
-//   answers in time again.
+//   answers in time again. (A round cut short by a deadline or shutdown is recorded too:
+//   test/unit/infra/stage-executor.test.ts.)
 import { describe, expect, it } from "vitest";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
@@ -80,7 +82,7 @@ describe("a driving fence replica dies mid-round", () => {
   });
 });
 
-describe("a BMC slower than the handler's deadline", () => {
+describe("a BMC slower than its level's budget, with a handler deadline shorter than the round", () => {
   const env = withEnv(async (scope) =>
     scope.add(
       await startPipelineCluster({

@@ -145,8 +145,11 @@ async function reset(l: Lab, s: Schedule, n: number): Promise<void> {
   }
   // The broken node first: the others' reset waits for every broker, its own included.
   if (s.broken) await resetAfter(l, "crash", s.broken, `-c${n}`);
-  for (const node of touched.filter((x) => x !== s.broken))
-    await resetAfter(l, "partial-partition", node, `-c${n}`);
+  // A node whose function replicas were crashed is power-cycled (they start at boot).
+  for (const node of touched.filter((x) => x !== s.broken)) {
+    const crashed = s.steps.some((x) => x.kind === "fn-crash" && x.node === node);
+    await resetAfter(l, crashed ? "function-crash" : "partial-partition", node, `-c${n}`);
+  }
 }
 
 function mergeResults(files: string[]): ChaosResult {

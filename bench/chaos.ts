@@ -47,6 +47,8 @@ interface ChaosResult {
 const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${l}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+/** How long the schedule waits for a step before going on with the next (it finishes in the background). */
+const INJECT_WAIT_MS = 2_000;
 let lab: Lab | undefined;
 for (const sig of ["SIGINT", "SIGTERM"] as const)
   process.once(sig, () => {
@@ -91,6 +93,7 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
   const errors: string[] = [];
   const tStart = Date.now();
   const pending = [...schedule.steps];
+  const injected: Promise<unknown>[] = [];
   const bound = checkLiveness({ schedule, t0: tStart, now: tStart, incidents: [], timings }).releaseBoundMs;
   const end = Math.max(SCHEDULE_MS, (bound ?? 0) + 2_000);
   // Inject every step on time; after the last one, stop following once everything settled.
@@ -99,9 +102,13 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
     while (pending[0] && pending[0].at <= now) {
       const s = pending.shift()!;
       say(`  #${n} +${(now / 1000).toFixed(1)}s ${s.kind} ${s.node}`);
-      await inject(l, s).catch((err: unknown) =>
+      // A step may take long to complete (stopping replicas whose broker just died): the
+      // schedule goes on after INJECT_WAIT_MS and the step finishes in the background.
+      const step = inject(l, s).catch((err: unknown) =>
         errors.push(`${s.kind} ${s.node}: ${err instanceof Error ? err.message : String(err)}`),
       );
+      injected.push(step);
+      await Promise.race([step, sleep(INJECT_WAIT_MS)]);
     }
     if (now >= end) break;
     if (!pending.length && now > (schedule.steps.at(-1)?.at ?? 0) + 5_000) {
@@ -114,6 +121,8 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
     await sleep(Math.min(1_000, (pending[0]?.at ?? end) - now));
   }
   const followedMs = Date.now() - tStart;
+  // Steps still finishing (at most one more minute), before the checks and the reset.
+  await Promise.race([Promise.all(injected), sleep(60_000)]);
   const spec: ScenarioSpec = {
     faulted: schedule.broken !== undefined,
     baseline: false,

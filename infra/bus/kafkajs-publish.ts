@@ -99,11 +99,11 @@ export class HedgedPublisher {
   async publish(
     topic: string,
     records: readonly KafkaRecord[],
-    opts: { acks?: "leader" | "all" } = {},
+    opts: { acks?: "leader" | "all"; hedge?: boolean } = {},
   ): Promise<void> {
     const acks = opts.acks ?? this.cfg.acks;
     const p = await this.producer();
-    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
+    const n = this.cfg.hedgeAfterMs > 0 && opts.hedge !== false ? await this.partitionCount(topic) : 1;
     const first = this.firstPartition(topic, n);
     const maxSends = Math.min(n, 3);
     const send = (partition: number | undefined) =>

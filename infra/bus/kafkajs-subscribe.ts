@@ -1,12 +1,18 @@
 // Consumer-group subscriptions on kafkajs: one consumer per subscription, tuned so a dead
 // broker or group member costs seconds (short session, fetch and retry timings; the
 // failover fixes in kafkajs-failover.ts do the rest), offsets auto-committed only after
-// the handler resolved (at-least-once), and a consumer that kafkajs gives up on (a crash
+// the handler resolved (at-least-once; per record, or per slice of a fetched batch for a
+// subscriber that takes batches), and a consumer that kafkajs gives up on (a crash
 // it does not restart by itself) rebuilt after a second. Never logs record values.
 import type { Consumer, Kafka } from "kafkajs";
 import type { Logger } from "../log.ts";
 import type { SubscribeOptions, Subscription } from "./bus.ts";
 import { toRecord } from "./kafkajs-records.ts";
+
+/** Records handed to SubscribeOptions.onBatch at once, at most. */
+const BATCH_SLICE = 1000;
+/** Slices handled whose outcomes are still being recorded, at most. */
+const MAX_UNSETTLED = 4;
 
 /** The bus settings consumers use (KafkaBusConfig, defaults applied). */
 export interface ConsumerSettings {
@@ -72,12 +78,44 @@ export class GroupSubscriptions {
       try {
         await consumer.connect();
         await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
+        const onBatch = opts.onBatch?.bind(opts);
         await consumer.run({
           autoCommit: true,
           autoCommitInterval: 500,
-          eachMessage: async ({ topic, partition, message }) => {
-            await opts.onRecord(toRecord(topic, partition, message));
-          },
+          ...(onBatch
+            ? {
+                // Slices of at most BATCH_SLICE records: each slice's offsets are resolved
+                // (and committed within autoCommitInterval) only after the handler
+                // resolved, and the group is heartbeated between slices, so a fetch of
+                // thousands of records neither waits for its end to commit nor outlives
+                // the session.
+                eachBatchAutoResolve: false,
+                eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+                  const msgs = batch.messages;
+                  // Per slice: its offsets resolved once it and every earlier slice settled.
+                  const settled: Promise<void>[] = [];
+                  let failed = false;
+                  for (let i = 0; i < msgs.length && !failed && isRunning() && !isStale(); i += BATCH_SLICE) {
+                    const slice = msgs
+                      .slice(i, i + BATCH_SLICE)
+                      .map((m) => toRecord(batch.topic, batch.partition, m));
+                    const r = await onBatch(slice);
+                    const last = slice[slice.length - 1]!.offset;
+                    const p = Promise.all([settled.at(-1), r?.settled]).then(() => resolveOffset(last));
+                    p.catch(() => (failed = true)); // awaited below; stop taking more slices
+                    settled.push(p);
+                    // Bounded overlap: memory for at most MAX_UNSETTLED slices' outcomes.
+                    if (settled.length > MAX_UNSETTLED) await settled[settled.length - 1 - MAX_UNSETTLED];
+                    await heartbeat();
+                  }
+                  await Promise.all(settled);
+                },
+              }
+            : {
+                eachMessage: async ({ topic, partition, message }) => {
+                  await opts.onRecord(toRecord(topic, partition, message));
+                },
+              }),
         });
       } catch (err) {
         this.consumers.delete(consumer);

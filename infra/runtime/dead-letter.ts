@@ -61,14 +61,17 @@ function body(
     headers[k] = v;
     used += k.length + v.length;
   }
-  const reason = clip(error.message, l.reason);
+  // An InvalidInputError's message ends with its issues, which the record carries anyway.
+  const tail = allIssues.length ? `: ${allIssues.join("; ")}` : "";
+  const message = tail && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
+  const reason = clip(message, l.reason);
   const key = original.key === null ? undefined : clip(original.key, l.key);
   const truncated =
     value.length > l.value ||
     headersCut ||
     issues.length < allIssues.length ||
     issues.some((i, n) => i !== allIssues[n]) ||
-    reason !== error.message ||
+    reason !== message ||
     key !== (original.key ?? undefined);
   return {
     reason,

@@ -28,6 +28,23 @@ describe("deadLetterRecord bounds", () => {
     expect(body.truncated).toBeUndefined();
   });
 
+  it("gives an invalid event's issues once: in issues, not again in the reason", () => {
+    const body = DeadLetterSchema.parse(
+      JSON.parse(
+        deadLetterRecord(
+          invalid(["data.target: required", "data.at: required"]),
+          { key: null, value: Buffer.from("{}"), headers: {} },
+          origin,
+          0,
+        ).value!.toString(),
+      ),
+    );
+    expect(body).toMatchObject({
+      reason: "invalid event",
+      issues: ["data.target: required", "data.at: required"],
+    });
+  });
+
   it("truncates a record near Kafka's 1 MiB limit, says so, and fits", () => {
     const value = Buffer.alloc(1_000_000, 0x41);
     const rec = deadLetterRecord(invalid(["record too large"]), { key: "k", value, headers: {} }, origin, 0);

@@ -4,15 +4,49 @@
 // the handler resolved (at-least-once; per record, or per slice of a fetched batch for a
 // subscriber that takes batches), and a consumer that kafkajs gives up on (a crash
 // it does not restart by itself) rebuilt after a second. Never logs record values.
-import type { Consumer, Kafka } from "kafkajs";
+import type { Consumer, EachBatchHandler, Kafka } from "kafkajs";
 import type { Logger } from "../log.ts";
-import type { SubscribeOptions, Subscription } from "./bus.ts";
+import type { BusRecord, SubscribeOptions, Subscription } from "./bus.ts";
 import { toRecord } from "./kafkajs-records.ts";
 
 /** Records handed to SubscribeOptions.onBatch at once, at most. */
 const BATCH_SLICE = 1000;
 /** Slices handled whose outcomes are still being recorded, at most. */
 const MAX_UNSETTLED = 4;
+
+/**
+ * A fetched batch handed to `onBatch` in slices of at most BATCH_SLICE records, in order:
+ * a slice's offsets are resolved once it and every earlier slice have settled (their
+ * outcomes recorded), while later slices are already being handled (at most
+ * MAX_UNSETTLED unsettled, which bounds the memory they hold); the group is heartbeated
+ * between slices. A failure stops taking slices and, once the earlier ones have settled,
+ * redelivers from the first unresolved offset.
+ */
+export function inSlices(onBatch: NonNullable<SubscribeOptions["onBatch"]>): EachBatchHandler {
+  return async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+    const msgs = batch.messages;
+    const settled: Promise<void>[] = [];
+    let failed = false;
+    try {
+      for (let i = 0; i < msgs.length && !failed && isRunning() && !isStale(); i += BATCH_SLICE) {
+        const slice: BusRecord[] = msgs
+          .slice(i, i + BATCH_SLICE)
+          .map((m) => toRecord(batch.topic, batch.partition, m));
+        const r = await onBatch(slice);
+        const last = slice[slice.length - 1]!.offset;
+        const p = Promise.all([settled.at(-1), r?.settled]).then(() => resolveOffset(last));
+        p.catch(() => (failed = true)); // awaited below
+        settled.push(p);
+        if (settled.length > MAX_UNSETTLED) await settled[settled.length - 1 - MAX_UNSETTLED];
+        await heartbeat();
+      }
+    } catch (err) {
+      await Promise.allSettled(settled);
+      throw err;
+    }
+    await Promise.all(settled);
+  };
+}
 
 /** The bus settings consumers use (KafkaBusConfig, defaults applied). */
 export interface ConsumerSettings {
@@ -84,32 +118,11 @@ export class GroupSubscriptions {
           autoCommitInterval: 500,
           ...(onBatch
             ? {
-                // Slices of at most BATCH_SLICE records: each slice's offsets are resolved
-                // (and committed within autoCommitInterval) only after the handler
-                // resolved, and the group is heartbeated between slices, so a fetch of
+                // Resolved offsets are committed within autoCommitInterval, so a fetch of
                 // thousands of records neither waits for its end to commit nor outlives
-                // the session.
+                // the session (inSlices heartbeats).
                 eachBatchAutoResolve: false,
-                eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
-                  const msgs = batch.messages;
-                  // Per slice: its offsets resolved once it and every earlier slice settled.
-                  const settled: Promise<void>[] = [];
-                  let failed = false;
-                  for (let i = 0; i < msgs.length && !failed && isRunning() && !isStale(); i += BATCH_SLICE) {
-                    const slice = msgs
-                      .slice(i, i + BATCH_SLICE)
-                      .map((m) => toRecord(batch.topic, batch.partition, m));
-                    const r = await onBatch(slice);
-                    const last = slice[slice.length - 1]!.offset;
-                    const p = Promise.all([settled.at(-1), r?.settled]).then(() => resolveOffset(last));
-                    p.catch(() => (failed = true)); // awaited below; stop taking more slices
-                    settled.push(p);
-                    // Bounded overlap: memory for at most MAX_UNSETTLED slices' outcomes.
-                    if (settled.length > MAX_UNSETTLED) await settled[settled.length - 1 - MAX_UNSETTLED];
-                    await heartbeat();
-                  }
-                  await Promise.all(settled);
-                },
+                eachBatch: inSlices(onBatch),
               }
             : {
                 eachMessage: async ({ topic, partition, message }) => {

@@ -31,6 +31,7 @@ import { IncidentStore } from "../infra/kube/incidents.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
 import { NodeOps } from "../infra/kube/nodes.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
+import { PolicyStatusReporter } from "../infra/kube/policy-status.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
@@ -118,7 +119,15 @@ export async function hostFunction(opts: {
     nodes: new NodeOps(kube),
     leases: new LeaseManager(kube, { namespace: ns }), // fencing Leases: the policy's leaseDurationMs
     leaseNamespace: ns,
-    policy: new PolicyReader(kube, config.FASTFENCE_POLICY),
+    policy: new PolicyReader(kube, config.FASTFENCE_POLICY, undefined, {
+      log,
+      metrics,
+      reporter: new PolicyStatusReporter(kube, {
+        component: def.name,
+        instance: config.FASTFENCE_REPLICA,
+        log,
+      }),
+    }),
     power: new BmcPowerExecutor(kube, ns, clock, metal3),
     metal3,
   };
@@ -126,6 +135,9 @@ export async function hostFunction(opts: {
   const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
   const handler = runner.handle;
   await warmUp(adapters.incidents, log);
+  // Read the policy once now, so an invalid one is reported at start, not at the first
+  // event. Errors are left to the first event (the API may be briefly down).
+  await adapters.policy.get(clock.now()).catch(() => undefined);
   const ownBus = !opts.bus;
   const needBus = "kafka" in opts.mode;
   let bus = opts.bus;

@@ -123,6 +123,37 @@ export function nodeFenceCrd(): Schema {
   };
 }
 
+/**
+ * The FencingPolicy's status, written by the functions (infra/kube/policy-status.ts), never
+ * by the user: metav1.Condition-shaped `conditions` (type `Valid`: whether fastfence could
+ * use the spec of `observedGeneration`), so `kubectl wait --for=condition=Valid` works.
+ */
+const FENCING_POLICY_STATUS: Schema = {
+  type: "object",
+  properties: {
+    observedGeneration: { type: "integer" },
+    message: { type: "string" },
+    conditions: {
+      type: "array",
+      maxItems: 8,
+      "x-kubernetes-list-type": "map",
+      "x-kubernetes-list-map-keys": ["type"],
+      items: {
+        type: "object",
+        required: ["type", "status", "reason", "lastTransitionTime"],
+        properties: {
+          type: { type: "string", maxLength: 316 },
+          status: { type: "string", enum: ["True", "False", "Unknown"] },
+          reason: { type: "string", maxLength: 1024 },
+          message: { type: "string", maxLength: 32768 },
+          observedGeneration: { type: "integer", minimum: 0 },
+          lastTransitionTime: { type: "string", format: "date-time" },
+        },
+      },
+    },
+  },
+};
+
 /** The FencingPolicy CustomResourceDefinition (knative/base/crds/fencingpolicy.yaml). */
 export function fencingPolicyCrd(): Schema {
   const s = crdSchemas();
@@ -151,6 +182,7 @@ export function fencingPolicyCrd(): Schema {
             { name: "Quorum", type: "integer", jsonPath: ".spec.corroboration.quorum" },
             { name: "MaxFenced", type: "integer", jsonPath: ".spec.stormGuard.maxConcurrentFenced" },
             { name: "PowerOn", type: "boolean", jsonPath: ".spec.powerOnAfterFence" },
+            { name: "Valid", type: "string", jsonPath: '.status.conditions[?(@.type=="Valid")].status' },
             { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
           ],
           schema: {
@@ -163,10 +195,7 @@ export function fencingPolicyCrd(): Schema {
                 kind: { type: "string" },
                 metadata: { type: "object" },
                 spec: { ...s.fencingPolicySpec, default: {} },
-                status: {
-                  type: "object",
-                  properties: { observedGeneration: { type: "integer" }, message: { type: "string" } },
-                },
+                status: FENCING_POLICY_STATUS,
               },
             },
           },

@@ -199,10 +199,23 @@ export const DeadLetterSchema = z
     partition: z.int().min(0),
     offset: z.string().min(1).describe("Kafka offset (string: int64)"),
     key: z.string().optional(),
-    originalBase64: z.string().describe("the original message value, base64"),
+    originalBase64: z
+      .string()
+      .describe("the original message value, base64 (only its first bytes when `truncated`)"),
     originalHeaders: z
       .record(z.string(), z.string())
-      .describe("original Kafka headers (values as UTF-8 or base64)"),
+      .describe("original Kafka headers (values as UTF-8 or base64; long ones cut when `truncated`)"),
+    truncated: z
+      .boolean()
+      .optional()
+      .describe(
+        "true when the copy was cut so the dead letter fits the topic (infra/runtime/dead-letter.ts): originalBase64 holds the first bytes, long keys, headers and issues are shortened",
+      ),
+    originalBytes: z.int().min(0).optional().describe("size of the original value, bytes"),
+    originalSha256: z
+      .string()
+      .optional()
+      .describe("SHA-256 of the whole original value (hex), to match a truncated copy to the record"),
     failedAt: Time,
   })
   .describe("A message that could not be processed, with the reason and the original bytes.");

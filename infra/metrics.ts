@@ -1,7 +1,7 @@
 // Prometheus metrics for one function process, served on /metrics by both runtimes.
 // Label values are event types, topics, function names and outcome kinds only: never
 // node-specific data with unbounded cardinality, never secrets.
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 
 export interface FunctionMetrics {
   registry: Registry;
@@ -20,6 +20,13 @@ export interface FunctionMetrics {
    * definition shared by every refusal path (HTTP authentication, evidence checks).
    */
   inputsRefused: Counter<"stage" | "reason">;
+  /**
+   * 1 while the FencingPolicy read last was valid, 0 while it is invalid (the last valid one
+   * stays in force, or none: infra/kube/policy.ts). Alert on 0.
+   */
+  policyValid: Gauge<"policy">;
+  /** Invalid FencingPolicy generations this process found (once per generation, not per read). */
+  policyInvalid: Counter<"policy">;
 }
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
@@ -79,6 +86,18 @@ export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}
       name: "fastfence_inputs_refused_total",
       help: "Inputs refused before handling (unauthenticated delivery, untrusted evidence), by stage and reason.",
       labelNames: ["stage", "reason"],
+      registers: [registry],
+    }),
+    policyValid: new Gauge({
+      name: "fastfence_policy_valid",
+      help: "1 if the FencingPolicy read last was valid, 0 if invalid (the last valid one stays in force, if any).",
+      labelNames: ["policy"],
+      registers: [registry],
+    }),
+    policyInvalid: new Counter({
+      name: "fastfence_policy_invalid_total",
+      help: "Invalid FencingPolicy generations found (once per generation).",
+      labelNames: ["policy"],
       registers: [registry],
     }),
   };

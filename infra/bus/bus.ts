@@ -30,6 +30,15 @@ export interface SubscribeOptions {
    * resolves; if it throws, the record is redelivered (at-least-once).
    */
   onRecord(rec: BusRecord): Promise<void>;
+  /**
+   * When given, used instead of onRecord: consecutive records of one partition (a slice of
+   * one fetch, in partition order), so the consumer can do its I/O once per batch (e.g.
+   * dead-letter them in one produce call). It resolves once the records are handled; the
+   * `settled` it may return resolves once their outcomes are recorded, which can overlap
+   * the next batch's handling. The batch's offsets are committed only after both (and
+   * after every earlier batch's); if either fails, the batch is redelivered.
+   */
+  onBatch?(recs: BusRecord[]): Promise<{ settled: Promise<void> } | undefined>;
 }
 
 export interface Subscription {
@@ -43,7 +52,18 @@ export interface Bus {
    * Publishes records. `acks` overrides the bus default: "leader" for events that are
    * re-emitted anyway (a dead follower never delays them), "all" for one-shot events.
    */
-  publish(topic: string, records: readonly KafkaRecord[], opts?: { acks?: "leader" | "all" }): Promise<void>;
+  publish(
+    topic: string,
+    records: readonly KafkaRecord[],
+    opts?: {
+      acks?: "leader" | "all";
+      /**
+       * false: one send, no hedged copies on other partitions (bulk records off the fencing
+       * path, e.g. dead letters, which a hedge would only duplicate under load). Default true.
+       */
+      hedge?: boolean;
+    },
+  ): Promise<void>;
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /** Every record currently in the topics, from the beginning (no consumer group). */
   readAll(topics: readonly string[], opts?: { timeoutMs?: number }): Promise<BusRecord[]>;

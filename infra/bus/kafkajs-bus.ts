@@ -130,7 +130,7 @@ export class KafkaJsBus implements Bus {
   publish(
     topic: string,
     records: readonly KafkaRecord[],
-    opts: { acks?: "leader" | "all" } = {},
+    opts: { acks?: "leader" | "all"; hedge?: boolean } = {},
   ): Promise<void> {
     return this.publisher.publish(topic, records, opts);
   }

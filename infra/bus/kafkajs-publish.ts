@@ -2,7 +2,8 @@
 // record goes to one partition (round-robin; events need no cross-partition order, the
 // incident state lives in the Kubernetes API); if that leader has not acknowledged within
 // hedgeAfterMs, the same record also goes to the next partition (up to 3), and later
-// records start elsewhere for a while. Duplicates are harmless (consumer writes are
+// records start elsewhere for a while; bulk records off the fencing path (dead letters)
+// ask for no hedge and get one send to a partition chosen the same way. Duplicates are harmless (consumer writes are
 // resourceVersion-guarded). Owns the bus's one producer; never logs record values.
 import type { Kafka, Producer } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
@@ -99,13 +100,15 @@ export class HedgedPublisher {
   async publish(
     topic: string,
     records: readonly KafkaRecord[],
-    opts: { acks?: "leader" | "all" } = {},
+    opts: { acks?: "leader" | "all"; hedge?: boolean } = {},
   ): Promise<void> {
     const acks = opts.acks ?? this.cfg.acks;
     const p = await this.producer();
     const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
     const first = this.firstPartition(topic, n);
-    const maxSends = Math.min(n, 3);
+    // Unhedged: one send, still to one chosen partition (kafkajs would otherwise hash
+    // every record's key to spread one call over all partitions, costly for bulk records).
+    const maxSends = opts.hedge === false ? 1 : Math.min(n, 3);
     const send = (partition: number | undefined) =>
       p.send({
         topic,

@@ -1,12 +1,52 @@
 // Consumer-group subscriptions on kafkajs: one consumer per subscription, tuned so a dead
 // broker or group member costs seconds (short session, fetch and retry timings; the
 // failover fixes in kafkajs-failover.ts do the rest), offsets auto-committed only after
-// the handler resolved (at-least-once), and a consumer that kafkajs gives up on (a crash
+// the handler resolved (at-least-once; per record, or per slice of a fetched batch for a
+// subscriber that takes batches), and a consumer that kafkajs gives up on (a crash
 // it does not restart by itself) rebuilt after a second. Never logs record values.
-import type { Consumer, Kafka } from "kafkajs";
+import type { Consumer, EachBatchHandler, Kafka } from "kafkajs";
 import type { Logger } from "../log.ts";
-import type { SubscribeOptions, Subscription } from "./bus.ts";
+import type { BusRecord, SubscribeOptions, Subscription } from "./bus.ts";
 import { toRecord } from "./kafkajs-records.ts";
+
+/** Records handed to SubscribeOptions.onBatch at once, at most. */
+const BATCH_SLICE = 1000;
+/** Slices handled whose outcomes are still being recorded, at most. */
+const MAX_UNSETTLED = 4;
+
+/**
+ * A fetched batch handed to `onBatch` in slices of at most BATCH_SLICE records, in order:
+ * a slice's offsets are resolved once it and every earlier slice have settled (their
+ * outcomes recorded), while later slices are already being handled (at most
+ * MAX_UNSETTLED unsettled, which bounds the memory they hold); the group is heartbeated
+ * between slices. A failure stops taking slices and, once the earlier ones have settled,
+ * redelivers from the first unresolved offset.
+ */
+export function inSlices(onBatch: NonNullable<SubscribeOptions["onBatch"]>): EachBatchHandler {
+  return async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+    const msgs = batch.messages;
+    const settled: Promise<void>[] = [];
+    let failed = false;
+    try {
+      for (let i = 0; i < msgs.length && !failed && isRunning() && !isStale(); i += BATCH_SLICE) {
+        const slice: BusRecord[] = msgs
+          .slice(i, i + BATCH_SLICE)
+          .map((m) => toRecord(batch.topic, batch.partition, m));
+        const r = await onBatch(slice);
+        const last = slice[slice.length - 1]!.offset;
+        const p = Promise.all([settled.at(-1), r?.settled]).then(() => resolveOffset(last));
+        p.catch(() => (failed = true)); // awaited below
+        settled.push(p);
+        if (settled.length > MAX_UNSETTLED) await settled[settled.length - 1 - MAX_UNSETTLED];
+        await heartbeat();
+      }
+    } catch (err) {
+      await Promise.allSettled(settled);
+      throw err;
+    }
+    await Promise.all(settled);
+  };
+}
 
 /** The bus settings consumers use (KafkaBusConfig, defaults applied). */
 export interface ConsumerSettings {
@@ -72,12 +112,23 @@ export class GroupSubscriptions {
       try {
         await consumer.connect();
         await consumer.subscribe({ topics: [...opts.topics], fromBeginning: opts.fromBeginning ?? false });
+        const onBatch = opts.onBatch?.bind(opts);
         await consumer.run({
           autoCommit: true,
           autoCommitInterval: 500,
-          eachMessage: async ({ topic, partition, message }) => {
-            await opts.onRecord(toRecord(topic, partition, message));
-          },
+          ...(onBatch
+            ? {
+                // Resolved offsets are committed within autoCommitInterval, so a fetch of
+                // thousands of records neither waits for its end to commit nor outlives
+                // the session (inSlices heartbeats).
+                eachBatchAutoResolve: false,
+                eachBatch: inSlices(onBatch),
+              }
+            : {
+                eachMessage: async ({ topic, partition, message }) => {
+                  await opts.onRecord(toRecord(topic, partition, message));
+                },
+              }),
         });
       } catch (err) {
         this.consumers.delete(consumer);

@@ -1,7 +1,13 @@
 // Reads the cluster-scoped FencingPolicy (name "default" unless configured) and resolves
 // it with the schema's defaults. Cached for a short time so a burst of events costs one
-// read. An invalid policy is an error naming the bad fields, never silently replaced by
-// defaults; a missing policy means the defaults.
+// read; a missing policy means the defaults. An invalid policy (one the CRD let through but
+// the schema refuses, e.g. stored before a stricter CRD was installed) is never silently
+// replaced by the defaults, which might fence where the user's policy would not: the last
+// valid policy this process read stays in force, and if there was none since it started,
+// get() throws FF_INVALID_CONFIG naming the bad fields (every event that needs the policy
+// is dead-lettered) — never a guess. Either way it is loud: an error log line naming the
+// fields and the metric fastfence_policy_valid 0 (once per generation, not per event), and,
+// with a reporter, the policy's `Valid` condition and an Event (policy-status.ts).
 import { InvalidInputError } from "../../core/errors.ts";
 import {
   FENCING_POLICY_GROUP,
@@ -9,47 +15,105 @@ import {
   FencingPolicySpecSchema,
   type FencingPolicySpec,
 } from "../../core/policy.ts";
+import type { Logger } from "../log.ts";
+import type { FunctionMetrics } from "../metrics.ts";
 import { KubeApiError, type Kube } from "./client.ts";
+import type { FencingPolicyObject, PolicyStatusReporter, PolicyVerdict } from "./policy-status.ts";
+
+export interface PolicyReaderOptions {
+  log?: Logger;
+  metrics?: Pick<FunctionMetrics, "policyValid" | "policyInvalid">;
+  /** Writes the policy's condition and Events; without it only the log and metric say it. */
+  reporter?: PolicyStatusReporter;
+}
 
 export class PolicyReader {
   private readonly kube: Kube;
   private readonly name: string;
   private readonly ttlMs: number;
+  private readonly opts: PolicyReaderOptions;
   private cached: { at: number; policy: FencingPolicySpec } | undefined;
+  /** The last valid policy read since this process started, and its generation. */
+  private inForce: { policy: FencingPolicySpec; generation: number } | undefined;
+  /** What the last read found ("<generation>/<valid>"), so the log says each change once. */
+  private lastSeen = "";
+  private reporting: Promise<void> | undefined;
+
   /**
    * @param ttlMs how long a read policy is reused, ms. Default 5000: policy edits take
-   *   effect within this time; longer saves API reads during an incident.
+   *   effect (and an invalid edit is reported) within this time; longer saves API reads
+   *   during an incident.
    */
-  constructor(kube: Kube, name = "default", ttlMs = 5000) {
+  constructor(kube: Kube, name = "default", ttlMs = 5000, opts: PolicyReaderOptions = {}) {
     this.kube = kube;
     this.name = name;
     this.ttlMs = ttlMs;
+    this.opts = opts;
   }
 
   async get(now: number): Promise<FencingPolicySpec> {
     if (this.cached && now - this.cached.at < this.ttlMs) return this.cached.policy;
-    let spec: unknown = {};
+    let obj: FencingPolicyObject | undefined;
     try {
-      const obj = (await this.kube.call(`read fencingpolicy ${this.name}`, (a) =>
+      obj = (await this.kube.call(`read fencingpolicy ${this.name}`, (a) =>
         a.custom.getClusterCustomObject({
           group: FENCING_POLICY_GROUP,
           version: FENCING_POLICY_VERSION,
           plural: "fencingpolicies",
           name: this.name,
         }),
-      )) as { spec?: unknown };
-      spec = obj.spec ?? {};
+      )) as FencingPolicyObject;
     } catch (err) {
       if (!(err instanceof KubeApiError && err.status === 404)) throw err;
     }
-    const r = FencingPolicySpecSchema.safeParse(spec);
-    if (!r.success)
-      throw new InvalidInputError(
-        "FF_INVALID_CONFIG",
-        `FencingPolicy ${this.name} is invalid`,
-        r.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`),
-      );
-    this.cached = { at: now, policy: r.data };
-    return r.data;
+    const generation = obj?.metadata?.generation ?? 0;
+    const r = FencingPolicySpecSchema.safeParse(obj?.spec ?? {});
+    if (r.success) {
+      this.inForce = { policy: r.data, generation };
+      this.cached = { at: now, policy: r.data };
+      this.seen(obj, generation, { valid: true }, now);
+      return r.data;
+    }
+    const issues = r.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`);
+    const verdict: PolicyVerdict = {
+      valid: false,
+      issues,
+      ...(this.inForce ? { inForceGeneration: this.inForce.generation } : {}),
+    };
+    this.seen(obj, generation, verdict, now);
+    if (this.inForce) {
+      this.cached = { at: now, policy: this.inForce.policy };
+      return this.inForce.policy;
+    }
+    throw new InvalidInputError("FF_INVALID_CONFIG", `FencingPolicy ${this.name} is invalid`, issues);
+  }
+
+  /** Resolves when the report started by the last read (if any) is done. For tests. */
+  async settled(): Promise<void> {
+    await this.reporting;
+  }
+
+  private seen(obj: FencingPolicyObject | undefined, generation: number, v: PolicyVerdict, now: number) {
+    const { log, metrics, reporter } = this.opts;
+    metrics?.policyValid.set({ policy: this.name }, v.valid ? 1 : 0);
+    const key = `${generation}/${v.valid}`;
+    if (key !== this.lastSeen) {
+      const wasInvalid = this.lastSeen.endsWith("/false");
+      this.lastSeen = key;
+      const base = { incident: "none", node: "none", policy: this.name, generation };
+      if (!v.valid) {
+        metrics?.policyInvalid.inc({ policy: this.name });
+        log?.error(
+          { ...base, issues: v.issues, inForceGeneration: v.inForceGeneration ?? null },
+          v.inForceGeneration !== undefined
+            ? "FencingPolicy is invalid; the last valid policy stays in force"
+            : "FencingPolicy is invalid and no valid policy was read since start; events that need it are dead-lettered",
+        );
+      } else if (wasInvalid) log?.info(base, "FencingPolicy is valid again");
+    }
+    // The stored condition is compared on every read (it came with the object), so a
+    // report lost to a conflict or an API error is made again on a later read.
+    if (reporter && obj && !this.reporting)
+      this.reporting = reporter.report(obj, v, now).finally(() => (this.reporting = undefined));
   }
 }

@@ -3,8 +3,9 @@
 // handler with a deadline (which the handler may extend, never shorten), retry retriable failures with backoff, and turn everything
 // into exactly one recorded outcome (S5): processed / ignored with the emitted events,
 // or a dead-letter record with the reason (a rejected outcome's stable code included).
-// Every ignored or rejected log line carries the outcome's code (core/reasons.ts). It
-// never throws for bad input, and it never drops an event silently.
+// Every ignored or rejected log line carries the outcome's code (core/reasons.ts); invalid
+// events are logged at most INVALID_LINES_PER_SECOND a second (a flood is counted, not
+// logged line by line). It never throws for bad input, and it never drops an event silently.
 import {
   FastfenceError,
   InvalidInputError,
@@ -95,6 +96,39 @@ export interface Dispatcher {
   dispatch(decode: () => Record<string, unknown>, signal: AbortSignal): Promise<DispatchResult>;
 }
 
+/**
+ * Invalid-event log lines per second, at most: a flood of bad records must not cost a log
+ * line each (they are all counted in fastfence_events_dead_lettered_total and all in the
+ * dead-letter topic); the next line says how many were not logged (`suppressed`).
+ */
+const INVALID_LINES_PER_SECOND = 10;
+
+/** A per-second budget of log lines that counts the lines it refused. */
+export class LogBudget {
+  private readonly perSecond: number;
+  private windowStart = -Infinity;
+  private used = 0;
+  private skipped = 0;
+  constructor(perSecond: number) {
+    this.perSecond = perSecond;
+  }
+  /** undefined: do not log; else log, with this many lines skipped since the last one. */
+  take(nowMs: number): number | undefined {
+    if (nowMs - this.windowStart >= 1000) {
+      this.windowStart = nowMs;
+      this.used = 0;
+    }
+    if (this.used >= this.perSecond) {
+      this.skipped++;
+      return undefined;
+    }
+    this.used++;
+    const skipped = this.skipped;
+    this.skipped = 0;
+    return skipped;
+  }
+}
+
 export function createDispatcher(opts: {
   def: StageInfo;
   handler: EventHandler;
@@ -109,6 +143,7 @@ export function createDispatcher(opts: {
   const cfg = { ...DEFAULT_DISPATCH, ...opts.config };
   const subscribed = new Set(def.subscriptions.flatMap((s) => s.types));
   const fn = def.name;
+  const invalidLines = new LogBudget(INVALID_LINES_PER_SECOND);
 
   async function runHandler(event: FfEvent, elog: Logger, outer: AbortSignal) {
     for (let attempt = 1; ; attempt++) {
@@ -150,7 +185,12 @@ export function createDispatcher(opts: {
         metrics.eventsIn.inc({ function: fn, type: "invalid" });
         metrics.outcomes.inc({ function: fn, outcome: "invalid" });
         metrics.deadLettered.inc({ function: fn, code: e.code });
-        log.warn({ incident: "none", node: "unknown", err: e.toJSON() }, "invalid event; dead-lettered");
+        const suppressed = invalidLines.take(clock.now());
+        if (suppressed !== undefined)
+          log.warn(
+            { incident: "none", node: "unknown", err: e.toJSON(), ...(suppressed ? { suppressed } : {}) },
+            "invalid event; dead-lettered",
+          );
         return { kind: "dead-letter", error: e };
       }
       metrics.eventsIn.inc({ function: fn, type: event.type });

@@ -4,21 +4,30 @@
 // through the shared dispatcher; emitted events are published and the offset is
 // committed only after that (at-least-once; handlers are idempotent through
 // resourceVersion-guarded writes); copies of a fact it already handled (events/catalog.ts
-// factKey) are skipped. Invalid, failed or rejected records go to the dead-letter topic
-// with the original bytes (a rejected one with the stage's reason code). It never
-// commits an offset for a record whose outcome was not recorded.
-import { FastfenceError } from "../../core/errors.ts";
+// factKey) are skipped, and so are other stages' event types (by the ce_type header,
+// before any decoding). Invalid, oversized, failed or rejected records go to the
+// dead-letter topic with the original bytes (truncated when large; a rejected one with
+// the stage's reason code), in as few produce calls per fetched batch as fit, so a flood
+// of bad records costs little and never stalls a partition. It never commits an offset
+// for a record whose outcome was not recorded.
+import { FastfenceError, InvalidInputError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
-import { acksFor, factKey } from "../../events/catalog.ts";
-import { decodeKafka, encodeKafka } from "../../events/codec.ts";
+import { acksFor, factKey, isEventType } from "../../events/catalog.ts";
+import { decodeKafka, encodeKafka, type KafkaRecord } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import type { StageInfo } from "../../functions/contract.ts";
 import type { EventHandler } from "./contract.ts";
 import type { Bus, BusRecord, Subscription } from "../bus/bus.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
-import { deadLetterRecord } from "./dead-letter.ts";
+import { byteBatches, deadLetterRecord } from "./dead-letter.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
+
+/**
+ * Largest record taken as an event, bytes. Events are a few KiB; a larger record is
+ * dead-lettered (with a truncated copy) without being decoded.
+ */
+export const MAX_EVENT_BYTES = 256 * 1024;
 
 export interface KafkaRuntimeConfig {
   /**
@@ -98,14 +107,36 @@ export async function startKafkaRuntime(opts: {
   // instead of re-running the handler (API reads, re-emits) on machines that are busy
   // fencing. An optimisation only: every handler is idempotent.
   const handled = new RecentIds(4096);
+  const subscribed = new Set(def.subscriptions.flatMap((s) => s.types));
 
-  async function onRecord(rec: BusRecord): Promise<void> {
-    let raw: Record<string, unknown> | undefined;
-    try {
-      raw = decodeKafka(rec);
-    } catch {
-      // the dispatcher decodes again and dead-letters it with the reason
+  /**
+   * One record's outcome: handled (emitted events published), skipped, or a dead letter
+   * that the caller must publish before the record's offset is committed (S5).
+   */
+  async function handle(rec: BusRecord): Promise<KafkaRecord | undefined> {
+    const size = rec.value?.length ?? 0;
+    if (size <= MAX_EVENT_BYTES) {
+      // Cheap rejection: a known type this function does not subscribe to (another
+      // stage's event on a shared topic) is skipped before decoding and validation.
+      const type = rec.headers.ce_type;
+      if (type !== undefined && isEventType(type) && !subscribed.has(type)) {
+        opts.metrics.eventsIn.inc({ function: def.name, type });
+        return undefined;
+      }
     }
+    let raw: Record<string, unknown> | undefined;
+    let undecodable: unknown;
+    if (size > MAX_EVENT_BYTES)
+      undecodable = new InvalidInputError(
+        "FF_INVALID_EVENT",
+        `record of ${size} bytes is larger than any event (limit ${MAX_EVENT_BYTES} bytes)`,
+      );
+    else
+      try {
+        raw = decodeKafka(rec);
+      } catch (err) {
+        undecodable = err; // the dispatcher dead-letters it with this reason
+      }
     const fact = raw ? factKey(raw) : undefined;
     if (fact !== undefined && handled.has(fact)) {
       opts.metrics.outcomes.inc({ function: def.name, outcome: "duplicate" });
@@ -113,31 +144,30 @@ export async function startKafkaRuntime(opts: {
         { incident: "none", node: rec.key ?? "unknown", eventId: raw?.id, fact },
         "copy of a handled event skipped",
       );
-      return;
+      return undefined;
     }
-    const result = await dispatcher.dispatch(() => raw ?? decodeKafka(rec), stopping.signal);
+    const decode = () => {
+      if (raw) return raw;
+      throw undecodable;
+    };
+    const result = await dispatcher.dispatch(decode, stopping.signal);
     if (result.kind === "dead-letter" && stopping.signal.aborted) {
       // Shutting down mid-delivery: leave the offset uncommitted so the record is
       // redelivered (to this group's next member or this replica's restart), not dead-lettered.
       throw result.error;
     }
-    if (result.kind === "dead-letter") {
-      await bus.publish(catalog.deadLetterTopic, [
-        deadLetterRecord(
-          result.error,
-          rec,
-          {
-            consumer: `${def.name}/${config.replica}`,
-            topic: rec.topic,
-            partition: rec.partition,
-            offset: rec.offset,
-          },
-          clock.now(),
-        ),
-      ]);
-      opts.onResult?.(rec, []);
-      return;
-    }
+    if (result.kind === "dead-letter")
+      return deadLetterRecord(
+        result.error,
+        rec,
+        {
+          consumer: `${def.name}/${config.replica}`,
+          topic: rec.topic,
+          partition: rec.partition,
+          offset: rec.offset,
+        },
+        clock.now(),
+      );
     if (result.kind === "done") {
       const byTopic = new Map<string, FfEvent[]>();
       for (const ev of result.emitted) {
@@ -151,6 +181,29 @@ export async function startKafkaRuntime(opts: {
       if (fact !== undefined) handled.add(fact);
       opts.onResult?.(rec, result.emitted);
     }
+    return undefined;
+  }
+
+  /**
+   * Consecutive records of one partition: each handled in order, then the batch's dead
+   * letters published in as few produce calls as fit (byteBatches), unhedged, while the
+   * bus hands over the next batch — so a valid event never waits for the dead letters
+   * before it. `settled` is what lets the bus commit the batch's offsets: no offset is
+   * committed before its dead letter is acknowledged (S5).
+   */
+  async function onBatch(recs: BusRecord[]): Promise<{ settled: Promise<void> } | undefined> {
+    const dead: { rec: BusRecord; letter: KafkaRecord }[] = [];
+    for (const rec of recs) {
+      const letter = await handle(rec);
+      if (letter) dead.push({ rec, letter });
+    }
+    if (!dead.length) return undefined;
+    const settled = (async () => {
+      for (const group of byteBatches(dead.map((d) => d.letter)))
+        await bus.publish(catalog.deadLetterTopic, group, { hedge: false });
+      for (const d of dead) opts.onResult?.(d.rec, []);
+    })();
+    return { settled };
   }
 
   // Brokers may still be starting (or one may be down): keep trying to join for a while
@@ -159,7 +212,13 @@ export async function startKafkaRuntime(opts: {
   const deadline = clock.now() + (config.subscribeTimeoutMs ?? 120_000);
   for (let attempt = 1; !sub; attempt++) {
     try {
-      sub = await bus.subscribe({ groupId, topics, fromBeginning: false, onRecord });
+      sub = await bus.subscribe({
+        groupId,
+        topics,
+        fromBeginning: false,
+        onRecord: async (rec) => void (await (await onBatch([rec]))?.settled),
+        onBatch,
+      });
     } catch (err) {
       if (clock.now() > deadline)
         throw new FastfenceError(

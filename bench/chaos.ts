@@ -18,7 +18,7 @@ import { Lab } from "../lab/lab.ts";
 import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
 import { timelineSvg, writeReport } from "../lab/report.ts";
 import type { ScenarioSpec } from "../lab/scenarios.ts";
-import { readState, teardownFromState } from "../lab/state.ts";
+import { readState, tearDownOnSignals, teardownFromState } from "../lab/state.ts";
 import { check } from "../lab/trial-check.ts";
 import { resetAfter, startOf } from "../lab/trial.ts";
 import type { Violation } from "../lab/invariants.ts";
@@ -50,12 +50,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 /** How long the schedule waits for a step before going on with the next (it finishes in the background). */
 const INJECT_WAIT_MS = 2_000;
 let lab: Lab | undefined;
-for (const sig of ["SIGINT", "SIGTERM"] as const)
-  process.once(sig, () => {
-    const st = readState();
-    if (st) teardownFromState(st);
-    process.exit(130);
-  });
+tearDownOnSignals(["SIGINT", "SIGTERM"], 130);
 
 /** Runs one step of a schedule on the lab. */
 async function inject(l: Lab, s: ChaosStep): Promise<void> {

@@ -10,7 +10,7 @@
 //   node bench/lab.ts [--trials 20] [--other 3] [--baseline 1] [--scenarios crash,hang,...]
 import { parseArgs } from "node:util";
 import { Lab } from "../lab/lab.ts";
-import { readState, teardownFromState } from "../lab/state.ts";
+import { tearDownOnSignals } from "../lab/state.ts";
 import { percentiles, percentileSvg, writeReport, type Percentiles } from "../lab/report.ts";
 import { runTrial, type Scenario, type TrialResult } from "../lab/trial.ts";
 
@@ -40,13 +40,7 @@ const SCALE = 10;
 const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${l}`);
 let lab: Lab | undefined;
-// harness/env's own exit handler exits synchronously after ours, so tear down synchronously.
-for (const sig of ["SIGINT", "SIGTERM"] as const)
-  process.once(sig, () => {
-    const st = readState();
-    if (st) teardownFromState(st);
-    process.exit(130);
-  });
+tearDownOnSignals(["SIGINT", "SIGTERM"], 130);
 
 function stats(rs: TrialResult[]): Record<string, Percentiles> {
   return Object.fromEntries(PHASES.map((p) => [p, percentiles(rs.map((r) => r[p]))]));

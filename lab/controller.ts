@@ -6,7 +6,7 @@
 // everything down and exits. Never listens beyond loopback for control.
 import { createServer } from "node:http";
 import { Lab, type BmcFault } from "./lab.ts";
-import { readState, teardownFromState, writeState } from "./state.ts";
+import { readState, tearDownOnSignals, writeState } from "./state.ts";
 
 const nodes = Number(process.env.FASTFENCE_LAB_NODES ?? 3);
 const bmc = (process.env.FASTFENCE_LAB_BMC ?? "mixed") as "mixed" | "ipmi" | "redfish";
@@ -24,13 +24,7 @@ async function shutdown(code: number): Promise<never> {
   }
   process.exit(code);
 }
-// harness/env's own exit handler exits synchronously after ours, so tear down synchronously.
-for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const)
-  process.once(sig, () => {
-    const st = readState();
-    if (st) teardownFromState(st);
-    process.exit(0);
-  });
+tearDownOnSignals(["SIGTERM", "SIGINT", "SIGHUP"], 0);
 
 type Handler = (q: URLSearchParams) => Promise<unknown>;
 const need = (q: URLSearchParams, k: string) => {

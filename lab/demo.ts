@@ -6,7 +6,7 @@
 import { formatTrace, selectChain, traceRows } from "../cli/trace-format.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { Lab } from "./lab.ts";
-import { readState, teardownFromState } from "./state.ts";
+import { tearDownOnSignals } from "./state.ts";
 import { timelineSvg, writeReport } from "./report.ts";
 import { runTrial, type TrialResult } from "./trial.ts";
 
@@ -38,14 +38,7 @@ const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${l}`);
 
 let lab: Lab | undefined;
-// harness/env's own exit handler exits synchronously after ours, so tear down synchronously.
-for (const sig of ["SIGINT", "SIGTERM"] as const)
-  process.once(sig, () => {
-    console.error(`\n${sig}: tearing the lab down`);
-    const st = readState();
-    if (st) teardownFromState(st);
-    process.exit(130);
-  });
+tearDownOnSignals(["SIGINT", "SIGTERM"], 130, (sig) => console.error(`\n${sig}: tearing the lab down`));
 
 async function main(): Promise<number> {
   say(

@@ -252,3 +252,21 @@ export function teardownFromState(s: LabState): string[] {
   rmSync(STATE_PATH, { force: true });
   return done;
 }
+
+/**
+ * On these signals, tear the lab down from its state file and exit with `code`. Synchronous:
+ * harness/env's own exit handler exits synchronously after ours. `say` is called first.
+ */
+export function tearDownOnSignals(
+  signals: readonly NodeJS.Signals[],
+  code: number,
+  say?: (sig: NodeJS.Signals) => void,
+): void {
+  for (const sig of signals)
+    process.once(sig, () => {
+      say?.(sig);
+      const st = readState();
+      if (st) teardownFromState(st);
+      process.exit(code);
+    });
+}

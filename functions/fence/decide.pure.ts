@@ -26,6 +26,7 @@ import {
   type Action,
   type DecideInput,
   type Decision,
+  type LeaseInfo,
   type NodeInfo,
   type Self,
   type View,
@@ -79,8 +80,8 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   let round: number;
   let waitUntil: number | undefined;
   const lease = view.lease;
-  const leaseExpires = lease?.renewTime ? ms(lease.renewTime) + lease.durationMs : Number.NEGATIVE_INFINITY;
-  const drivenByOther = lease?.holder && lease.holder !== self.replica && leaseExpires > now;
+  const held = liveHolder(lease, now);
+  const drivenByOther = held && held.holder !== self.replica ? held : undefined;
   if (st.phase === "Confirmed") {
     if (ev.type !== EVENT_TYPES.fenceRequested)
       return ignored("WrongPhase", `fence.failed for an incident in phase Confirmed`);
@@ -88,7 +89,7 @@ export function decide(input: DecideInput<FfEvent>): Decision {
     if (drivenByOther)
       return ignored(
         "DrivenByOtherReplica",
-        `fencing of ${name} starting by ${lease.holder} (lease until ${iso(leaseExpires)})`,
+        `fencing of ${name} starting by ${drivenByOther.holder} (lease until ${iso(drivenByOther.until)})`,
       );
     round = 1;
   } else if (st.phase === "FenceFailed") {
@@ -108,7 +109,7 @@ export function decide(input: DecideInput<FfEvent>): Decision {
     if (drivenByOther)
       return ignored(
         "DrivenByOtherReplica",
-        `fencing of ${name} in progress by ${lease.holder} (lease until ${iso(leaseExpires)})`,
+        `fencing of ${name} in progress by ${drivenByOther.holder} (lease until ${iso(drivenByOther.until)})`,
       );
     if (lease?.holder === self.replica)
       return ignored("DrivenByThisReplica", `fencing of ${name} already driven by this replica`);
@@ -144,6 +145,16 @@ export function onResult(input: DecideInput<unknown>): Decision {
     now,
     self,
   });
+}
+
+/** Who holds the node's fencing Lease now, if anyone (an expired Lease is held by nobody). */
+export function liveHolder(
+  lease: LeaseInfo | undefined,
+  now: number,
+): { holder: string; until: number } | undefined {
+  if (!lease?.holder) return undefined;
+  const until = ms(lease.renewTime) + lease.durationMs;
+  return Number.isFinite(until) && until > now ? { holder: lease.holder, until } : undefined;
 }
 
 /** A fencing round to start: the incident as read, its node, the round and when. */

@@ -17,13 +17,12 @@ import {
   rejected,
   type DecideInput,
   type Decision,
-  type LeaseInfo,
   type Resync,
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { Phase } from "../../core/incident.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
-import { failedData, onResult, startRound } from "./decide.pure.ts";
+import { failedData, liveHolder, onResult, startRound } from "./decide.pure.ts";
 
 /** The phases fence re-drives; the reconciler lists only incidents in these. */
 export const FENCE_RESYNC_PHASES: readonly Phase[] = ["Confirmed", "Fencing", "FenceFailed"];
@@ -36,16 +35,6 @@ export function locateResync(r: Resync): ViewRequest {
     cluster: false,
     discovery: true,
   };
-}
-
-/** Who holds the node's fencing Lease now, if anyone (an expired Lease is held by nobody). */
-function liveHolder(
-  lease: LeaseInfo | undefined,
-  now: number,
-): { holder: string; until: number } | undefined {
-  if (!lease?.holder) return undefined;
-  const until = ms(lease.renewTime) + lease.durationMs;
-  return Number.isFinite(until) && until > now ? { holder: lease.holder, until } : undefined;
 }
 
 export function resync(input: DecideInput<Resync>): Decision {

@@ -55,11 +55,22 @@ export function shippedAccessControl(opts: { skipPolicies?: readonly string[] } 
   ];
 }
 
-/** fastfence's CRDs (knative/base/crds) and KubeVirt's (the VMs it releases), Established. */
+/**
+ * fastfence's CRDs (knative/base/crds), KubeVirt's (the VMs it releases), and the ones of
+ * the planned work and remediators fastfence reads (NodeMaintenance, ClusterVersion,
+ * NodeHealthCheck, MachineHealthCheck): a real cluster has them from their operators.
+ */
 export async function applyFastfenceCrds(kc: KubeConfig): Promise<void> {
   await applyObjects(kc, [
     ...readManifests(join(ROOT, "knative/base/crds")),
     ...readManifests(join(THIRD_PARTY_CRDS, "kubevirt.io")),
+    ...readManifests(join(THIRD_PARTY_CRDS, "nodemaintenance.medik8s.io")),
+    ...readManifests(join(THIRD_PARTY_CRDS, "config.openshift.io")),
+    ...readManifests(join(THIRD_PARTY_CRDS, "remediation.medik8s.io")),
+    ...readManifests(
+      join(THIRD_PARTY_CRDS, "machine.openshift.io"),
+      (o) => o.metadata?.name === "machinehealthchecks.machine.openshift.io",
+    ),
   ]);
 }
 

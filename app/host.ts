@@ -33,6 +33,7 @@ import { NodeOps } from "../infra/kube/nodes.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { PolicyStatusReporter } from "../infra/kube/policy-status.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
+import { PlannedReader } from "../infra/kube/planned.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
 import { stageRunner, type StageAdapters, type StageRunner } from "../infra/runtime/stage-executor.ts";
@@ -130,6 +131,7 @@ export async function hostFunction(opts: {
     }),
     power: new BmcPowerExecutor(kube, ns, clock, metal3),
     metal3,
+    planned: new PlannedReader(kube),
   };
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
   const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
@@ -255,6 +257,7 @@ function reconcilerFor(
   return startReconciler({
     stage: def.name,
     phases: def.resyncPhases,
+    ...(def.resyncWants ? { wants: def.resyncWants } : {}),
     runner,
     listOpen: () => ad.incidents.listOpen(),
     policy: (now) => ad.policy.get(now),

@@ -58,6 +58,13 @@ export interface NodeInfo {
   labels: Record<string, string>;
   /** When the adapter first saw this bootId (RFC 3339), if known. */
   bootIdSince?: string;
+  /** spec.unschedulable: the node is cordoned (core/planned.ts). */
+  unschedulable?: boolean;
+  /**
+   * The node's annotations that say planned work (core/planned.ts PLANNED_ANNOTATIONS: the
+   * fastfence pause, the machine-config daemon's state and configs); others are left out.
+   */
+  annotations?: Readonly<Record<string, string>>;
 }
 
 /** The per-node fencing Lease as read (coordination.k8s.io/v1). */
@@ -136,6 +143,18 @@ export interface View {
   discoveredLevels?: ResolvedFencingLevel[];
   /** Why discovery found nothing (secret-free), for messages. */
   discoveryError?: string;
+  /** Planned work and other remediators that concern the node (ViewRequest.planned), read from the API. */
+  planned?: PlannedView;
+}
+
+/** What the API says about planned work for one node and the cluster (core/planned.ts decides on it). */
+export interface PlannedView {
+  /** The medik8s NodeMaintenance objects for the node (names); empty: none (or no such CRD). */
+  nodeMaintenances: readonly string[];
+  /** ClusterVersion "version" Progressing=True: its message (absent: no upgrade, or not OpenShift). */
+  clusterUpgrade?: string;
+  /** Other remediators that select the node (core/remediators.ts), as "Kind/name (remediation …)". */
+  otherRemediators: readonly string[];
 }
 
 /** Who is deciding: the adapter's authenticated identity (service account) and replica. */
@@ -304,4 +323,18 @@ export interface ViewRequest {
   kubeletLease?: boolean;
   /** Discover the node's fencing levels (View.discoveredLevels / discoveryError) when the policy opts in. */
   discovery?: boolean;
+  /** Read planned work and other remediators for the node (View.planned). */
+  planned?: boolean;
+  /** Read the FencingPolicy afresh, not from the reader's short cache (a pause must act at once). */
+  freshPolicy?: boolean;
+}
+
+/** Who holds a Lease now, if anyone (an expired Lease is held by nobody). */
+export function liveHolder(
+  lease: LeaseInfo | undefined,
+  now: number,
+): { holder: string; until: number } | undefined {
+  if (!lease?.holder) return undefined;
+  const until = ms(lease.renewTime) + lease.durationMs;
+  return Number.isFinite(until) && until > now ? { holder: lease.holder, until } : undefined;
 }

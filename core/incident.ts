@@ -187,6 +187,29 @@ export const AttemptSchema = z.object({
 });
 export type Attempt = z.infer<typeof AttemptSchema>;
 
+/**
+ * An authorised person's request to fence the node (`fastfence fence NODE --reason`): it
+ * stands in for the observers' evidence (S2), and nothing else. confirm still applies the
+ * pauses, the other-remediator check, the storm guard and the etcd-quorum rule, and fence
+ * still needs a read-back of Off (S1). The API server ties `by` to the creator
+ * (knative/base/admission/operator-request-policy.yaml): set once, by an identity that is
+ * no fastfence stage, to its own user name, and never changed.
+ */
+export const OperatorRequestSchema = z.object({
+  /** The requester's user name, as the API server authenticated it. */
+  by: z.string().min(1).max(256),
+  /** Why (free text, shown in the incident, Events and trace). */
+  reason: z.string().min(1).max(1024),
+  /** When it was requested (RFC 3339). */
+  at: Time,
+});
+export type OperatorRequest = z.infer<typeof OperatorRequestSchema>;
+
+/** status.reason of an incident confirmed on an operator's request. */
+export const OPERATOR_REQUESTED_REASON = "OperatorRequested";
+/** status.reason fence writes on a Confirmed incident it observed instead of fencing (Observe mode). */
+export const OBSERVED_REASON = "Observed";
+
 export const NodeFenceSpecSchema = z.object({
   /** The node this incident is about. */
   nodeName: z.string().min(1),
@@ -194,6 +217,8 @@ export const NodeFenceSpecSchema = z.object({
   bootId: z.string().min(1),
   /** FencingPolicy in force (cluster-scoped name). */
   policyRef: z.string().optional(),
+  /** Set when a person asked for this fencing (`fastfence fence`); absent for detected failures. */
+  operatorRequest: OperatorRequestSchema.optional(),
 });
 export type NodeFenceSpec = z.infer<typeof NodeFenceSpecSchema>;
 

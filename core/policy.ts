@@ -16,6 +16,9 @@ import {
   timeoutChainIssues,
 } from "./timeout-chain.ts";
 
+import { PlannedWorkSettingsSchema, POLICY_MODES } from "./policy-planned.ts";
+
+export { PlannedWorkSettingsSchema, POLICY_MODES, type PolicyMode } from "./policy-planned.ts";
 export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "./timeout-chain.ts";
 
 /** Probe settings for the event source (observer replicas). */
@@ -297,6 +300,17 @@ export const ReconcileSettingsSchema = z
 
 export const FencingPolicySpecSchema = z
   .object({
+    // Enforce (default) fences. Observe runs the whole pipeline and records each incident,
+    // but fence stops short of the power command and closes the incident with reason
+    // Observed, saying which level it would have used: run a cluster in Observe for weeks
+    // before trusting fastfence to power nodes off.
+    mode: z.enum(POLICY_MODES).default("Enforce"),
+    // Cluster-wide pause (`fastfence pause`): no incident is confirmed or fenced while
+    // true; incidents say FencingPaused. Rounds already sending a power command finish.
+    paused: z.boolean().default(false),
+    // Why fencing is paused (shown in every held incident's message). At most 1024 chars.
+    pausedReason: z.string().max(1024).optional(),
+    plannedWork: PlannedWorkSettingsSchema,
     probe: ProbeSettingsSchema,
     suspicion: SuspicionSettingsSchema,
     corroboration: CorroborationSettingsSchema,

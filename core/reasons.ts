@@ -42,6 +42,9 @@ export const IGNORE_CODES = {
   NotDue:
     "A resync found the incident's next step not overdue yet (reconcile.stalledAfterMs): the event path still has it.",
   NotThisStage: "A resync of an incident in a phase another stage owns.",
+  Held: "A hold for planned work (core/planned.ts) still stops fencing; the incident already says why.",
+  AlreadyObserved:
+    "The incident was observed in Observe mode (reason Observed): it is never fenced, and recover closes it.",
   LostRaces: "Another replica won every guarded write for this event; its outcome is the recorded one.",
   HeartbeatWatchNotSynced:
     "The observer's heartbeat-Lease watch was not synced when it probed: with suspicion.heartbeatVeto on, evidence the veto cannot check does not count.",

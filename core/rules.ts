@@ -1,6 +1,7 @@
 // The safety rules shared by the stages: counting independent corroborating observers
 // (S2), the storm guard (S4) and the control-plane (etcd quorum) rule. Pure functions of
 // their arguments; no I/O, never reads the clock.
+import type { HoldReason } from "./planned.ts";
 import { ADMITTED_PHASES, type Evidence, type NodeFence } from "./incident.ts";
 import type { AdmissionLedger, NodeInfo } from "./decision.ts";
 import { ledgerNodes } from "./admission-ledger.ts";
@@ -125,7 +126,7 @@ export type GuardVerdict =
   | { ok: true }
   | {
       ok: false;
-      reason: "StormGuard" | "ControlPlaneQuorum" | "NoFencingLevels";
+      reason: "StormGuard" | "ControlPlaneQuorum" | "NoFencingLevels" | HoldReason;
       message: string;
       limit: number;
       count: number;

@@ -10,6 +10,7 @@ import {
   DeadLetterSchema,
   EnvelopeSchema,
   FenceFailedSchema,
+  FenceObservedSchema,
   FenceRequestedSchema,
   IncidentBlockedSchema,
   NodeConditionSchema,
@@ -30,6 +31,7 @@ export const EVENT_TYPES = {
   workloadsReleased: "io.fastfence.workloads.released.v1",
   nodeRecovered: "io.fastfence.node.recovered.v1",
   incidentBlocked: "io.fastfence.incident.blocked.v1",
+  fenceObserved: "io.fastfence.fence.observed.v1",
 } as const;
 export type EventType = (typeof EVENT_TYPES)[keyof typeof EVENT_TYPES];
 
@@ -135,7 +137,8 @@ export const CATALOG = {
     topic: TOPICS.fenceRequests,
     emittedBy: ["confirm"],
     consumedBy: [],
-    description: "Fencing refused by the storm guard, the etcd-quorum rule or missing levels.",
+    description:
+      "Fencing refused by the storm guard, the etcd-quorum rule or missing levels, or held for planned work.",
     subjectField: "node",
   }),
   [EVENT_TYPES.nodeFenced]: entry({
@@ -145,6 +148,16 @@ export const CATALOG = {
     emittedBy: ["fence"],
     consumedBy: ["remediate-workloads"],
     description: "Power-off read back as Off.",
+    subjectField: "node",
+  }),
+  [EVENT_TYPES.fenceObserved]: entry({
+    type: EVENT_TYPES.fenceObserved,
+    schema: FenceObservedSchema,
+    topic: TOPICS.fenceResults,
+    emittedBy: ["fence"],
+    consumedBy: [],
+    description:
+      "Observe mode: fence would have powered the node off (which level); no power command was sent and the incident is Closed.",
     subjectField: "node",
   }),
   [EVENT_TYPES.fenceFailed]: entry({

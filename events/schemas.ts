@@ -3,6 +3,7 @@
 // z.toJSONSchema can render them for AsyncAPI), no I/O. Types are inferred from them.
 import { z } from "zod";
 import { AttemptSchema, EvidenceSchema, ProofSchema } from "../core/incident.ts";
+import { HOLD_REASON_CODES } from "../core/planned.ts";
 
 export const Time = z.iso.datetime({ offset: true }).describe("RFC 3339 time");
 /** A Kubernetes node name (DNS-1123 subdomain). */
@@ -112,7 +113,14 @@ export const FenceRequestedSchema = z
     node: NodeName,
     bootId: BootId,
     confirmedAt: Time,
-    observers: z.array(z.string().min(1)).min(1),
+    /** The independent observers that confirmed it; empty only for an operator's request. */
+    observers: z.array(z.string().min(1)),
+    /** Who asked for it (`fastfence fence`), when a person did. */
+    requestedBy: z.string().min(1).optional(),
+  })
+  .refine((d) => d.observers.length > 0 || d.requestedBy !== undefined, {
+    message: "observers must not be empty unless requestedBy is set",
+    path: ["observers"],
   })
   .describe("Points fence at a Confirmed incident; fence re-reads the incident and trusts only it (S6).");
 
@@ -174,12 +182,31 @@ export const IncidentBlockedSchema = z
     incident: IncidentName,
     node: NodeName,
     bootId: BootId,
-    reason: z.enum(["StormGuard", "ControlPlaneQuorum", "NoFencingLevels"]),
+    /** A guard (StormGuard, ControlPlaneQuorum, NoFencingLevels) or a hold for planned work (core/planned.ts). */
+    reason: z.enum(["StormGuard", "ControlPlaneQuorum", "NoFencingLevels", ...HOLD_REASON_CODES]),
     message: z.string(),
     count: z.int().min(0),
     limit: z.int().min(0),
   })
-  .describe("Fencing refused (storm guard S4, etcd quorum, no levels); reported for an operator.");
+  .describe(
+    "Fencing refused (storm guard S4, etcd quorum, no levels) or held for planned work (pause, maintenance, planned reboot, upgrade, another remediator); reported for an operator.",
+  );
+
+export const FenceObservedSchema = z
+  .object({
+    incident: IncidentName,
+    node: NodeName,
+    bootId: BootId,
+    round: z.int().min(1),
+    /** The level it would have used first (1-based) and how many the node has. */
+    level: z.int().min(1),
+    levels: z.int().min(1),
+    driver: z.enum(["redfish", "ipmi", "fence-agent"]),
+    /** The BMC address of that level (never credentials). */
+    address: z.string(),
+    message: z.string(),
+  })
+  .describe("Observe mode: what fence would have done (no power command was sent).");
 
 /** What a consumer writes to fastfence.dead-letter for an event it could not process (S5). */
 export const DeadLetterSchema = z
@@ -229,4 +256,5 @@ export type FenceFailed = z.infer<typeof FenceFailedSchema>;
 export type WorkloadsReleased = z.infer<typeof WorkloadsReleasedSchema>;
 export type NodeRecovered = z.infer<typeof NodeRecoveredSchema>;
 export type IncidentBlocked = z.infer<typeof IncidentBlockedSchema>;
+export type FenceObserved = z.infer<typeof FenceObservedSchema>;
 export type DeadLetter = z.infer<typeof DeadLetterSchema>;

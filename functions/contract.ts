@@ -8,7 +8,7 @@
 import type { FfEvent } from "../events/envelope.ts";
 import type { Decision, DecideInput, Resync, ViewRequest } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
-import type { Phase } from "../core/incident.ts";
+import type { NodeFence, Phase } from "../core/incident.ts";
 
 export interface Subscription {
   topic: string;
@@ -75,6 +75,11 @@ export interface PureStage extends StageInfo {
    * (infra/runtime/reconciler.ts) resyncs only open incidents in these phases.
    */
   resyncPhases?: readonly Phase[];
+  /**
+   * Optional: of the open incidents in resyncPhases, those worth a resync, judged from the
+   * listed object alone (no view read). It must only skip incidents `resync` would ignore.
+   */
+  resyncWants?(incident: NodeFence): boolean;
   /** Decides on a resync's fresh view; required with locateResync. */
   resync?(input: DecideInput<Resync>): Decision;
 }

@@ -1,8 +1,9 @@
 // confirm, the pure decision (S2, S4): accumulates suspicions of one node incarnation in
 // its NodeFence incident and confirms only with evidence from at least `quorum` distinct
 // independent observers (never an observer on the suspected node) inside the evidence
-// window. Applies the storm guard and the etcd-quorum rule, which turn a confirmation
-// into Blocked + incident.blocked. The fence request is emitted only after the Confirmed
+// window. A hold for planned work (core/planned.ts: pause, maintenance, MachineConfig
+// reboot, cluster upgrade, another remediator), the storm guard and the etcd-quorum rule
+// turn a confirmation into Blocked + incident.blocked with the reason. The fence request is emitted only after the Confirmed
 // write succeeded (actions before emits), and the Confirmed write comes only after the
 // incident took its slot in the admission ledger (core/admission-ledger.ts). Evidence is
 // checked against the cluster, not taken from the record: the incoming probe evidence
@@ -39,6 +40,7 @@ import {
   futureTimestamp,
 } from "../../core/evidence-checks.ts";
 import { admit } from "../../core/admission-ledger.ts";
+import { holdOf, suspectedSince } from "../../core/planned.ts";
 import { levelsForNode } from "../../core/policy.ts";
 import {
   controlPlaneRule,
@@ -64,6 +66,7 @@ export function locate(event: FfEvent): ViewRequest {
     nodeList: true,
     observers: true,
     kubeletLease: true,
+    planned: true,
   };
 }
 
@@ -225,7 +228,16 @@ function beforeGuards(d: NodeSuspected, { event, view, now }: DecideInput<FfEven
 /** The storm guard and the etcd-quorum rule, then Blocked or Confirmed (needs the cluster view). */
 function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at: AtGuards): Decision {
   const { inc, name, current, base, evidence, fresh, refreshUseful, nowIso } = at;
-  const verdict = guards(d, view, now);
+  const hold = holdOf({
+    node: view.node!,
+    planned: view.planned,
+    policy: view.policy,
+    since: suspectedSince(current, now),
+    now,
+  });
+  const verdict = hold.held
+    ? { ok: false as const, reason: hold.hold.reason, message: hold.hold.message, count: 0, limit: 0 }
+    : guards(d, view, now);
   if (!verdict.ok) {
     if (current?.phase === "Blocked" && current.reason === verdict.reason) {
       if (!refreshUseful)
@@ -254,7 +266,7 @@ function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at
   const status = transition({ ...base, evidence }, "Confirmed", nowIso, {
     confirmedBy: self.identity,
     reason: "Corroborated",
-    message: `confirmed by ${fresh.length} independent observers: ${observers.join(", ")}`,
+    message: `confirmed by ${fresh.length} independent observers: ${observers.join(", ")}${hold.held || !hold.expired ? "" : `; ${hold.expired.message}`}`,
   });
   const data: FenceRequested = {
     incident: name,
@@ -277,8 +289,9 @@ function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at
   return { ...confirmed, actions: [ledger, ...confirmed.actions] };
 }
 
-function guards(
-  d: NodeSuspected,
+/** Fencing levels, the storm guard (S4) and the etcd-quorum rule for the node (needs the cluster view). */
+export function guards(
+  d: Pick<NodeSuspected, "node">,
   view: DecideInput["view"],
   now: number,
 ): Extract<GuardVerdict, { ok: false }> | { ok: true } {

@@ -4,11 +4,14 @@
 // ID changed since the incident began (a late event never powers off a recovered node),
 // takes the per-node Lease (one driver per node), marks the incident Fencing and asks for
 // the power-off levels (the policy's; with fencing.discovery, the ones the adapter
-// discovered for the view when no policy entry matches). The power-off's result comes back
-// into `decide` (input.result), and `onPowerOffResult` turns the attempts into FencedOff
-// only when a read-back said exactly Off after the command; anything else is FenceFailed
-// with the reason (retried after a backoff, final after maxRounds). No I/O.
+// discovered when no policy entry matches). Before a round it checks planned work again
+// on a fresh policy (a hold stops it: hold.pure.ts; Observe mode records, never powers).
+// The power-off's result comes back into `decide` (input.result): `onPowerOffResult` makes
+// FencedOff only of a read-back of exactly Off after the command; anything else is
+// FenceFailed with the reason (retried after a backoff, final after maxRounds). No I/O.
 import {
+  OBSERVED_REASON,
+  OPERATOR_REQUESTED_REASON,
   statusOf,
   transition,
   type Attempt,
@@ -26,7 +29,7 @@ import {
   type Action,
   type DecideInput,
   type Decision,
-  type LeaseInfo,
+  liveHolder,
   type NodeInfo,
   type Self,
   type View,
@@ -35,6 +38,10 @@ import {
 import type { ErrorCode } from "../../core/errors.ts";
 import type { RejectCode } from "../../core/reasons.ts";
 import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
+import { holdOf, suspectedSince } from "../../core/planned.ts";
+import { heldRound, observed } from "./hold.pure.ts";
+
+export { liveHolder } from "../../core/decision.ts";
 import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
@@ -48,6 +55,8 @@ export function locate(event: FfEvent): ViewRequest {
     lease: fenceLeaseName(event.subject),
     cluster: false,
     discovery: true,
+    planned: true,
+    freshPolicy: true,
   };
 }
 
@@ -147,16 +156,6 @@ export function onResult(input: DecideInput<unknown>): Decision {
   });
 }
 
-/** Who holds the node's fencing Lease now, if anyone (an expired Lease is held by nobody). */
-export function liveHolder(
-  lease: LeaseInfo | undefined,
-  now: number,
-): { holder: string; until: number } | undefined {
-  if (!lease?.holder) return undefined;
-  const until = ms(lease.renewTime) + lease.durationMs;
-  return Number.isFinite(until) && until > now ? { holder: lease.holder, until } : undefined;
-}
-
 /** A fencing round to start: the incident as read, its node, the round and when. */
 export interface RoundStart {
   inc: NodeFence;
@@ -181,11 +180,17 @@ export function startRound(r: RoundStart): Decision {
   const name = inc.metadata.name;
   const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers);
   if (distrust) return rejected(distrust.code, distrust.reason);
+  if (st.reason === OBSERVED_REASON)
+    return ignored("AlreadyObserved", `incident ${name} was observed (Observe mode): never fenced`);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
+  // Planned work checked again at the last moment, on a fresh policy: a pause or a
+  // maintenance that began after confirmation stops the round before any power command.
+  const hold = holdOf({ node, planned: view.planned, policy, since: suspectedSince(st, now), now });
+  if (hold.held) return heldRound(inc, st, rv, hold.hold, now);
 
   const levels = resolveLevels(policy, node, view.discoveredLevels);
   const leaseName = fenceLeaseName(node.name);
-  const rv = inc.metadata.resourceVersion;
-  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   if (!levels) {
     const status = transition(st, "FenceFailed", iso(now), {
       reason: "NoFencingLevels",
@@ -205,6 +210,8 @@ export function startRound(r: RoundStart): Decision {
       ],
     );
   }
+
+  if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round);
 
   const status = transition(st, "Fencing", iso(waitUntil ?? now), {
     round,
@@ -252,6 +259,8 @@ function checkConfirmation(
   const confirmedAt = ms(st.timestamps.confirmed);
   if (!Number.isFinite(confirmedAt))
     return { code: "NoConfirmationTime", reason: `incident ${inc.metadata.name} has no confirmed timestamp` };
+  // A person's request stands in for the evidence; the admission policy tied it to its creator.
+  if (inc.spec.operatorRequest && st.reason === OPERATOR_REQUESTED_REASON) return undefined;
   const fresh = freshIndependentEvidence(st.evidence, node.name, confirmedAt, policy);
   if (!hasQuorum(fresh, policy)) {
     return {

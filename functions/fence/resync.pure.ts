@@ -34,6 +34,8 @@ export function locateResync(r: Resync): ViewRequest {
     lease: fenceLeaseName(r.node),
     cluster: false,
     discovery: true,
+    planned: true,
+    freshPolicy: true,
   };
 }
 

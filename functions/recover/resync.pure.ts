@@ -3,12 +3,15 @@
 // Closed with reason SlotReleased, which frees its storm-guard slot. Only a final one (no
 // round will follow): a round under way or due is never cut off this way. Nothing is
 // released on the node (S1: its power-off was never read back); the workloads stay until
-// the node comes back or someone deals with them. No I/O.
+// the node comes back or someone deals with them. It also closes an incident fence
+// observed in Observe mode (Confirmed, reason Observed). No I/O.
 import {
+  OBSERVED_REASON,
   RELEASE_SLOT_ANNOTATION,
   isFinalFenceFailed,
   statusOf,
   transition,
+  type NodeFence,
   type Phase,
 } from "../../core/incident.ts";
 import {
@@ -23,10 +26,18 @@ import {
 } from "../../core/decision.ts";
 
 /** The phases recover re-drives; the reconciler lists only incidents in these. */
-export const RECOVER_RESYNC_PHASES: readonly Phase[] = ["FenceFailed"];
+export const RECOVER_RESYNC_PHASES: readonly Phase[] = ["FenceFailed", "Confirmed"];
 
 /** How much of the operator's reason is kept in the incident's message. */
 const MAX_REASON = 256;
+
+/** A release-slot request, or an observed incident to close: nothing else needs recover's resync. */
+export function resyncWants(inc: NodeFence): boolean {
+  const st = statusOf(inc);
+  return st.phase === "Confirmed"
+    ? st.reason === OBSERVED_REASON
+    : inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] !== undefined;
+}
 
 export function locateResync(r: Resync): ViewRequest {
   return { node: r.node, incident: r.incident, cluster: false };
@@ -41,6 +52,7 @@ export function resync(input: DecideInput<Resync>): Decision {
   const st = statusOf(inc);
   if (!RECOVER_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
+  if (st.phase === "Confirmed") return closeObserved(input);
   const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   if (why === undefined)
     return ignored(
@@ -61,5 +73,29 @@ export function resync(input: DecideInput<Resync>): Decision {
   });
   return processed(`released the slot of ${name}`, [
     { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
+  ]);
+}
+
+/**
+ * Ends an incident fence observed in Observe mode (Confirmed, reason Observed; fence/hold.pure.ts)
+ * as Closed with reason Observed, keeping fence's message: no slot stays taken by a record.
+ */
+function closeObserved({ view, now, event }: DecideInput<Resync>): Decision {
+  const inc = view.incident!;
+  const st = statusOf(inc);
+  if (st.reason !== OBSERVED_REASON)
+    return ignored("NotThisStage", `incident ${event.incident} is Confirmed: fence's to drive`);
+  const rv = inc.metadata.resourceVersion;
+  if (!rv)
+    return rejected(
+      "MissingResourceVersion",
+      `incident ${event.incident} was read without a resourceVersion`,
+    );
+  const status = transition(st, "Closed", iso(now), {
+    reason: OBSERVED_REASON,
+    message: st.message ?? "observed",
+  });
+  return processed(`closed observed incident ${event.incident}`, [
+    { kind: "updateIncidentStatus", name: event.incident, expectedResourceVersion: rv, status },
   ]);
 }

@@ -1,10 +1,11 @@
 // Node-level reads and the release actions of remediate-workloads and recover: read a
-// node's incarnation (boot ID), readiness and labels; set or remove the out-of-service
+// node's incarnation (boot ID), readiness, labels, cordon and planned-work annotations; set or remove the out-of-service
 // taint (resourceVersion-guarded replace, retried on conflict with a fresh read); force-
 // delete the node's pods, its VolumeAttachments and the KubeVirt VMIs that ran there.
 // It never decides whether releasing is safe: callers do that from incident state (S1).
 import { PatchStrategy, setHeaderOptions, type V1Node, type V1Taint } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
+import { PLANNED_ANNOTATIONS } from "../../core/planned.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
 export const OUT_OF_SERVICE_TAINT: V1Taint = {
@@ -22,6 +23,10 @@ export interface NodeInfo {
   labels: Record<string, string>;
   taints: V1Taint[];
   resourceVersion: string;
+  /** spec.unschedulable (cordoned). */
+  unschedulable: boolean;
+  /** Only the annotations that say planned work (core/planned.ts PLANNED_ANNOTATIONS). */
+  annotations: Record<string, string>;
 }
 
 export function nodeInfo(n: V1Node): NodeInfo {
@@ -35,7 +40,15 @@ export function nodeInfo(n: V1Node): NodeInfo {
     labels,
     taints: n.spec?.taints ?? [],
     resourceVersion: n.metadata?.resourceVersion ?? "",
+    unschedulable: n.spec?.unschedulable === true,
+    annotations: plannedAnnotations(n.metadata?.annotations),
   };
+}
+
+function plannedAnnotations(all: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of PLANNED_ANNOTATIONS) if (all?.[k] !== undefined) out[k] = all[k];
+  return out;
 }
 
 export interface Released {

@@ -51,8 +51,9 @@ export class PolicyReader {
     this.opts = opts;
   }
 
-  async get(now: number): Promise<FencingPolicySpec> {
-    if (this.cached && now - this.cached.at < this.ttlMs) return this.cached.policy;
+  /** The policy; `fresh` reads it again whatever the cache holds (a pause must act at once). */
+  async get(now: number, opts: { fresh?: boolean } = {}): Promise<FencingPolicySpec> {
+    if (!opts.fresh && this.cached && now - this.cached.at < this.ttlMs) return this.cached.policy;
     let obj: FencingPolicyObject | undefined;
     try {
       obj = (await this.kube.call(`read fencingpolicy ${this.name}`, (a) =>

@@ -21,6 +21,8 @@ export interface ReconcilerOptions {
   stage: string;
   /** PureStage.resyncPhases: the open incidents this stage re-drives. */
   phases: readonly Phase[];
+  /** PureStage.resyncWants: of those, the ones worth a view read (default: all). */
+  wants?: (incident: NodeFence) => boolean;
   runner: StageRunner;
   /** The open (non-terminal) incidents, one API list. */
   listOpen(): Promise<NodeFence[]>;
@@ -103,7 +105,8 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
 
   async function pass(): Promise<PassReport> {
     const report: PassReport = { considered: 0, driven: [], failed: [] };
-    const open = (await opts.listOpen()).filter((i) => opts.phases.includes(statusOf(i).phase));
+    const wants = opts.wants ?? (() => true);
+    const open = (await opts.listOpen()).filter((i) => opts.phases.includes(statusOf(i).phase) && wants(i));
     report.considered = open.length;
     // One at a time: a pass is background work and must not crowd out the event path.
     for (const inc of open) {

@@ -29,6 +29,7 @@ import { writeLedger } from "../kube/admission-ledger.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
 import type { LeaseManager } from "../kube/lease.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps } from "../kube/nodes.ts";
+import type { PlannedReader } from "../kube/planned.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
 import { DecidedInputs } from "./decided-inputs.ts";
@@ -46,6 +47,8 @@ export interface StageAdapters {
   leaseNamespace: string;
   policy: PolicyReader;
   power?: PowerExecutor;
+  /** Planned work and other remediators (View.planned); absent: only the policy and the node's own fields hold fencing. */
+  planned?: PlannedReader;
   /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
   metal3?: Metal3Api;
 }

@@ -1,7 +1,7 @@
 // Reads the view a pure stage asks for (core/decision.ts ViewRequest) in one go: the node,
 // the incident, the node's fencing Lease (its raw object kept for a takeLease to write
 // without reading again), the cluster lists and admission ledger, observer heartbeats, the
-// kubelet Lease, and the node's discovered fencing levels when asked. Reads only: it never
+// kubelet Lease, planned work for the node, and the node's discovered fencing levels when asked. Reads only: it never
 // writes, and it never decides what a view means.
 import type { V1Lease } from "@kubernetes/client-node";
 import type { NodeInfo, View, ViewRequest } from "../../core/decision.ts";
@@ -19,7 +19,14 @@ const KUBELET_LEASE_NAMESPACE = "kube-node-lease";
 export type RawLeases = Map<string, V1Lease | undefined>;
 
 export function toCoreNode(n: KubeNodeInfo): NodeInfo {
-  return { name: n.name, bootId: n.bootId, ready: n.ready, labels: n.labels };
+  return {
+    name: n.name,
+    bootId: n.bootId,
+    ready: n.ready,
+    labels: n.labels,
+    ...(n.unschedulable ? { unschedulable: true } : {}),
+    ...(Object.keys(n.annotations ?? {}).length ? { annotations: n.annotations } : {}),
+  };
 }
 
 export interface ViewReader {
@@ -45,7 +52,10 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
 
   /** Reads the view; the raw Lease `req.lease` is kept in `leases` for a takeLease to write without a read. */
   async function readView(req: ViewRequest, now: number, leases: RawLeases): Promise<View> {
-    const policy = await ad.policy.get(now);
+    const [policy, planned] = await Promise.all([
+      ad.policy.get(now, { fresh: req.freshPolicy === true }),
+      req.planned && ad.planned ? ad.planned.forNode(req.node, now) : Promise.resolve(undefined),
+    ]);
     const [node, incident, lease, cluster, nodeList, observers, kubeletLease] = await Promise.all([
       ad.nodes.get(req.node),
       req.incident
@@ -72,6 +82,7 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
       ...(lease ? { lease } : {}),
       ...(observers ? { observers } : {}),
       ...(kubeletLease ? { kubeletLease } : {}),
+      ...(planned ? { planned } : {}),
       ...cluster,
       ...(nodeList ? { nodes: nodeList.map(toCoreNode) } : {}),
       policy,

@@ -153,6 +153,8 @@ export class MemoryCluster {
       labels: { ...n.labels },
       taints: prev?.taints ?? [],
       resourceVersion: String(++this.revision),
+      unschedulable: n.unschedulable === true,
+      annotations: { ...(n.annotations ?? {}) },
     });
     if (!this.power.has(n.name)) this.power.set(n.name, "On");
   }

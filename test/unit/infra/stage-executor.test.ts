@@ -1155,7 +1155,7 @@ describe("resync: an open incident re-driven without an event", () => {
   test("a stage without locateResync ignores resyncs and reads nothing", async () => {
     const w = world();
     w.c.seedIncident(confirmed("a"));
-    const r = await stageRunner(confirm.stage, w.ad, CONFIRM, WORLD).resync(
+    const r = await stageRunner(detect.stage, w.ad, CONFIRM, WORLD).resync(
       { kind: "resync", incident: NAME, node: "a" },
       w.ctx,
     );

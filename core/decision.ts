@@ -16,6 +16,9 @@
 //     events follow the first decision's.
 //  5. `releaseLease` is best effort (an unreleased Lease expires by itself): it is started
 //     in order but neither awaited before the next action or `emit` nor able to fail them.
+//  6. A `waitUntil` that opens the list and actually waits ends the decision: the view is
+//     read again and decide called again (like a stale view), so what the wait was for is
+//     decided on current state (a pause or a recovery that came meanwhile wins).
 // This module declares types and tiny helpers only; it must never perform I/O.
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";

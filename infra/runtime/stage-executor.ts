@@ -177,8 +177,15 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
             );
           break;
         case "waitUntil": {
+          // A wait that opens a decision leaves its view old (a pause, a recovery, another
+          // driver may have come meanwhile): decide again on a fresh one, which no longer
+          // needs to wait (core/decision.ts contract 6).
           const wait = a.at - ctx.clock.now();
-          if (wait > 0) await ctx.clock.sleep(wait, ctx.signal);
+          if (wait > 0) {
+            await ctx.clock.sleep(wait, ctx.signal);
+            if (a === decision.actions[0])
+              throw new StaleView(`waited ${wait} ms until ${new Date(a.at).toISOString()}`);
+          }
           break;
         }
         case "powerOff": {

@@ -128,7 +128,7 @@ export async function hostFunction(opts: {
         log,
       }),
     }),
-    power: new BmcPowerExecutor(kube, ns, clock, metal3),
+    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log }),
     metal3,
   };
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };

@@ -129,7 +129,7 @@ export async function hostFunction(opts: {
         log,
       }),
     }),
-    power: new BmcPowerExecutor(kube, ns, clock, metal3),
+    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log }),
     metal3,
     planned: new PlannedReader(kube),
   };

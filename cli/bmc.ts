@@ -4,14 +4,20 @@
 // BareMetalHost; kubeconfig from $KUBECONFIG or ~/.kube/config). With --url, credentials
 // come from FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD or --credentials-file (JSON
 // {"username","password"} or username=/password= lines); with --node, from the level's
-// Secret. Never from argv and never printed. `off` returns only after power-off is read
-// back (S1); `check` verifies the credentials and reads power state without changing it.
+// Secret as it is when the command runs (a BMC's rejection names that Secret). Never from
+// argv and never printed. `off` returns only after power-off is read back (S1); `check`
+// verifies the credentials and reads power state without changing it.
 // Output: -o text|json|yaml (one document per run). Exit codes (cli/exit-codes.ts): 0 done,
 // 1 BMC failure, 2 usage or settings error.
 import { readFileSync } from "node:fs";
 import { FastfenceError } from "../core/errors.ts";
 import { levelsForNode, type ResolvedFencingLevel } from "../core/policy.ts";
-import { readBmcCredentials, type BmcCredentials } from "../infra/bmc/credentials.ts";
+import {
+  namingSecret,
+  readBmcCredentials,
+  type BmcCredentials,
+  type SecretRef,
+} from "../infra/bmc/credentials.ts";
 import { powerOffAndConfirm, type BmcDriver } from "../infra/bmc/driver.ts";
 import { KubeMetal3Api, discoverNodeHost, levelFromHost } from "../infra/bmc/metal3.ts";
 import { driverForAddress, parseBmcAddress, redactAddress, type BmcOptions } from "../infra/bmc/settings.ts";
@@ -225,6 +231,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
   let creds: BmcCredentials;
   let options: BmcOptions;
   let from: string | undefined;
+  let secret: SecretRef | undefined;
   if (v.node) {
     if (v["credentials-file"])
       return usage("--credentials-file is for --url; --node reads the level's Secret");
@@ -262,6 +269,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     }
     address = nb.level.address;
     creds = nb.creds;
+    secret = nb.secret;
     options = {
       ...levelOptions(nb.level.options, timeoutMs),
       ...(v.insecure ? { insecure: true } : {}),
@@ -284,6 +292,8 @@ export async function bmcCommand(argv: string[]): Promise<number> {
   let driver: BmcDriver;
   try {
     driver = driverForAddress(address, creds, options);
+    // a rejection names the Secret the credentials came from (read for this run)
+    if (secret) driver = namingSecret(driver, secret);
   } catch (err) {
     console.error(
       `fastfence bmc: ${err instanceof FastfenceError ? err.message : "cannot build the driver"}`,

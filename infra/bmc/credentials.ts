@@ -3,10 +3,14 @@
 // BareMetalHost's namespace) and checks its keys "username" and "password" (metal3's
 // layout). A missing or unusable key is a BmcCredentialsError that names the Secret and
 // the key; a Secret that cannot be read is the API's own KubeApiError (404: not found).
+// namingSecret wraps a driver built from a Secret so that a BMC's rejection of them
+// (BmcAuthError) names that Secret. It reads on every call and caches nothing: keeping
+// drivers per Secret content is the power executor's job (infra/fence/driver-pool.ts).
 // Must never log a credential, nor put one into an error, a label or a return value other
 // than the credentials handed to the driver that uses them.
 import { InvalidInputError } from "../../core/errors.ts";
 import type { Kube } from "../kube/client.ts";
+import { BmcAuthError, type BmcCallOptions, type BmcDriver } from "./driver.ts";
 
 export interface BmcCredentials {
   username: string;
@@ -97,5 +101,34 @@ export async function readBmcCredentials(kube: Kube, ref: SecretRef): Promise<Bm
   const s = await kube.call(`read secret ${ref.namespace}/${ref.name}`, (a) =>
     a.core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace }),
   );
-  return credentialsFromSecretData(s.data, `${ref.namespace}/${ref.name}`);
+  return credentialsFromSecretData(s.data, secretName(ref));
+}
+
+/** "namespace/name" of a Secret, for messages and logs. */
+export function secretName(ref: SecretRef): string {
+  return `${ref.namespace}/${ref.name}`;
+}
+
+/**
+ * `driver` (built from the credentials in Secret `ref`) whose BmcAuthError names that
+ * Secret: "BMC <target> rejected the credentials from Secret <namespace/name>". Every other
+ * outcome passes through unchanged.
+ */
+export function namingSecret(driver: BmcDriver, ref: SecretRef): BmcDriver {
+  const secret = secretName(ref);
+  const named = <T>(call: Promise<T>): Promise<T> =>
+    call.catch((err: unknown) => {
+      throw err instanceof BmcAuthError && err.secret === undefined ? err.fromSecret(secret) : err;
+    });
+  const { prepare, cycle, close } = driver;
+  return {
+    kind: driver.kind,
+    target: driver.target,
+    status: (o: BmcCallOptions) => named(driver.status(o)),
+    off: (o: BmcCallOptions) => named(driver.off(o)),
+    on: (o: BmcCallOptions) => named(driver.on(o)),
+    ...(cycle ? { cycle: (o: BmcCallOptions) => named(cycle.call(driver, o)) } : {}),
+    ...(prepare ? { prepare: (o: BmcCallOptions) => named(prepare.call(driver, o)) } : {}),
+    ...(close ? { close: () => close.call(driver) } : {}),
+  };
 }

@@ -62,10 +62,29 @@ export class BmcError extends FastfenceError {
   }
 }
 
-/** The BMC rejected the credentials. Not retriable: the same credentials will fail again. */
+/**
+ * The BMC rejected the credentials. Not retriable: the same credentials will fail again.
+ * `secret` ("namespace/name", never a value) names the Secret they came from when the
+ * caller knows it (the power executor, `fastfence bmc --node`): see `fromSecret`.
+ */
 export class BmcAuthError extends BmcError {
-  constructor(target: string, cause?: unknown) {
-    super("FF_BMC_AUTH_FAILED", `BMC ${target} rejected the credentials`, { cause, retriable: false });
+  readonly target: string;
+  readonly secret: string | undefined;
+  constructor(target: string, cause?: unknown, secret?: string) {
+    super(
+      "FF_BMC_AUTH_FAILED",
+      secret
+        ? `BMC ${target} rejected the credentials from Secret ${secret}`
+        : `BMC ${target} rejected the credentials`,
+      { cause, retriable: false },
+    );
+    this.target = target;
+    this.secret = secret;
+  }
+
+  /** The same rejection, naming the Secret the credentials came from. */
+  fromSecret(secret: string): BmcAuthError {
+    return new BmcAuthError(this.target, this.cause, secret);
   }
 }
 

@@ -6,20 +6,57 @@
 // sets the reboot.metal3.io hold before the power-off (the Bare Metal Operator must not
 // power it back on) and clears it before a power-on or when an incident ends
 // (releaseHolds). An attempt is "off-confirmed" only when the driver read the power state
-// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts). Credentials are
-// read per driver and never logged or returned.
+// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts).
+// Rotated credentials: every power action (a powerOff round, a powerOn, the prepare head
+// start) reads its levels' Secrets as they are now (one GET per Secret), so an updated
+// Secret is used by the next action without a restart. Drivers are kept per Secret content
+// (driver-pool.ts): an unchanged Secret keeps its BMC session, a changed one gets a new
+// driver and the old one is closed. A powerOff takes the read its own prepare started (same
+// incident and round, at most HEAD_START_MAX_AGE_MS old) instead of a second GET. A GET per
+// action rather than a Secret informer: fence's RBAC is `get` on Secrets (an informer needs
+// list and watch in every namespace holding BMC Secrets and would keep all of their Secrets
+// in memory), and prepare's GET overlaps the lease and incident writes. A BMC that rejects
+// the credentials gives the attempt "auth-failed", its message naming the Secret (never its
+// content). Credentials are never logged, returned, or put into a key or a message.
 import type { Action } from "../../core/decision.ts";
 import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
 import type { Attempt } from "../../core/incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel as PolicyLevel } from "../../core/policy.ts";
-import { readBmcCredentials } from "../bmc/credentials.ts";
+import {
+  namingSecret,
+  readBmcCredentials,
+  secretName,
+  type BmcCredentials,
+  type SecretRef,
+} from "../bmc/credentials.ts";
 import type { BmcDriver } from "../bmc/driver.ts";
 import { fenceWithLevels, type FencingLevel as DriverLevel } from "../bmc/levels.ts";
 import { KubeMetal3Api } from "../bmc/metal3.ts";
 import { driverForAddress, type BmcOptions } from "../bmc/settings.ts";
 import type { Kube } from "../kube/client.ts";
+import type { Logger } from "../log.ts";
 import type { PowerExecutor } from "../runtime/stage-executor.ts";
 import type { Clock } from "../../core/clock.ts";
+import { DriverPool, type DriverUse } from "./driver-pool.ts";
+
+type PowerOff = Extract<Action, { kind: "powerOff" }>;
+
+/**
+ * How old a prepare's Secret read may be for its powerOff to take it instead of reading
+ * again: between the two run only the lease and incident writes (milliseconds), while a
+ * retry round that first waits out its backoff reads afresh.
+ */
+export const HEAD_START_MAX_AGE_MS = 2000;
+
+/** Builds the driver an address names (settings.ts driverForAddress); injectable for tests. */
+export type DriverFactory = (address: string, creds: BmcCredentials, options: BmcOptions) => BmcDriver;
+
+export interface PowerExecutorOptions {
+  /** Default: driverForAddress. */
+  driverFor?: DriverFactory;
+  /** Secret-free notes (a driver replaced after its Secret changed). */
+  log?: Logger;
+}
 
 /** Driver options from a policy level's string map (documented in docs/bmc.md). */
 export function levelOptions(opts: Record<string, string> | undefined, timeoutMs: number): BmcOptions {
@@ -40,62 +77,124 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly secretNamespace: string;
   private readonly clock: Clock;
   private readonly metal3: KubeMetal3Api;
-  private readonly drivers = new Map<string, Promise<BmcDriver>>();
+  private readonly driverFor: DriverFactory;
+  private readonly log: Logger | undefined;
+  private readonly pool = new DriverPool();
+  /** Secret reads prepare started, by action and Secret, until that action's powerOff takes them. */
+  private readonly headStarts = new Map<string, { at: number; read: Promise<BmcCredentials> }>();
 
   /** `metal3` carries the BareMetalHost namespaces (FASTFENCE_METAL3_NAMESPACES); default cluster-wide. */
-  constructor(kube: Kube, secretNamespace: string, clock: Clock, metal3?: KubeMetal3Api) {
+  constructor(
+    kube: Kube,
+    secretNamespace: string,
+    clock: Clock,
+    metal3?: KubeMetal3Api,
+    opts: PowerExecutorOptions = {},
+  ) {
     this.kube = kube;
     this.secretNamespace = secretNamespace;
     this.clock = clock;
     this.metal3 = metal3 ?? new KubeMetal3Api(kube);
+    this.driverFor = opts.driverFor ?? driverForAddress;
+    this.log = opts.log;
   }
 
   /**
-   * The driver for a policy level: read its credentials Secret and construct the driver on
-   * first use, then reuse it (cached per address+secret+options) so connections (Redfish
-   * sessions, keep-alive) are reused. A discovered level's Secret is read in its host's
-   * namespace, a policy level's in the fastfence namespace (a policy can never name
-   * another namespace).
+   * A level's credentials Secret: a discovered level's in its host's namespace, a policy
+   * level's in the fastfence namespace (a policy can never name another namespace).
    */
-  private async driverForLevel(level: PolicyLevel): Promise<BmcDriver> {
-    const namespace = level.discovered?.namespace ?? this.secretNamespace;
-    const key = `${level.address}|${namespace}/${level.credentialsSecret}|${JSON.stringify(level.options ?? {})}`;
-    let d = this.drivers.get(key);
-    if (!d) {
-      // The promise is cached, so a prepare and the power-off that follows share one read.
-      d = readBmcCredentials(this.kube, { namespace, name: level.credentialsSecret }).then((creds) =>
-        driverForAddress(level.address, creds, levelOptions(level.options, level.timeoutMs)),
-      );
-      this.drivers.set(key, d);
-      d.catch(() => this.drivers.delete(key));
-    }
-    return d;
+  private secretOf(level: PolicyLevel): SecretRef {
+    return { namespace: level.discovered?.namespace ?? this.secretNamespace, name: level.credentialsSecret };
   }
 
-  async prepare(a: Extract<Action, { kind: "powerOff" }>, signal: AbortSignal): Promise<void> {
+  /** The Secret's credentials as they are now: one GET. */
+  private read(ref: SecretRef): Promise<BmcCredentials> {
+    return readBmcCredentials(this.kube, ref);
+  }
+
+  /** The read this powerOff's prepare started (taken once, if recent enough), else a new one. */
+  private readFor(a: PowerOff, ref: SecretRef): Promise<BmcCredentials> {
+    const key = headStartKey(a, ref);
+    const hs = this.headStarts.get(key);
+    this.headStarts.delete(key);
+    if (!hs || this.clock.now() - hs.at > HEAD_START_MAX_AGE_MS) return this.read(ref);
+    // a failed head start (the API blinked) is not the power-off's answer: read again
+    return hs.read.catch(() => this.read(ref));
+  }
+
+  /**
+   * The driver for a policy level holding the credentials `read` gives: the level's kept
+   * one when they did not change (connections and session reused), else a new one; the
+   * driver built from the previous credentials is closed once no action uses it. The
+   * caller releases the use when done with it.
+   */
+  private async driverForLevel(level: PolicyLevel, read: Promise<BmcCredentials>): Promise<DriverUse> {
+    const ref = this.secretOf(level);
+    const creds = await read;
+    const slot = `${level.address}|${secretName(ref)}|${JSON.stringify(level.options ?? {})}`;
+    const options = levelOptions(level.options, level.timeoutMs);
+    const u = this.pool.use(slot, creds, (c) => namingSecret(this.driverFor(level.address, c, options), ref));
+    if (u.replaced)
+      this.log?.info(
+        { secret: secretName(ref), target: u.driver.target },
+        "BMC credentials Secret changed: new driver, the old one is closed",
+      );
+    return u;
+  }
+
+  async prepare(a: PowerOff, signal: AbortSignal): Promise<void> {
     const level = a.levels[0];
     if (!level) return;
+    const ref = this.secretOf(level);
+    const now = this.clock.now();
+    for (const [k, hs] of this.headStarts) if (now - hs.at > HEAD_START_MAX_AGE_MS) this.headStarts.delete(k); // never taken
+    const read = this.read(ref);
+    read.catch(() => undefined); // its powerOff reads again and reports the problem
+    // The powerOff that follows takes this read: a prepare and its power-off share one GET.
+    this.headStarts.set(headStartKey(a, ref), { at: now, read });
+    let use: DriverUse | undefined;
     try {
-      const d = await this.driverForLevel(level);
+      use = await this.driverForLevel(level, read);
       // The level's own budget: a slow BMC's discovery and login carry on into the level.
-      await d.prepare?.({ timeoutMs: Math.min(level.timeoutMs, a.timeoutMs), signal });
+      await use.driver.prepare?.({ timeoutMs: Math.min(level.timeoutMs, a.timeoutMs), signal });
     } catch {
       // Only a head start: the power-off reports any real problem with this level.
+    } finally {
+      use?.release();
     }
   }
 
-  private async resolve(levels: PolicyLevel[], callTimeoutMs: number): Promise<DriverLevel[]> {
-    const driver: DriverLevel[] = [];
-    for (const l of levels) {
-      driver.push({
-        protocol: l.driver,
-        driver: await this.driverForLevel(l),
-        timeoutMs: l.timeoutMs,
-        callTimeoutMs,
-        pollMs: Number(l.options?.pollMs ?? 100),
-      });
+  /**
+   * Every level's driver for this round, from its Secret as read now (each Secret once).
+   * All or nothing: when one level cannot be resolved, the uses already taken are released.
+   */
+  private async resolve(
+    a: PowerOff,
+    callTimeoutMs: number,
+  ): Promise<{ levels: DriverLevel[]; uses: DriverUse[] }> {
+    const reads = new Map<string, Promise<BmcCredentials>>();
+    const readOnce = (ref: SecretRef) => {
+      let r = reads.get(secretName(ref));
+      if (!r) reads.set(secretName(ref), (r = this.readFor(a, ref)));
+      return r;
+    };
+    const settled = await Promise.allSettled(
+      a.levels.map((l) => this.driverForLevel(l, readOnce(this.secretOf(l)))),
+    );
+    const uses = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    const failed = settled.find((r) => r.status === "rejected");
+    if (failed) {
+      for (const u of uses) u.release();
+      throw failed.reason;
     }
-    return driver;
+    const levels = a.levels.map((l, i) => ({
+      protocol: l.driver,
+      driver: uses[i]!.driver,
+      timeoutMs: l.timeoutMs,
+      callTimeoutMs,
+      pollMs: Number(l.options?.pollMs ?? 100),
+    }));
+    return { levels, uses };
   }
 
   /**
@@ -103,17 +202,13 @@ export class BmcPowerExecutor implements PowerExecutor {
    * policy's timeouts.powerOffTimeoutMs, counted from here, holds and credentials included),
    * each BMC call capped at the policy's timeouts.bmcCallTimeoutMs.
    */
-  async powerOff(
-    a: Extract<Action, { kind: "powerOff" }>,
-    policy: FencingPolicySpec,
-    signal: AbortSignal,
-  ): Promise<Attempt[]> {
+  async powerOff(a: PowerOff, policy: FencingPolicySpec, signal: AbortSignal): Promise<Attempt[]> {
     const start = this.clock.now();
-    let levels: DriverLevel[];
+    let resolved: { levels: DriverLevel[]; uses: DriverUse[] };
     try {
       // Hold first: once off, the Bare Metal Operator must not power the host back on.
       for (const h of discoveredHosts(a.levels)) await this.metal3.hold(h, a.incident);
-      levels = await this.resolve(a.levels, policy.timeouts.bmcCallTimeoutMs);
+      resolved = await this.resolve(a, policy.timeouts.bmcCallTimeoutMs);
     } catch (err) {
       const e = asFastfenceError(err, "FF_INVALID_CONFIG");
       const iso = new Date(start).toISOString();
@@ -131,15 +226,19 @@ export class BmcPowerExecutor implements PowerExecutor {
         },
       ];
     }
-    const outcome = await fenceWithLevels(levels, {
-      round: a.round,
-      by: a.holder,
-      now: () => this.clock.now(),
-      roundEndsAt: start + a.timeoutMs,
-      signal,
-      sleep: (ms, s) => this.clock.sleep(ms, s),
-    });
-    return outcome.attempts;
+    try {
+      const outcome = await fenceWithLevels(resolved.levels, {
+        round: a.round,
+        by: a.holder,
+        now: () => this.clock.now(),
+        roundEndsAt: start + a.timeoutMs,
+        signal,
+        sleep: (ms, s) => this.clock.sleep(ms, s),
+      });
+      return outcome.attempts;
+    } finally {
+      for (const u of resolved.uses) u.release();
+    }
   }
 
   async powerOn(
@@ -151,15 +250,20 @@ export class BmcPowerExecutor implements PowerExecutor {
     for (const h of discoveredHosts(a.levels)) await this.metal3.release(h, a.incident);
     let lastErr: unknown;
     for (const l of a.levels) {
+      let use: DriverUse | undefined;
       try {
-        const d = await this.driverForLevel(l);
-        await d.on({ timeoutMs: l.timeoutMs, signal });
+        // the Secret as it is now: a rotated one is used, a wrong one is named in the error
+        use = await this.driverForLevel(l, this.read(this.secretOf(l)));
+        await use.driver.on({ timeoutMs: l.timeoutMs, signal });
         return;
       } catch (err) {
         lastErr = err;
+      } finally {
+        use?.release();
       }
     }
-    throw new FastfenceError("FF_BMC_UNREACHABLE", `no fencing level could power ${a.node} on`, {
+    const why = lastErr instanceof FastfenceError ? ` (last: ${lastErr.message})` : "";
+    throw new FastfenceError("FF_BMC_UNREACHABLE", `no fencing level could power ${a.node} on${why}`, {
       cause: lastErr,
       retriable: true,
     });
@@ -176,4 +280,9 @@ function discoveredHosts(levels: readonly PolicyLevel[]): { namespace: string; n
   for (const l of levels)
     if (l.discovered) seen.set(`${l.discovered.namespace}/${l.discovered.name}`, l.discovered);
   return [...seen.values()];
+}
+
+/** Where a prepare leaves its read for its powerOff: the action (incident, round) and the Secret. */
+function headStartKey(a: PowerOff, ref: SecretRef): string {
+  return `${a.incident}#${a.round}|${secretName(ref)}`;
 }

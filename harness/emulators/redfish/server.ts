@@ -2,7 +2,9 @@
 // with one ComputerSystem whose ForceOff/On call hooks (kill or start the simulated
 // node's processes), session and basic auth, and fault injection switches: added
 // latency, HTTP 5xx, auth failure, stuck in PoweringOff, "lying" (reports Off while the
-// node still runs; the off hook is not called) and unreachable (stops listening).
+// node still runs; the off hook is not called) and unreachable (stops listening). Its one
+// account's password can be changed as on a real BMC (PATCH
+// /redfish/v1/AccountService/Accounts/1 {"Password"}), which ends every open session.
 // Shared by the tests, the lab and the benches; it must never be imported by the pipeline
 // (core/, functions/, events/, infra/, source/), and never listens beyond loopback and the
 // lab bridge.
@@ -84,6 +86,8 @@ export class LabRedfishServer {
   private readonly sockets = new Set<Socket>();
   private readonly sessions = new Map<string, string>();
   private nextSession = 1;
+  /** The account's password: opts.password until a PATCH of the account changes it. */
+  private password: string;
   private boundPort = 0;
   private listening = false;
   readonly systemId: string;
@@ -91,6 +95,7 @@ export class LabRedfishServer {
   constructor(opts: LabRedfishOptions) {
     this.opts = opts;
     this.systemId = opts.systemId ?? "node-1";
+    this.password = opts.password;
     this.power = opts.initialPower ?? "On";
     const handler = (req: http.IncomingMessage, res: http.ServerResponse) => void this.handle(req, res);
     this.server = opts.tls
@@ -161,7 +166,7 @@ export class LabRedfishServer {
     if (typeof auth === "string" && auth.startsWith("Basic ")) {
       const dec = Buffer.from(auth.slice(6), "base64").toString("utf8");
       const i = dec.indexOf(":");
-      return i >= 0 && eq(dec.slice(0, i), this.opts.username) && eq(dec.slice(i + 1), this.opts.password);
+      return i >= 0 && eq(dec.slice(0, i), this.opts.username) && eq(dec.slice(i + 1), this.password);
     }
     return false;
   }
@@ -199,6 +204,7 @@ export class LabRedfishServer {
         Name: "fastfence lab Redfish service",
         RedfishVersion: "1.6.0",
         Systems: { "@odata.id": "/redfish/v1/Systems" },
+        AccountService: { "@odata.id": "/redfish/v1/AccountService" },
         ...(this.opts.sessions === false
           ? {}
           : {
@@ -220,7 +226,7 @@ export class LabRedfishServer {
         typeof body.UserName !== "string" ||
         typeof body.Password !== "string" ||
         !eq(body.UserName, this.opts.username) ||
-        !eq(body.Password, this.opts.password)
+        !eq(body.Password, this.password)
       ) {
         this.stats.authFailures++;
         return error(401, "invalid credentials");
@@ -250,6 +256,19 @@ export class LabRedfishServer {
     if (method === "DELETE" && path.startsWith("/redfish/v1/SessionService/Sessions/")) {
       const id = path.split("/").pop();
       for (const [tok, sid] of this.sessions) if (sid === id) this.sessions.delete(tok);
+      return send(204);
+    }
+    if (method === "PATCH" && path === "/redfish/v1/AccountService/Accounts/1") {
+      let pw: unknown;
+      try {
+        pw = (JSON.parse(text || "{}") as { Password?: unknown }).Password;
+      } catch {
+        return error(400, "body is not JSON");
+      }
+      if (typeof pw !== "string" || pw === "") return error(400, "Password must be a non-empty string");
+      // like OpenBMC: a changed password ends the account's sessions
+      this.password = pw;
+      this.sessions.clear();
       return send(204);
     }
     if (method === "GET" && path === "/redfish/v1/SessionService") {

@@ -2,11 +2,12 @@
 // (remediation.medik8s.io/v1alpha1, cluster-scoped), MachineHealthChecks
 // (machine.openshift.io/v1beta1) and, in the namespaces that hold an MHC, the Machines
 // whose status.nodeRef links them to a Node. Returns them in core/remediators.ts's shapes
-// (the raw objects stay here). A kind whose CRD is not installed (404 on the list: a
-// vanilla cluster has neither) means none of that kind; any other error is thrown as the
-// client's typed error (KubeApiError 403 when RBAC is missing, FF_KUBE_UNAVAILABLE),
-// never read as "no remediator". Cached for a short TTL, like policy.ts, since the
-// confirm stage asks per decision; concurrent reads share one request.
+// (the raw objects stay here). A kind whose CRD is not installed (API discovery or the
+// list answers 404: a vanilla cluster has neither) means none of that kind; any other
+// error is thrown as the client's typed error (KubeApiError 403 when the CRD is installed
+// but RBAC is missing, FF_KUBE_UNAVAILABLE), never read as "no remediator". Cached for a
+// short TTL, like policy.ts, since the confirm stage asks per decision; concurrent reads
+// share one request.
 // Read-only: it never writes, and it never decides what fastfence does about a conflict.
 import {
   remediatorConflicts,
@@ -28,17 +29,23 @@ import {
 } from "../../core/remediators.ts";
 import { KubeApiError, type Kube, type KubeApis } from "./client.ts";
 
-export const NHC_API = { group: "remediation.medik8s.io", version: "v1alpha1", plural: "nodehealthchecks" };
-export const MHC_API = { group: "machine.openshift.io", version: "v1beta1", plural: "machinehealthchecks" };
-export const MACHINE_API = { group: "machine.openshift.io", version: "v1beta1", plural: "machines" };
+type Api = { group: string; version: string; plural: string };
+export const NHC_API: Api = {
+  group: "remediation.medik8s.io",
+  version: "v1alpha1",
+  plural: "nodehealthchecks",
+};
+export const MHC_API: Api = {
+  group: "machine.openshift.io",
+  version: "v1beta1",
+  plural: "machinehealthchecks",
+};
+export const MACHINE_API: Api = { group: "machine.openshift.io", version: "v1beta1", plural: "machines" };
 /**
  * Where the machine API's MHC controller works: OpenShift runs it with
  * --namespace=openshift-machine-api, so an MHC elsewhere remediates nothing.
  */
 export const DEFAULT_MACHINE_API_NAMESPACES: readonly string[] = ["openshift-machine-api"];
-
-/** Items per list page (a large cluster has hundreds of Machines). */
-const PAGE = 500;
 
 export interface RemediatorReaderOptions {
   /**
@@ -48,6 +55,8 @@ export interface RemediatorReaderOptions {
   ttlMs?: number;
   /** Namespaces whose MachineHealthChecks (and Machines) are read. Default: openshift-machine-api. */
   machineApiNamespaces?: readonly string[];
+  /** Items per list request (the rest comes in further pages). Default 500. */
+  pageSize?: number;
 }
 
 /** What one read found. */
@@ -164,6 +173,7 @@ export class RemediatorReader {
   private readonly kube: Kube;
   private readonly ttlMs: number;
   private readonly namespaces: readonly string[];
+  private readonly pageSize: number;
   private cached: { at: number; snapshot: RemediatorSnapshot } | undefined;
   private inflight: Promise<RemediatorSnapshot> | undefined;
 
@@ -171,6 +181,7 @@ export class RemediatorReader {
     this.kube = kube;
     this.ttlMs = opts.ttlMs ?? 5000;
     this.namespaces = [...(opts.machineApiNamespaces ?? DEFAULT_MACHINE_API_NAMESPACES)];
+    this.pageSize = opts.pageSize ?? 500;
   }
 
   /** The remediators and Machines, from the cache when younger than the TTL. */
@@ -195,34 +206,50 @@ export class RemediatorReader {
   }
 
   private async read(): Promise<RemediatorSnapshot> {
-    const nhcs = (await this.listOrNone("nodehealthchecks", NHC_API, undefined)) ?? [];
+    const nhcs = (await this.served(NHC_API)) ? ((await this.listOrNone(NHC_API, undefined)) ?? []) : [];
     const mhcs: MachineHealthCheckConfig[] = [];
     const machines: unknown[] = [];
-    for (const ns of this.namespaces) {
-      const found = await this.listOrNone("machinehealthchecks", MHC_API, ns);
-      if (found === undefined) break; // the machine API is not installed
-      const here = found.map(machineHealthCheckFrom).filter((m) => m !== undefined);
-      if (!here.length) continue;
-      mhcs.push(...here);
-      machines.push(...((await this.listOrNone("machines", MACHINE_API, ns)) ?? []));
-    }
+    if (await this.served(MHC_API))
+      for (const ns of this.namespaces) {
+        const found = await this.listOrNone(MHC_API, ns);
+        if (found === undefined) break; // uninstalled since the discovery call
+        const here = found.map(machineHealthCheckFrom).filter((m) => m !== undefined);
+        if (!here.length) continue;
+        mhcs.push(...here);
+        machines.push(...((await this.listOrNone(MACHINE_API, ns)) ?? []));
+      }
     return {
       remediators: [...nhcs.map(nodeHealthCheckFrom).filter((n) => n !== undefined), ...mhcs],
       machinesByNode: machinesByNodeFrom(machines),
     };
   }
 
+  /**
+   * Whether the API server serves the resource (discovery, which every authenticated
+   * identity may read). Asked before the list, because RBAC answers a list of a resource
+   * the identity has no grant for with 403 whether or not its CRD is installed: without
+   * this, a cluster without the machine API and without the openshift overlay's Role would
+   * look like an RBAC error instead of "no MachineHealthCheck".
+   */
+  private async served(api: Api): Promise<boolean> {
+    try {
+      const list = await this.kube.call(`discover ${api.group}/${api.version}`, (a) =>
+        a.custom.getAPIResources({ group: api.group, version: api.version }),
+      );
+      return (list.resources ?? []).some((r) => r.name === api.plural);
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
   /** Every item of a list (all pages), or undefined when the API is not installed (404). */
-  private async listOrNone(
-    what: string,
-    api: { group: string; version: string; plural: string },
-    namespace: string | undefined,
-  ): Promise<unknown[] | undefined> {
+  private async listOrNone(api: Api, namespace: string | undefined): Promise<unknown[] | undefined> {
     const items: unknown[] = [];
     let cont: string | undefined;
     do {
       const call = (a: KubeApis) => {
-        const page = { ...api, limit: PAGE, ...(cont ? { _continue: cont } : {}) };
+        const page = { ...api, limit: this.pageSize, ...(cont ? { _continue: cont } : {}) };
         return namespace === undefined
           ? a.custom.listClusterCustomObject(page)
           : a.custom.listNamespacedCustomObject({ ...page, namespace });
@@ -230,7 +257,7 @@ export class RemediatorReader {
       let page: ListPage;
       try {
         page = (await this.kube.call(
-          `list ${what}.${api.group}${namespace ? ` in ${namespace}` : ""}`,
+          `list ${api.plural}.${api.group}${namespace ? ` in ${namespace}` : ""}`,
           call,
         )) as ListPage;
       } catch (err) {

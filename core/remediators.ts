@@ -245,9 +245,12 @@ export function remediatorSelections(
 ): RemediatorSelection[] {
   const byRemediator = new Map<string, { sel: Omit<Conflict, "machine">; nodes: string[] }>();
   for (const node of nodes)
-    for (const conflict of remediatorConflicts(node, remediators, machinesByNode)) {
-      const c: Omit<Conflict, "machine"> = { ...conflict };
-      delete (c as Conflict).machine;
+    for (const { kind, name, namespace, remediation, state } of remediatorConflicts(
+      node,
+      remediators,
+      machinesByNode,
+    )) {
+      const c = { kind, name, ...(namespace ? { namespace } : {}), remediation, state };
       const key = `${c.kind}/${c.namespace ?? ""}/${c.name}`;
       const entry = byRemediator.get(key) ?? { sel: c, nodes: [] };
       entry.nodes.push(node.name);

@@ -160,7 +160,7 @@ export class PolicyStatusReporter {
     // Only a change worth an alarm gets an Event: invalid, or valid again after invalid.
     if (desired.status === "True" && previous?.status !== "False") return;
     try {
-      await this.event(obj, name, desired, nowMs);
+      await this.event(obj, desired, nowMs);
     } catch (err) {
       this.failed(key, name, err, "cannot record the FencingPolicy Event");
     }
@@ -172,37 +172,59 @@ export class PolicyStatusReporter {
     this.log?.warn({ incident: "none", node: "none", policy, err }, msg);
   }
 
-  private async event(
-    obj: FencingPolicyObject,
-    name: string,
-    c: PolicyCondition,
-    nowMs: number,
-  ): Promise<void> {
-    const at = new Date(nowMs);
+  private async event(obj: FencingPolicyObject, c: PolicyCondition, nowMs: number): Promise<void> {
     const invalid = c.status === "False";
-    await this.kube.call(`record event on fencingpolicy ${name}`, (a) =>
-      a.core.createNamespacedEvent({
-        namespace: POLICY_EVENT_NAMESPACE,
-        body: {
-          metadata: { generateName: `${name}.`, namespace: POLICY_EVENT_NAMESPACE },
-          involvedObject: {
-            apiVersion: `${FENCING_POLICY_GROUP}/${FENCING_POLICY_VERSION}`,
-            kind: FENCING_POLICY_KIND,
-            name,
-            ...(obj.metadata?.uid ? { uid: obj.metadata.uid } : {}),
-            ...(obj.metadata?.resourceVersion ? { resourceVersion: obj.metadata.resourceVersion } : {}),
-          },
-          type: invalid ? "Warning" : "Normal",
-          reason: invalid ? POLICY_EVENT_REASONS.invalid : POLICY_EVENT_REASONS.valid,
-          message: clip(`generation ${c.observedGeneration}: ${c.message}`, 1024),
-          source: { component: `fastfence-${this.component}` },
-          reportingComponent: `fastfence.io/${this.component}`,
-          reportingInstance: clip(this.instance, 128),
-          firstTimestamp: at,
-          lastTimestamp: at,
-          count: 1,
-        },
-      }),
-    );
+    await recordPolicyEvent(this.kube, obj, {
+      type: invalid ? "Warning" : "Normal",
+      reason: invalid ? POLICY_EVENT_REASONS.invalid : POLICY_EVENT_REASONS.valid,
+      message: `generation ${c.observedGeneration}: ${c.message}`,
+      component: this.component,
+      instance: this.instance,
+      nowMs,
+    });
   }
+}
+
+/**
+ * Records one Kubernetes Event involving the FencingPolicy `obj` (in
+ * POLICY_EVENT_NAMESPACE), from fastfence.io/<component>. Throws the client's typed error.
+ */
+export async function recordPolicyEvent(
+  kube: Kube,
+  obj: FencingPolicyObject,
+  e: {
+    type: "Warning" | "Normal";
+    reason: string;
+    message: string;
+    component: string;
+    instance: string;
+    nowMs: number;
+  },
+): Promise<void> {
+  const name = obj.metadata?.name ?? "";
+  const at = new Date(e.nowMs);
+  await kube.call(`record event on fencingpolicy ${name}`, (a) =>
+    a.core.createNamespacedEvent({
+      namespace: POLICY_EVENT_NAMESPACE,
+      body: {
+        metadata: { generateName: `${name}.`, namespace: POLICY_EVENT_NAMESPACE },
+        involvedObject: {
+          apiVersion: `${FENCING_POLICY_GROUP}/${FENCING_POLICY_VERSION}`,
+          kind: FENCING_POLICY_KIND,
+          name,
+          ...(obj.metadata?.uid ? { uid: obj.metadata.uid } : {}),
+          ...(obj.metadata?.resourceVersion ? { resourceVersion: obj.metadata.resourceVersion } : {}),
+        },
+        type: e.type,
+        reason: e.reason,
+        message: clip(e.message, 1024),
+        source: { component: `fastfence-${e.component}` },
+        reportingComponent: `fastfence.io/${e.component}`,
+        reportingInstance: clip(e.instance, 128),
+        firstTimestamp: at,
+        lastTimestamp: at,
+        count: 1,
+      },
+    }),
+  );
 }

@@ -34,6 +34,10 @@ import { PolicyReader } from "../infra/kube/policy.ts";
 import { PolicyStatusReporter } from "../infra/kube/policy-status.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
 import { PlannedReader } from "../infra/kube/planned.ts";
+import { RemediatorConflictReporter } from "../infra/kube/remediator-status.ts";
+import { RemediatorReader } from "../infra/kube/remediators.ts";
+import { startRemediatorReport } from "../infra/runtime/remediator-report.ts";
+import { describeConflict } from "../core/remediators.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
 import { stageRunner, type StageAdapters, type StageRunner } from "../infra/runtime/stage-executor.ts";
@@ -114,6 +118,7 @@ export async function hostFunction(opts: {
   });
   const ns = config.FASTFENCE_NAMESPACE;
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
+  const remediators = new RemediatorReader(kube);
   const adapters: StageAdapters = {
     kube,
     incidents: new IncidentStore(kube, ns),
@@ -131,8 +136,26 @@ export async function hostFunction(opts: {
     }),
     power: new BmcPowerExecutor(kube, ns, clock, metal3, { log }),
     metal3,
-    planned: new PlannedReader(kube),
+    planned: new PlannedReader(kube, {
+      remediators: (n, now) => remediators.conflictsFor(n, now).then((cs) => cs.map(describeConflict)),
+    }),
   };
+  // confirm keeps the FencingPolicy's RemediatorConflict condition current (one loop per replica).
+  const report =
+    def.name === "confirm"
+      ? startRemediatorReport({
+          reader: remediators,
+          reporter: new RemediatorConflictReporter(kube, {
+            component: def.name,
+            instance: config.FASTFENCE_REPLICA,
+            policy: config.FASTFENCE_POLICY,
+            log,
+          }),
+          nodes: adapters.nodes,
+          clock,
+          log,
+        })
+      : undefined;
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
   const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
   const handler = runner.handle;
@@ -180,6 +203,7 @@ export async function hostFunction(opts: {
       ready: rt.ready,
       metrics,
       stop: async () => {
+        report?.stop();
         await reconciler?.stop();
         await rt.stop();
         if (ownBus) await bus!.close();
@@ -232,6 +256,7 @@ export async function hostFunction(opts: {
     metrics,
     port: rt.port,
     stop: async () => {
+      report?.stop();
       await reconciler?.stop();
       await rt.stop();
       if (ownBus && b) await b.close();

@@ -30,7 +30,10 @@ interface ClusterVersionObject {
 }
 
 /** Other remediators selecting a node, as "Kind/name (remediation …)" (infra/kube/remediators.ts). */
-export type RemediatorSource = (node: string) => Promise<readonly string[]>;
+export type RemediatorSource = (
+  node: { name: string; labels: Record<string, string> },
+  now: number,
+) => Promise<readonly string[]>;
 
 /** 404 on a list or get of a kind whose CRD is absent (or the one object absent): none. */
 function absent(err: unknown): boolean {
@@ -55,10 +58,10 @@ export class PlannedReader {
     this.remediators = opts.remediators;
   }
 
-  async forNode(node: string, now: number): Promise<PlannedView> {
-    const [c, others] = await Promise.all([this.cluster(now), this.remediators?.(node) ?? []]);
+  async forNode(node: { name: string; labels: Record<string, string> }, now: number): Promise<PlannedView> {
+    const [c, others] = await Promise.all([this.cluster(now), this.remediators?.(node, now) ?? []]);
     return {
-      nodeMaintenances: c.maintenances.get(node) ?? [],
+      nodeMaintenances: c.maintenances.get(node.name) ?? [],
       ...(c.upgrade !== undefined ? { clusterUpgrade: c.upgrade } : {}),
       otherRemediators: others,
     };

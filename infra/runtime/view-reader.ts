@@ -52,12 +52,14 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
 
   /** Reads the view; the raw Lease `req.lease` is kept in `leases` for a takeLease to write without a read. */
   async function readView(req: ViewRequest, now: number, leases: RawLeases): Promise<View> {
-    const [policy, planned] = await Promise.all([
-      ad.policy.get(now, { fresh: req.freshPolicy === true }),
-      req.planned && ad.planned ? ad.planned.forNode(req.node, now) : Promise.resolve(undefined),
-    ]);
-    const [node, incident, lease, cluster, nodeList, observers, kubeletLease] = await Promise.all([
-      ad.nodes.get(req.node),
+    const policy = await ad.policy.get(now, { fresh: req.freshPolicy === true });
+    const nodeRead = ad.nodes.get(req.node);
+    const plannedRead =
+      req.planned && ad.planned
+        ? nodeRead.then((n) => (n ? ad.planned!.forNode(n, now) : undefined))
+        : Promise.resolve(undefined);
+    const [node, incident, lease, cluster, nodeList, observers, kubeletLease, planned] = await Promise.all([
+      nodeRead,
       req.incident
         ? ad.incidents.get(req.incident)
         : req.openIncidentOfNode
@@ -75,6 +77,7 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
       req.kubeletLease
         ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
         : Promise.resolve(undefined),
+      plannedRead,
     ]);
     const view: View = {
       ...(incident ? { incident } : {}),

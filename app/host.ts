@@ -33,6 +33,7 @@ import { NodeOps } from "../infra/kube/nodes.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { PolicyStatusReporter } from "../infra/kube/policy-status.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
+import { IncidentEventRecorder } from "../infra/kube/incident-events.ts";
 import { PlannedReader } from "../infra/kube/planned.ts";
 import { RemediatorConflictReporter } from "../infra/kube/remediator-status.ts";
 import { RemediatorReader } from "../infra/kube/remediators.ts";
@@ -136,6 +137,12 @@ export async function hostFunction(opts: {
     }),
     power: new BmcPowerExecutor(kube, ns, clock, metal3, { log }),
     metal3,
+    events: new IncidentEventRecorder(kube, {
+      component: def.name,
+      instance: config.FASTFENCE_REPLICA,
+      log,
+      metrics,
+    }),
     planned: new PlannedReader(kube, {
       remediators: (n, now) => remediators.conflictsFor(n, now).then((cs) => cs.map(describeConflict)),
     }),

@@ -27,6 +27,12 @@ export interface FunctionMetrics {
   policyValid: Gauge<"policy">;
   /** Invalid FencingPolicy generations this process found (once per generation, not per read). */
   policyInvalid: Counter<"policy">;
+  /**
+   * Incident status writes that changed the phase or the reason, by the writing stage, the
+   * new phase and its reason code (e.g. phase Blocked, reason PlannedReboot: a node held
+   * for planned work). Reasons are fastfence's stable codes, so the cardinality is bounded.
+   */
+  incidentTransitions: Counter<"function" | "phase" | "reason">;
 }
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
@@ -92,6 +98,12 @@ export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}
       name: "fastfence_policy_valid",
       help: "1 if the FencingPolicy read last was valid, 0 if invalid (the last valid one stays in force, if any).",
       labelNames: ["policy"],
+      registers: [registry],
+    }),
+    incidentTransitions: new Counter({
+      name: "fastfence_incident_transitions_total",
+      help: "Incident status writes that changed the phase or reason, by stage, new phase and reason code.",
+      labelNames: ["function", "phase", "reason"],
       registers: [registry],
     }),
     policyInvalid: new Counter({

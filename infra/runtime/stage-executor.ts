@@ -29,6 +29,7 @@ import { writeLedger } from "../kube/admission-ledger.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
 import type { LeaseManager } from "../kube/lease.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps } from "../kube/nodes.ts";
+import type { IncidentEventRecorder } from "../kube/incident-events.ts";
 import type { PlannedReader } from "../kube/planned.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
@@ -47,6 +48,8 @@ export interface StageAdapters {
   leaseNamespace: string;
   policy: PolicyReader;
   power?: PowerExecutor;
+  /** Records a Kubernetes Event when a status write changes an incident's phase or reason (best effort). */
+  events?: Pick<IncidentEventRecorder, "written">;
   /** Planned work and other remediators (View.planned); absent: only the policy and the node's own fields hold fencing. */
   planned?: PlannedReader;
   /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
@@ -137,8 +140,9 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
             `create incident ${a.incident.metadata.name}`,
             ad.incidents.create(a.incident),
           );
+          if (ad.events) void ad.events.written(undefined, last);
           break;
-        case "updateIncidentStatus":
+        case "updateIncidentStatus": {
           if (isTerminal(a.status.phase) && ad.power?.releaseHolds) {
             // Before the write: if this fails the event is redelivered and decided again.
             const released = await ad.power.releaseHolds(a.name, view.policy);
@@ -148,11 +152,14 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
                 "released BMC power-off holds",
               );
           }
+          const before = last?.metadata.name === a.name ? last.status : undefined;
           last = await guarded(
             `update incident ${a.name}`,
             ad.incidents.writeStatus(a.name, a.expectedResourceVersion, a.status),
           );
+          if (ad.events) void ad.events.written(before, last);
           break;
+        }
         case "writeLedger":
           await guarded(
             "admission ledger",

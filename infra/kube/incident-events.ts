@@ -1,0 +1,116 @@
+// Kubernetes Events for incidents: when a stage's status write changes an incident's phase
+// or reason, one Event on the NodeFence (its namespace) and one on its Node (`default`,
+// where the API server files Events about cluster-scoped objects), so `kubectl describe
+// nodefence` and `oc describe node` tell what fastfence did and why, with the stable reason
+// code (status.reason, else the phase). Also counts the change in
+// fastfence_incident_transitions_total{function,phase,reason}. Best effort: recording is
+// never awaited by the stage and never fails a decision; a failure is logged once per kind.
+// Never records evidence, attempts or anything secret, only the status reason and message.
+import { type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
+import type { Logger } from "../log.ts";
+import type { FunctionMetrics } from "../metrics.ts";
+import type { Kube } from "./client.ts";
+
+/** Namespace of Events about Nodes (cluster-scoped objects). */
+export const NODE_EVENT_NAMESPACE = "default";
+
+/** Phases and reasons that ask for someone's attention (Event type Warning). */
+const WARNING_PHASES = new Set(["Blocked", "FenceFailed"]);
+
+function clip(s: string, max: number): string {
+  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
+}
+
+/** The incident changed in a way worth an Event: its phase, or its reason. */
+export function changed(before: NodeFenceStatus | undefined, after: NodeFenceStatus): boolean {
+  return before?.phase !== after.phase || before?.reason !== after.reason;
+}
+
+export interface IncidentEventsOptions {
+  /** The stage that writes (the Events' reportingComponent fastfence.io/<component>). */
+  component: string;
+  instance: string;
+  log?: Logger;
+  metrics?: Pick<FunctionMetrics, "incidentTransitions">;
+}
+
+export class IncidentEventRecorder {
+  private readonly kube: Kube;
+  private readonly o: IncidentEventsOptions;
+  private lastFailure = "";
+
+  constructor(kube: Kube, o: IncidentEventsOptions) {
+    this.kube = kube;
+    this.o = o;
+  }
+
+  /**
+   * Called after a status write succeeded: `before` is the status it replaced (absent for a
+   * new incident), `inc` the incident as written. Records nothing when neither the phase
+   * nor the reason changed. Never throws; returns when both Events were tried.
+   */
+  async written(before: NodeFenceStatus | undefined, inc: NodeFence): Promise<void> {
+    const st = inc.status;
+    if (!st || !changed(before, st)) return;
+    const reason = st.reason ?? st.phase;
+    this.o.metrics?.incidentTransitions.inc({ function: this.o.component, phase: st.phase, reason });
+    const type = WARNING_PHASES.has(st.phase) ? "Warning" : "Normal";
+    const name = inc.metadata.name;
+    const ns = inc.metadata.namespace ?? "";
+    const text = `${st.phase}: ${st.message ?? reason}`;
+    await Promise.all([
+      this.record(
+        ns,
+        { apiVersion: "fastfence.io/v1alpha1", kind: "NodeFence", name, namespace: ns },
+        type,
+        reason,
+        text,
+      ),
+      this.record(
+        NODE_EVENT_NAMESPACE,
+        { apiVersion: "v1", kind: "Node", name: inc.spec.nodeName },
+        type,
+        reason,
+        `incident ${name} ${text}`,
+      ),
+    ]);
+  }
+
+  private async record(
+    namespace: string,
+    involved: { apiVersion: string; kind: string; name: string; namespace?: string },
+    type: "Normal" | "Warning",
+    reason: string,
+    message: string,
+  ): Promise<void> {
+    const at = new Date();
+    try {
+      await this.kube.call(`record event on ${involved.kind.toLowerCase()} ${involved.name}`, (a) =>
+        a.core.createNamespacedEvent({
+          namespace,
+          body: {
+            metadata: { generateName: `${involved.name}.`, namespace },
+            involvedObject: involved,
+            type,
+            reason: clip(reason, 128),
+            message: clip(message, 1024),
+            source: { component: `fastfence-${this.o.component}` },
+            reportingComponent: `fastfence.io/${this.o.component}`,
+            reportingInstance: clip(this.o.instance, 128),
+            firstTimestamp: at,
+            lastTimestamp: at,
+            count: 1,
+          },
+        }),
+      );
+    } catch (err) {
+      const key = `${involved.kind}/${String((err as { status?: number }).status ?? "")}`;
+      if (key === this.lastFailure) return;
+      this.lastFailure = key;
+      this.o.log?.warn(
+        { incident: involved.kind === "NodeFence" ? involved.name : "none", node: "none", err },
+        `cannot record a Kubernetes Event on the ${involved.kind}; the incident's status still says it`,
+      );
+    }
+  }
+}

@@ -40,7 +40,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   if (!config.FASTFENCE_KAFKA_BROKERS)
     throw new UsageError("source", "the event source needs Kafka: --brokers or FASTFENCE_KAFKA_BROKERS");
   const { KubeConfig } = await import("@kubernetes/client-node");
-  const { Counter, Registry, collectDefaultMetrics } = await import("prom-client");
+  const { createSourceMetrics } = await import("../infra/metrics.ts");
   const { systemClock } = await import("../core/clock.ts");
   const { KafkaJsBus } = await import("../infra/bus/kafkajs-bus.ts");
   const { kafkaSecurityFrom } = await import("../infra/bus/kafka-security.ts");
@@ -58,27 +58,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     security: kafkaSecurityFrom(config, log),
     log,
   });
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: "fastfence_process_" });
-  const metrics = {
-    probes: new Counter({
-      name: "fastfence_probes_total",
-      help: "Probes by result.",
-      labelNames: ["result"],
-      registers: [registry],
-    }),
-    published: new Counter({
-      name: "fastfence_source_events_published_total",
-      help: "Events published.",
-      labelNames: ["type"],
-      registers: [registry],
-    }),
-    publishErrors: new Counter({
-      name: "fastfence_source_publish_errors_total",
-      help: "Failed publishes.",
-      registers: [registry],
-    }),
-  };
+  const { registry, ...metrics } = createSourceMetrics();
   let ready = false;
   const server =
     port === undefined

@@ -17,7 +17,9 @@
 // list and watch in every namespace holding BMC Secrets and would keep all of their Secrets
 // in memory), and prepare's GET overlaps the lease and incident writes. A BMC that rejects
 // the credentials gives the attempt "auth-failed", its message naming the Secret (never its
-// content). Credentials are never logged, returned, or put into a key or a message.
+// content). Every BMC call of a driver it builds is counted and timed (infra/bmc/metered.ts:
+// fastfence_bmc_calls_total{driver,operation,result}, fastfence_bmc_call_duration_seconds).
+// Credentials are never logged, returned, or put into a key, a label or a message.
 import type { Action } from "../../core/decision.ts";
 import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
 import type { Attempt } from "../../core/incident.ts";
@@ -31,6 +33,7 @@ import {
 } from "../bmc/credentials.ts";
 import type { BmcDriver } from "../bmc/driver.ts";
 import { fenceWithLevels, type FencingLevel as DriverLevel } from "../bmc/levels.ts";
+import { meteredDriver, type BmcMetrics } from "../bmc/metered.ts";
 import { KubeMetal3Api } from "../bmc/metal3.ts";
 import { driverForAddress, type BmcOptions } from "../bmc/settings.ts";
 import type { Kube } from "../kube/client.ts";
@@ -56,6 +59,8 @@ export interface PowerExecutorOptions {
   driverFor?: DriverFactory;
   /** Secret-free notes (a driver replaced after its Secret changed). */
   log?: Logger;
+  /** Counts and times every BMC call (fastfence_bmc_calls_total, fastfence_bmc_call_duration_seconds). */
+  metrics?: Pick<BmcMetrics, "bmcCalls" | "bmcCallSeconds">;
 }
 
 /** Driver options from a policy level's string map (documented in docs/bmc.md). */
@@ -79,6 +84,7 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly metal3: KubeMetal3Api;
   private readonly driverFor: DriverFactory;
   private readonly log: Logger | undefined;
+  private readonly metrics: PowerExecutorOptions["metrics"];
   private readonly pool = new DriverPool();
   /** Secret reads prepare started, by action and Secret, until that action's powerOff takes them. */
   private readonly headStarts = new Map<string, { at: number; read: Promise<BmcCredentials> }>();
@@ -97,6 +103,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     this.metal3 = metal3 ?? new KubeMetal3Api(kube);
     this.driverFor = opts.driverFor ?? driverForAddress;
     this.log = opts.log;
+    this.metrics = opts.metrics;
   }
 
   /**
@@ -133,7 +140,10 @@ export class BmcPowerExecutor implements PowerExecutor {
     const creds = await read;
     const slot = `${level.address}|${secretName(ref)}|${JSON.stringify(level.options ?? {})}`;
     const options = levelOptions(level.options, level.timeoutMs);
-    const u = this.pool.use(slot, creds, (c) => namingSecret(this.driverFor(level.address, c, options), ref));
+    const u = this.pool.use(slot, creds, (c) => {
+      const d = namingSecret(this.driverFor(level.address, c, options), ref);
+      return this.metrics ? meteredDriver(d, level.driver, this.metrics) : d;
+    });
     if (u.replaced)
       this.log?.info(
         { secret: secretName(ref), target: u.driver.target },

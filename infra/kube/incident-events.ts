@@ -3,10 +3,13 @@
 // where the API server files Events about cluster-scoped objects), so `kubectl describe
 // nodefence` and `oc describe node` tell what fastfence did and why, with the stable reason
 // code (status.reason, else the phase). Also counts the change in
-// fastfence_incident_transitions_total{function,phase,reason}. Best effort: recording is
+// fastfence_incident_transitions_total{function,phase,reason,final} (final="true" when the
+// write gives the incident's outcome: Released, a FenceFailed no round follows, Recovered,
+// Closed) and, on Released, observes fastfence_incident_duration_seconds from the
+// incident's own timestamps (first probe miss, else suspected, to released). Best effort: recording is
 // never awaited by the stage and never fails a decision; a failure is logged once per kind.
 // Never records evidence, attempts or anything secret, only the status reason and message.
-import { type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
+import { isTerminal, type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import type { Kube } from "./client.ts";
@@ -21,6 +24,35 @@ function clip(s: string, max: number): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
 }
 
+/**
+ * The write gives the incident's outcome: workloads Released, fencing given up (FenceFailed
+ * with no retry time: the last round failed, or nothing to retry), or the incident ended.
+ */
+export function isOutcome(st: NodeFenceStatus): boolean {
+  return (
+    st.phase === "Released" ||
+    (st.phase === "FenceFailed" && st.retryNotBefore === undefined) ||
+    isTerminal(st.phase)
+  );
+}
+
+/**
+ * Seconds from the incident's first sign of failure (the earliest first probe miss of its
+ * evidence, else its suspected time, else its creation) to its release; undefined when a
+ * time is missing.
+ */
+export function incidentDurationSeconds(inc: NodeFence): number | undefined {
+  const st = inc.status;
+  const released = st?.timestamps.released ? Date.parse(st.timestamps.released) : NaN;
+  const misses = (st?.evidence ?? [])
+    .map((e) => (e.firstMissAt ? Date.parse(e.firstMissAt) : NaN))
+    .filter(Number.isFinite);
+  const fallback = st?.timestamps.suspected ?? inc.metadata.creationTimestamp;
+  const start = misses.length ? Math.min(...misses) : fallback ? Date.parse(fallback) : NaN;
+  if (!Number.isFinite(released) || !Number.isFinite(start)) return undefined;
+  return Math.max(0, released - start) / 1000;
+}
+
 /** The incident changed in a way worth an Event: its phase, or its reason. */
 export function changed(before: NodeFenceStatus | undefined, after: NodeFenceStatus): boolean {
   return before?.phase !== after.phase || before?.reason !== after.reason;
@@ -31,7 +63,7 @@ export interface IncidentEventsOptions {
   component: string;
   instance: string;
   log?: Logger;
-  metrics?: Pick<FunctionMetrics, "incidentTransitions">;
+  metrics?: Pick<FunctionMetrics, "incidentTransitions" | "incidentDurationSeconds">;
 }
 
 export class IncidentEventRecorder {
@@ -53,7 +85,12 @@ export class IncidentEventRecorder {
     const st = inc.status;
     if (!st || !changed(before, st)) return;
     const reason = st.reason ?? st.phase;
-    this.o.metrics?.incidentTransitions.inc({ function: this.o.component, phase: st.phase, reason });
+    const final = String(isOutcome(st));
+    this.o.metrics?.incidentTransitions.inc({ function: this.o.component, phase: st.phase, reason, final });
+    if (st.phase === "Released" && before?.phase !== "Released") {
+      const seconds = incidentDurationSeconds(inc);
+      if (seconds !== undefined) this.o.metrics?.incidentDurationSeconds.observe(seconds);
+    }
     const type = WARNING_PHASES.has(st.phase) ? "Warning" : "Normal";
     const name = inc.metadata.name;
     const ns = inc.metadata.namespace ?? "";

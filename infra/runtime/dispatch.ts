@@ -184,7 +184,7 @@ export function createDispatcher(opts: {
         const e = err instanceof InvalidInputError ? err : asFastfenceError(err, "FF_INVALID_EVENT");
         metrics.eventsIn.inc({ function: fn, type: "invalid" });
         metrics.outcomes.inc({ function: fn, outcome: "invalid" });
-        metrics.deadLettered.inc({ function: fn, code: e.code });
+        metrics.deadLettered.inc({ function: fn, code: e.code, reason: "" });
         const suppressed = invalidLines.take(clock.now());
         if (suppressed !== undefined)
           log.warn(
@@ -211,7 +211,7 @@ export function createDispatcher(opts: {
           elog.info({ err: e.toJSON() }, "handler interrupted by shutdown; left for redelivery");
           return { kind: "dead-letter", event, error: e };
         }
-        metrics.deadLettered.inc({ function: fn, code: e.code });
+        metrics.deadLettered.inc({ function: fn, code: e.code, reason: "" });
         elog.error({ err: e.toJSON() }, "handler failed; dead-lettered");
         return { kind: "dead-letter", event, error: e };
       }
@@ -221,7 +221,7 @@ export function createDispatcher(opts: {
       metrics.outcomes.inc({ function: fn, outcome: result.outcome.kind });
       if (result.outcome.kind === "rejected") {
         const e = new RejectedEventError(result.outcome.code, result.outcome.reason);
-        metrics.deadLettered.inc({ function: fn, code: e.code });
+        metrics.deadLettered.inc({ function: fn, code: e.code, reason: result.outcome.code });
         if (REFUSAL_CODES.has(result.outcome.code))
           metrics.inputsRefused.inc({ stage: fn, reason: result.outcome.code });
         elog.warn({ outcome: result.outcome }, "event rejected; dead-lettered");

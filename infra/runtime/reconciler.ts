@@ -5,8 +5,9 @@
 // the incident as the API holds it now. What a resync emits is published like an event's
 // outcome. Every replica does this: the pure stage ignores what is not overdue and the
 // per-node Lease and guarded writes decide who acts (S3), so running it everywhere is safe.
-// It decides nothing itself and never writes anything the stage did not decide; a failed
-// pass is logged and the next one tries again.
+// Each pass's list (every open incident) is also handed to `observe` (the open-incident
+// gauges, infra/runtime/incident-gauges.ts). It decides nothing itself and never writes
+// anything the stage did not decide; a failed pass is logged and the next one tries again.
 import type { Clock } from "../../core/clock.ts";
 import type { Resync } from "../../core/decision.ts";
 import { asFastfenceError } from "../../core/errors.ts";
@@ -36,6 +37,8 @@ export interface ReconcilerOptions {
   log: Logger;
   /** Jitter source in [0, 1): injected for tests. */
   random?: () => number;
+  /** Sees every pass's list of open incidents, all phases (the incident gauges). */
+  observe?(open: readonly NodeFence[], policy: FencingPolicySpec, now: number): void;
 }
 
 export interface Reconciler {
@@ -106,7 +109,9 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
   async function pass(): Promise<PassReport> {
     const report: PassReport = { considered: 0, driven: [], failed: [] };
     const wants = opts.wants ?? (() => true);
-    const open = (await opts.listOpen()).filter((i) => opts.phases.includes(statusOf(i).phase) && wants(i));
+    const all = await opts.listOpen();
+    if (opts.observe) opts.observe(all, await opts.policy(clock.now()), clock.now());
+    const open = all.filter((i) => opts.phases.includes(statusOf(i).phase) && wants(i));
     report.considered = open.length;
     // One at a time: a pass is background work and must not crowd out the event path.
     for (const inc of open) {

@@ -35,10 +35,10 @@ import { PolicyStatusReporter } from "../infra/kube/policy-status.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
 import { IncidentEventRecorder } from "../infra/kube/incident-events.ts";
 import { PlannedReader } from "../infra/kube/planned.ts";
-import { RemediatorConflictReporter } from "../infra/kube/remediator-status.ts";
 import { RemediatorReader } from "../infra/kube/remediators.ts";
-import { startRemediatorReport } from "../infra/runtime/remediator-report.ts";
 import { describeConflict } from "../core/remediators.ts";
+import { recordOpenIncidents } from "../infra/runtime/incident-gauges.ts";
+import { startBackground } from "./background.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
 import { stageRunner, type StageAdapters, type StageRunner } from "../infra/runtime/stage-executor.ts";
@@ -135,7 +135,7 @@ export async function hostFunction(opts: {
         log,
       }),
     }),
-    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log }),
+    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log, metrics }),
     metal3,
     events: new IncidentEventRecorder(kube, {
       component: def.name,
@@ -147,24 +147,21 @@ export async function hostFunction(opts: {
       remediators: (n, now) => remediators.conflictsFor(n, now).then((cs) => cs.map(describeConflict)),
     }),
   };
-  // confirm keeps the FencingPolicy's RemediatorConflict condition current (one loop per replica).
-  const report =
-    def.name === "confirm"
-      ? startRemediatorReport({
-          reader: remediators,
-          reporter: new RemediatorConflictReporter(kube, {
-            component: def.name,
-            instance: config.FASTFENCE_REPLICA,
-            policy: config.FASTFENCE_POLICY,
-            log,
-          }),
-          nodes: adapters.nodes,
-          clock,
-          log,
-        })
-      : undefined;
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
   const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
+  // confirm: RemediatorConflict condition and event-source coverage; fence: BMC health.
+  const report = startBackground({
+    stage: def.name,
+    config,
+    kube,
+    nodes: adapters.nodes,
+    policy: adapters.policy,
+    remediators,
+    metal3,
+    metrics,
+    clock,
+    log,
+  });
   const handler = runner.handle;
   await warmUp(adapters.incidents, log);
   // Read the policy once now, so an invalid one is reported at start, not at the first
@@ -201,7 +198,7 @@ export async function hostFunction(opts: {
       config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
     });
     const kbus = bus!;
-    const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, async (evs) => {
+    const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, metrics, async (evs) => {
       for (const ev of evs)
         await kbus.publish(catalog.topicOf(ev.type), [encodeKafka(ev)], { acks: acksFor(ev.type) });
     });
@@ -210,7 +207,7 @@ export async function hostFunction(opts: {
       ready: rt.ready,
       metrics,
       stop: async () => {
-        report?.stop();
+        await report.stop();
         await reconciler?.stop();
         await rt.stop();
         if (ownBus) await bus!.close();
@@ -249,7 +246,7 @@ export async function hostFunction(opts: {
     dispatch,
     ...(publishExtra ? { publishExtra } : {}),
   });
-  const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, async (evs) => {
+  const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, metrics, async (evs) => {
     if (publishExtra) await publishExtra(evs);
     else
       log.warn(
@@ -263,7 +260,7 @@ export async function hostFunction(opts: {
     metrics,
     port: rt.port,
     stop: async () => {
-      report?.stop();
+      await report.stop();
       await reconciler?.stop();
       await rt.stop();
       if (ownBus && b) await b.close();
@@ -282,6 +279,7 @@ function reconcilerFor(
   config: RuntimeConfig,
   clock: Clock,
   log: Logger,
+  metrics: FunctionMetrics,
   publish: (evs: FfEvent[]) => Promise<void>,
 ) {
   if (!def.resyncPhases?.length || !def.locateResync) return undefined;
@@ -297,6 +295,7 @@ function reconcilerFor(
     handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS,
     clock,
     log,
+    observe: (open, policy, now) => recordOpenIncidents(metrics, open, policy, now),
   });
 }
 

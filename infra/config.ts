@@ -90,6 +90,15 @@ export const RuntimeConfigSchema = z
     // Broker's receiver requires one when Knative's authentication-oidc is enabled. Re-read
     // for every post, so the kubelet's rotation is picked up. Default: unset, no token.
     FASTFENCE_SINK_TOKEN_FILE: z.string().min(1).optional(),
+    // BMC health check of the fence stage (infra/fence/health.ts, Pacemaker's stonith
+    // monitor): every interval each fence replica logs in to every node's fencing levels
+    // and reads the power state (never changes it), exporting fastfence_bmc_up and
+    // fastfence_bmc_check_result (auth-failed: the BMC rejects the Secret's credentials).
+    // Unit: ms. Default 60000; 0 = off. Shorter finds a wrong password or a dead BMC sooner
+    // (an alert fires within about one interval); longer loads the BMCs less: each check is
+    // one login and one status read per level and fence replica, and a BMC that locks an
+    // account after repeated failed logins counts a rejected check as one.
+    FASTFENCE_BMC_HEALTH_INTERVAL_MS: z.coerce.number().int().min(0).default(60_000),
     // Kafka consumer session timeout, ms. Default 6000 (broker minimum by default). Only
     // matters in "shared" group mode; see FASTFENCE_GROUP_MODE.
     FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: ms(6000),

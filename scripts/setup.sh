@@ -6,7 +6,7 @@
 # packages (apt) and the Go/Maven/npm download caches in $HOME.
 #
 # Usage: scripts/setup.sh [step...]   (default: all steps)
-# Steps: apt node npm kube etcd kwok kafka kafka-cds sushy
+# Steps: apt node npm kube etcd kwok promtool kafka kafka-cds sushy
 #
 # Before building anything it checks that the machine has what the requested steps need
 # (Go, Java 17 + Maven, Python 3 with venv, npm, root or the Debian packages) and names
@@ -24,6 +24,7 @@ NODE_VERSION=24.22.3
 KUBE_VERSION="$(cat "$ROOT/tools/kube/VERSION")"
 ETCD_VERSION="$(cat "$ROOT/tools/etcd/VERSION")"
 KWOK_VERSION=v0.7.0
+PROMTOOL_VERSION="$(cat "$ROOT/tools/promtool/VERSION")"
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/tools/kafka/pom.xml")"
 SUSHY_VERSION="$(sed -n 's/^sushy-tools==//p' "$ROOT/tools/sushy/requirements.txt")"
 APT_PACKAGES="openipmi ipmitool fence-agents kcat iproute2 procps curl"
@@ -106,6 +107,15 @@ build_kube() {
 }
 build_etcd() { cd "$ROOT/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$CACHE/bin/etcd" . && "$CACHE/bin/etcd" --version; }
 build_kwok() { GOBIN="$CACHE/bin" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" && "$CACHE/bin/kwok" --version; }
+# promtool (checks and unit-tests the PrometheusRule of knative/components/monitoring):
+# the Prometheus module pinned as a `tool` of tools/promtool/go.mod (go.sum checked in),
+# because `go install …@version` refuses Prometheus's own main module (exclude lines).
+build_promtool() {
+  cd "$ROOT/tools/promtool"
+  go build -trimpath -o "$CACHE/bin/promtool" -ldflags "-s -w \
+    -X github.com/prometheus/common/version.Version=${PROMTOOL_VERSION#v}" github.com/prometheus/prometheus/cmd/promtool
+  "$CACHE/bin/promtool" --version
+}
 fetch_kafka() {
   rm -rf "$CACHE/kafka" && mkdir -p "$CACHE/kafka/libs"
   mvn -B -q -f "$ROOT/tools/kafka/pom.xml" dependency:copy-dependencies \
@@ -148,8 +158,8 @@ preflight() {
           missing+=("Node.js >= 22, or npm (to install Node $NODE_VERSION into .cache/)")
         fi ;;
       npm) command -v npm >/dev/null || missing+=("npm (ships with Node.js)") ;;
-      kube|etcd|kwok)
-        if ! command -v go >/dev/null; then missing+=("Go >= 1.24 (builds kube-apiserver, etcd, kwok)")
+      kube|etcd|kwok|promtool)
+        if ! command -v go >/dev/null; then missing+=("Go >= 1.24 (builds kube-apiserver, etcd, kwok, promtool)")
         else
           v="$(go env GOVERSION 2>/dev/null | sed 's/^go//')"
           version_ge "${v:-0}" 1.24 || missing+=("Go >= 1.24 (found ${v:-unknown})")
@@ -176,7 +186,7 @@ preflight() {
   fi
 }
 
-steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok kafka kafka-cds sushy)
+steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok promtool kafka kafka-cds sushy)
 preflight "${steps[@]}"
 for s in "${steps[@]}"; do
   case "$s" in
@@ -186,6 +196,7 @@ for s in "${steps[@]}"; do
     kube) run kube "$KUBE_VERSION-$(sha256sum "$ROOT/tools/kube/go.sum" "$ROOT/tools/kube/main.go" | sha256sum | cut -c1-12)" build_kube ;;
     etcd) run etcd "$ETCD_VERSION-$(sha256sum "$ROOT/tools/etcd/go.sum" | cut -c1-12)" build_etcd ;;
     kwok) run kwok "$KWOK_VERSION" build_kwok ;;
+    promtool) run promtool "$PROMTOOL_VERSION-$(sha256sum "$ROOT/tools/promtool/go.sum" | cut -c1-12)" build_promtool ;;
     kafka) run kafka "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" | cut -c1-12)" fetch_kafka ;;
     kafka-cds) run kafka-cds "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" "$ROOT/harness/env/kafka-cds.ts" | sha256sum | cut -c1-12)" build_kafka_cds ;;
     sushy) run sushy "$SUSHY_VERSION" install_sushy ;;

@@ -23,6 +23,7 @@ const FILES = [
   "scripts/setup.sh",
   "tools/kube/VERSION",
   "tools/etcd/VERSION",
+  "tools/promtool/VERSION",
   "tools/kafka/pom.xml",
   "tools/sushy/requirements.txt",
 ];

@@ -1,6 +1,8 @@
 // Renders a kustomization directory the way `kubectl kustomize` does, for the subset of
 // kustomize that fastfence's manifests use: `resources` (files and directories holding a
-// kustomization.yaml), `patches` (JSON merge patches that name their target by
+// kustomization.yaml), `components` (directories holding a `kind: Component`
+// kustomization, applied to the resources gathered so far, before the parent's own
+// patches), `patches` (JSON merge patches that name their target by
 // apiVersion/kind/metadata, and JSON 6902 operation lists with an explicit `target`) and
 // `images`. Anything else in a kustomization.yaml is an error, never silently ignored, so
 // this renderer and kustomize cannot disagree without a test noticing. Merge patches may
@@ -35,6 +37,7 @@ interface Kustomization {
   apiVersion?: string;
   kind?: string;
   resources?: string[];
+  components?: string[];
   patches?: { path?: string; patch?: string; target?: PatchTarget }[];
   images?: { name: string; newName?: string; newTag?: string; digest?: string }[];
 }
@@ -45,7 +48,7 @@ export class RenderError extends Error {
   override name = "RenderError";
 }
 
-const ALLOWED_KEYS = new Set(["apiVersion", "kind", "resources", "patches", "images"]);
+const ALLOWED_KEYS = new Set(["apiVersion", "kind", "resources", "components", "patches", "images"]);
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -172,8 +175,12 @@ function applyImages(o: KubeObject, images: NonNullable<Kustomization["images"]>
   }
 }
 
-/** Renders the kustomization in `dir` (a directory holding kustomization.yaml). */
-export function render(dir: string): KubeObject[] {
+/**
+ * Renders the kustomization in `dir` (a directory holding kustomization.yaml). A Component
+ * (kind: Component) is rendered onto `base`: the objects it adds and patches go with those
+ * it was given, as kustomize applies a component listed under `components`.
+ */
+export function render(dir: string, base: readonly KubeObject[] = []): KubeObject[] {
   const abs = resolve(dir);
   const file = join(abs, "kustomization.yaml");
   const [doc] = readYamlDocs(file);
@@ -183,11 +190,22 @@ export function render(dir: string): KubeObject[] {
     if (!ALLOWED_KEYS.has(key))
       throw new RenderError(`${file}: "${key}" is not supported by knative/render.ts`);
   }
-  let objects: KubeObject[] = [];
+  const isComponent = k.kind === "Component";
+  if (isComponent && k.apiVersion !== "kustomize.config.k8s.io/v1alpha1")
+    throw new RenderError(`${file}: a Component is kustomize.config.k8s.io/v1alpha1`);
+  if (!isComponent && base.length) throw new RenderError(`${file}: only a Component renders onto objects`);
+  let objects: KubeObject[] = [...base];
   for (const r of k.resources ?? []) {
     const p = join(abs, r);
     if (statSync(p).isDirectory()) objects.push(...render(p));
     else objects.push(...readYamlDocs(p).map((d) => asKubeObject(d, p)));
+  }
+  for (const c of k.components ?? []) {
+    const p = join(abs, c);
+    const [cdoc] = readYamlDocs(join(p, "kustomization.yaml"));
+    if (!isObject(cdoc) || cdoc.kind !== "Component")
+      throw new RenderError(`${file}: components: ${c} is not a kind: Component kustomization`);
+    objects = render(p, objects);
   }
   const seen = new Set<string>();
   for (const o of objects) {

@@ -2,7 +2,9 @@
 // real third-party CRDs (third_party/crds: Knative, Strimzi, metal3, medik8s, KubeVirt,
 // OpenShift machine API) and the project's CRDs, then applies every object of every
 // overlay (and knative/examples) with server-side dry-run and strict field validation
-// (create, or patch when it exists). Then, per overlay, it really applies the RBAC objects
+// (create, or patch when it exists), and so the optional monitoring component
+// (knative/components/monitoring: PodMonitors and a PrometheusRule, against the Prometheus
+// Operator's CRDs), which must also render onto each overlay. Then, per overlay, it really applies the RBAC objects
 // and asks the API server (SubjectAccessReview) every row of the table in docs/rbac.md,
 // and checks that every rule the manifests grant appears in that table. It never touches
 // anything but the throwaway control plane it starts, and stops it at the end.
@@ -111,12 +113,17 @@ function crdsUnder(dir: string): V1CustomResourceDefinition[] {
     );
 }
 
-const RENDERED: Record<string, KubeObject[]> = Object.fromEntries(
-  [...OVERLAYS, "examples"].map((o) => [
-    o,
-    render(join(ROOT, "knative", o === "examples" ? "examples" : `overlays/${o}`)),
-  ]),
-);
+const MONITORING = join(ROOT, "knative/components/monitoring");
+const RENDERED: Record<string, KubeObject[]> = {
+  ...Object.fromEntries(
+    [...OVERLAYS, "examples"].map((o) => [
+      o,
+      render(join(ROOT, "knative", o === "examples" ? "examples" : `overlays/${o}`)),
+    ]),
+  ),
+  // the component on its own: its objects are dry-run once, not once per overlay
+  monitoring: render(MONITORING),
+};
 
 const KIND_ORDER = [
   "CustomResourceDefinition",
@@ -255,7 +262,7 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
     }
   }
 
-  for (const name of [...OVERLAYS, "examples"]) {
+  for (const name of [...OVERLAYS, "examples", "monitoring"]) {
     it(`${name}: every object applies with server-side dry-run`, async () => {
       const list = [...RENDERED[name]!].sort(applyOrder);
       expect(list.length).toBeGreaterThan(0);
@@ -270,6 +277,28 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
       expect(failures).toEqual([]);
     });
   }
+
+  it("monitoring: the component renders onto each overlay, scraping pods the overlay has", () => {
+    for (const overlay of OVERLAYS) {
+      const base = RENDERED[overlay]!;
+      const all = render(MONITORING, base);
+      expect(all.length).toBe(base.length + RENDERED.monitoring!.length);
+      const components = new Set(
+        base.flatMap((o) => {
+          const t = (o.spec as { template?: { metadata?: { labels?: Record<string, string> } } })?.template;
+          return t?.metadata?.labels?.["app.kubernetes.io/component"] ?? [];
+        }),
+      );
+      for (const pm of all.filter((o) => o.kind === "PodMonitor")) {
+        const sel = (pm.spec as { selector: { matchLabels?: Record<string, string> } }).selector;
+        const want = sel.matchLabels?.["app.kubernetes.io/component"];
+        if (want) expect(components).toContain(want);
+      }
+      expect(components).toEqual(
+        new Set(["detect", "confirm", "fence", "remediate-workloads", "recover", "source"]),
+      );
+    }
+  });
 
   it("examples: the NodeHealthCheck references a template kind that exists with its remediation kind", () => {
     const nhc = RENDERED.examples!.find((o) => o.kind === "NodeHealthCheck")!;

@@ -3,7 +3,9 @@
 // one event-source replica and one replica of every function — crashes. The chain must
 // run to the end: suspected → confirmed → power-off read back → out-of-service taint,
 // pods / VolumeAttachments / VMIs gone → replacement pod Running on a survivor. Prints
-// the timeline from the event log (`fastfence trace`).
+// the timeline from the event log (`fastfence trace`). The survivors' /metrics, scraped
+// once Released is written, hold the incident: its duration, the BMC power-off, the
+// transitions up to Released, and the stage latencies.
 import { describe, expect, it } from "vitest";
 import { parseEvent, TOPICS } from "../../events/catalog.ts";
 import { decodeKafka } from "../../events/codec.ts";
@@ -19,6 +21,7 @@ import {
   podsOn,
   waitFor,
 } from "./pipeline-helpers.ts";
+import { scrapeReplicas, total } from "./metrics-scrape.ts";
 
 const env = withEnv(async (scope) => scope.add(await startPipelineCluster()));
 
@@ -87,6 +90,33 @@ describe("pipeline: crash of a node", () => {
     );
     const replacementMs = Date.now() - t0;
     expect(replacement.spec!.nodeName).not.toBe(victim);
+
+    // The metrics an SRE sees, scraped from the surviving replicas.
+    const samples = await scrapeReplicas([...c.nodes.values()].flatMap((p) => p.functions));
+    expect(total(samples, "fastfence_incident_duration_seconds_count")).toBe(1);
+    const seconds = total(samples, "fastfence_incident_duration_seconds_sum");
+    expect(seconds).toBeGreaterThan(0);
+    expect(seconds * 1000).toBeLessThanOrEqual(Date.parse(st.timestamps.released!) - t0 + 1000);
+    // every ForceOff the BMC got was an off call counted ok (one more could have timed out)
+    const offs = total(samples, "fastfence_bmc_calls_total", {
+      driver: "redfish",
+      operation: "off",
+      result: "ok",
+    });
+    expect(offs).toBeGreaterThanOrEqual(1);
+    expect(offs).toBeLessThanOrEqual(bmc.stats.resets.length);
+    expect(total(samples, "fastfence_bmc_call_duration_seconds_count", { operation: "off" })).toBeGreaterThan(
+      0,
+    );
+    expect(
+      total(samples, "fastfence_incident_transitions_total", {
+        function: "remediate-workloads",
+        phase: "Released",
+        final: "true",
+      }),
+    ).toBe(1);
+    expect(total(samples, "fastfence_incident_transitions_total", { phase: "Confirmed" })).toBe(1);
+    expect(total(samples, "fastfence_stage_latency_seconds_count", { function: "fence" })).toBeGreaterThan(0);
 
     // Healthy nodes were never touched.
     for (const [name, parts] of c.nodes) if (name !== victim) expect(parts.bmc.stats.resets).toEqual([]);

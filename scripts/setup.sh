@@ -101,7 +101,7 @@ build_kube() {
     -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor \
     -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z \
     -X k8s.io/client-go/pkg/version.gitVersion=$v" .
-  for n in kube-apiserver kube-controller-manager kube-scheduler; do ln -sf kube "$CACHE/bin/$n"; done
+  for n in kube-apiserver kube-controller-manager kube-scheduler kubectl; do ln -sf kube "$CACHE/bin/$n"; done
   "$CACHE/bin/kube-apiserver" --version
 }
 build_etcd() { cd "$ROOT/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$CACHE/bin/etcd" . && "$CACHE/bin/etcd" --version; }

@@ -137,7 +137,7 @@ export async function startKafkaRuntime(opts: {
       } catch (err) {
         undecodable = err; // the dispatcher dead-letters it with this reason
       }
-    const fact = raw ? factKey(raw) : undefined;
+    const fact = raw ? factKey(raw, clock.now()) : undefined;
     if (fact !== undefined && handled.has(fact)) {
       opts.metrics.outcomes.inc({ function: def.name, outcome: "duplicate" });
       log.debug(

@@ -120,17 +120,19 @@ export function chartSvg(c: Chart): string {
     return { ...l, at };
   });
   if (legend.length) rights.push(lx - 22);
-  // Marker labels in lanes so that no two overlap.
+  // Marker labels in lanes so that no two overlap (left to right).
   const lanes: number[] = [];
-  const markers = (c.markers ?? []).map((m) => {
-    const left = x(m.ms) + 3;
-    const right = left + textWidth(m.label);
-    let lane = lanes.findIndex((end) => end + 8 < left);
-    if (lane < 0) lane = lanes.push(right) - 1;
-    else lanes[lane] = right;
-    rights.push(right);
-    return { ...m, lane };
-  });
+  const markers = [...(c.markers ?? [])]
+    .sort((a, b) => a.ms - b.ms)
+    .map((m) => {
+      const left = x(m.ms) + 3;
+      const right = left + textWidth(m.label);
+      let lane = lanes.findIndex((end) => end + 8 < left);
+      if (lane < 0) lane = lanes.push(right) - 1;
+      else lanes[lane] = right;
+      rights.push(right);
+      return { ...m, lane };
+    });
   let w = Math.ceil(Math.max(...rights) + PAD);
   const captionW = Math.max(w - 2 * PAD, 560);
   const caption = (c.caption ?? []).flatMap((p) => wrap(p, captionW));

@@ -46,6 +46,12 @@ export const TOPICS = {
 } as const;
 export type Topic = (typeof TOPICS)[keyof typeof TOPICS];
 
+/**
+ * The Knative Kafka Broker's topic in the shipped deployment (knative/base/kafka/topics.yaml,
+ * FASTFENCE_KAFKA_TOPIC in knative/base/runtime-config.yaml): every event type travels on it.
+ */
+export const BROKER_TOPIC = "fastfence.events";
+
 export type Component = "event-source" | "detect" | "confirm" | "fence" | "remediate-workloads" | "recover";
 
 export interface CatalogEntry<S extends z.ZodType = z.ZodType> {

@@ -23,6 +23,7 @@ Commands:
                                             drive the simulated cluster (fastfence lab --help)
   pause [NODE] --reason TEXT                stop fencing cluster-wide, or of one node (planned work)
   resume [NODE]                             end that pause
+  fence NODE --reason TEXT [--wait S]       ask for a node to be fenced now, as you
   release-slot INCIDENT --reason TEXT       end a final FenceFailed incident and free its storm-guard slot
   stack-check                               start the real test stack, print health and versions, stop
   version                                   print the version
@@ -74,6 +75,7 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   lab: async () => (await import("./lab.ts")).labCommand,
   pause: async () => (await import("./pause.ts")).pauseCommand,
   resume: async () => (await import("./pause.ts")).resumeCommand,
+  fence: async () => (await import("./fence.ts")).fenceCommand,
   "release-slot": async () => (await import("./release-slot.ts")).releaseSlotCommand,
   "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
   version: async () => versionCommand,

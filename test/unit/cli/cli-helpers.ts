@@ -18,6 +18,7 @@ import { RUN_ARGS } from "../../../cli/run.ts";
 import { SOURCE_ARGS } from "../../../cli/source.ts";
 import { STACK_CHECK_ARGS } from "../../../cli/stack-check.ts";
 import { RELEASE_SLOT_ARGS } from "../../../cli/release-slot.ts";
+import { FENCE_ARGS } from "../../../cli/fence.ts";
 import { PAUSE_ARGS, RESUME_ARGS } from "../../../cli/pause.ts";
 import { TRACE_ARGS } from "../../../cli/trace.ts";
 
@@ -108,6 +109,7 @@ export const COMMAND_CASES: Record<string, CommandCase[]> = {
     { words: ["resume"], spec: RESUME_ARGS },
     { words: ["resume", "node-a"], spec: RESUME_ARGS },
   ],
+  fence: [{ words: ["fence", "node-a"], spec: FENCE_ARGS }],
   "release-slot": [{ words: ["release-slot", "node-a-12345678"], spec: RELEASE_SLOT_ARGS }],
   "stack-check": [{ words: ["stack-check"], spec: STACK_CHECK_ARGS }],
   version: [{ words: ["version"], spec: VERSION_ARGS }],

@@ -79,7 +79,9 @@ export interface PausePlan {
   message: string;
 }
 
-const subject = (s: PauseScope) => (s.kind === "cluster" ? "fencing cluster-wide" : `fencing of ${s.node}`);
+/** "fencing <verb> cluster-wide" or "fencing of NODE <verb>". Pure. */
+const say = (s: PauseScope, verb: string) =>
+  s.kind === "cluster" ? `fencing ${verb} cluster-wide` : `fencing of ${s.node} ${verb}`;
 
 /** The plan for reaching `want` from `cur`. Pure. */
 export function planPause(
@@ -87,30 +89,30 @@ export function planPause(
   cur: PauseState,
   want: { paused: boolean; reason?: string },
 ): PausePlan {
-  const what = subject(scope);
   if (want.paused) {
     const reason = want.reason ?? "";
     if (cur.paused && cur.reason === reason)
-      return { write: "none", message: `${what} was already paused: ${reason}; nothing changed` };
+      return { write: "none", message: `${say(scope, "was already paused")}: ${reason}; nothing changed` };
     if (cur.paused)
       return {
         write: "patch",
-        message: `${what} was already paused (reason was: ${cur.reason || "none"}); its reason is now: ${reason}`,
+        message: `${say(scope, "was already paused")} (reason was: ${cur.reason || "none"}); its reason is now: ${reason}`,
       };
     if (scope.kind === "cluster" && !cur.exists)
       return {
         write: "create",
-        message: `${what} paused: ${reason}. FencingPolicy ${scope.policy} did not exist: created it with only spec.paused and spec.pausedReason (every other setting is its default)`,
+        message: `${say(scope, "paused")}: ${reason}. FencingPolicy ${scope.policy} did not exist: created it with only spec.paused and spec.pausedReason (every other setting is its default)`,
       };
-    return { write: "patch", message: `${what} paused: ${reason}` };
+    return { write: "patch", message: `${say(scope, "paused")}: ${reason}` };
   }
-  if (cur.paused) return { write: "patch", message: `${what} resumed (reason was: ${cur.reason || "none"})` };
+  if (cur.paused)
+    return { write: "patch", message: `${say(scope, "resumed")} (reason was: ${cur.reason || "none"})` };
   if (scope.kind === "cluster" && !cur.exists)
     return {
       write: "none",
-      message: `${what} was not paused (no FencingPolicy ${scope.policy}: the defaults apply, which do not pause); nothing changed`,
+      message: `${say(scope, "was not paused")} (no FencingPolicy ${scope.policy}: the defaults apply, which do not pause); nothing changed`,
     };
-  return { write: "none", message: `${what} was not paused; nothing changed` };
+  return { write: "none", message: `${say(scope, "was not paused")}; nothing changed` };
 }
 
 /** The merge patch for the plan. Pure. */
@@ -271,7 +273,7 @@ async function event(
   const R = OPERATOR_EVENT_REASONS;
   const why = o.reason ? `: ${o.reason}` : "";
   const was = !o.paused && before.reason ? ` (paused for: ${before.reason})` : "";
-  const text = `${subject(o.scope)} ${o.paused ? "paused" : "resumed"} by ${by}${why}${was}`;
+  const text = `${say(o.scope, o.paused ? "paused" : "resumed")} by ${by}${why}${was}`;
   const type = o.paused ? "Warning" : "Normal";
   const uidField = uid ? { uid } : {};
   if (o.scope.kind === "cluster")

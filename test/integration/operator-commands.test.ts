@@ -177,7 +177,7 @@ describe("fastfence pause / resume", () => {
     const paused = await events("default", "FencingPolicy", "default", "FencingPaused");
     expect(paused).toHaveLength(1);
     expect(paused[0]).toMatchObject({ type: "Warning", reportingComponent: "fastfence.io/cli" });
-    expect(paused[0]!.message).toBe("fencing cluster-wide paused by alice: storage firmware, CHG-1");
+    expect(paused[0]!.message).toBe("fencing paused cluster-wide by alice: storage firmware, CHG-1");
     const res = await events("default", "FencingPolicy", "default", "FencingResumed");
     expect(res).toHaveLength(1);
     expect(res[0]!.message).toContain("resumed by alice: CHG-1 done");

@@ -18,7 +18,7 @@ describe("pause and resume: the plan", () => {
   it("pause: patch, create a missing policy, nothing when already paused for that reason", () => {
     expect(planPause(cluster, { exists: true, paused: false }, { paused: true, reason: "r" })).toEqual({
       write: "patch",
-      message: "fencing cluster-wide paused: r",
+      message: "fencing paused cluster-wide: r",
     });
     const create = planPause(cluster, { exists: false, paused: false }, { paused: true, reason: "r" });
     expect(create.write).toBe("create");

@@ -172,7 +172,7 @@ describe("fastfence pause / resume", () => {
     expect(spec).not.toHaveProperty("pausedReason");
     const noop = await run("alice", "resume");
     expect(noop.status).toBe(EXIT.ok);
-    expect(noop.stdout).toContain("was not paused; nothing changed");
+    expect(noop.stdout).toBe("fencing was not paused cluster-wide; nothing changed\n");
 
     const paused = await events("default", "FencingPolicy", "default", "FencingPaused");
     expect(paused).toHaveLength(1);
@@ -180,7 +180,9 @@ describe("fastfence pause / resume", () => {
     expect(paused[0]!.message).toBe("fencing paused cluster-wide by alice: storage firmware, CHG-1");
     const res = await events("default", "FencingPolicy", "default", "FencingResumed");
     expect(res).toHaveLength(1);
-    expect(res[0]!.message).toContain("resumed by alice: CHG-1 done");
+    expect(res[0]!.message).toBe(
+      "fencing resumed cluster-wide by alice: CHG-1 done (paused for: storage firmware, CHG-1)",
+    );
   });
 
   it("--reason is required for pause, before anything is written", async () => {

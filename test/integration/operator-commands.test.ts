@@ -383,22 +383,13 @@ describe("fastfence release-slot", () => {
     await write(stores.fence, fencing);
     await write(stores.fence, transition(fencing, "FenceFailed", at(), { reason: "PowerOffNotConfirmed" }));
 
-    const r = await run(
-      "alice",
-      "release-slot",
-      name,
-      "--reason",
-      "powered off by hand (T-9)",
-      "--wait",
-      "0",
-    );
+    const why = "powered off by hand (T-9)";
+    const r = await run("alice", "release-slot", name, "--reason", why, "--wait", "0");
     expect(r.status, r.stderr).toBe(EXIT.ok);
-    expect((await getIncident(name)).metadata.annotations?.[RELEASE_SLOT_ANNOTATION]).toBe(
-      "powered off by hand (T-9)",
-    );
+    expect((await getIncident(name)).metadata.annotations?.[RELEASE_SLOT_ANNOTATION]).toBe(why);
     const e = await events(NS, "NodeFence", name, "SlotReleaseRequested");
     expect(e).toHaveLength(1);
     expect(e[0]!.message).toContain("alice asked to end the final FenceFailed incident");
-    expect(e[0]!.message).toContain("powered off by hand (T-9)");
+    expect(e[0]!.message).toContain(why);
   });
 });

@@ -96,10 +96,7 @@ export interface FenceResult {
   wait?: WaitResult;
 }
 
-const uidOf = (o: NodeFence): { uid?: string } => {
-  const uid = (o.metadata as { uid?: unknown }).uid;
-  return typeof uid === "string" ? { uid } : {};
-};
+const uidOf = (o: NodeFence): { uid?: string } => (o.metadata.uid ? { uid: o.metadata.uid } : {});
 
 const G = { group: NODEFENCE_GROUP, version: NODEFENCE_VERSION, plural: NODEFENCE_PLURAL };
 

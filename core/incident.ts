@@ -289,6 +289,8 @@ export type NodeFenceStatus = z.infer<typeof NodeFenceStatusSchema>;
 export interface ObjectMeta {
   name: string;
   namespace?: string;
+  /** Set by the API server. */
+  uid?: string;
   /** Set by the API server; every status write carries the one it read. */
   resourceVersion?: string;
   labels?: Record<string, string>;

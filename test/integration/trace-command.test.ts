@@ -107,7 +107,7 @@ describe("fastfence trace on the Broker's topic", () => {
       const found = await trace([late.incident, "-o", "json"]);
       expect(found.code, found.err).toBe(EXIT.ok);
       const rows = JSON.parse(found.out) as { type: string; incident?: string }[];
-      expect(rows.map((r) => r.type)).toEqual([
+      expect(rows.map((r) => `io.fastfence.${r.type}`)).toEqual([
         EVENT_TYPES.nodeSuspected,
         EVENT_TYPES.fenceRequested,
         EVENT_TYPES.nodeFenced,
@@ -117,7 +117,7 @@ describe("fastfence trace on the Broker's topic", () => {
       expect(since.code).toBe(EXIT.failed); // published before --since: not read
       const sinceLate = await trace([late.incident, "--since", mid]);
       expect(sinceLate.code, sinceLate.err).toBe(EXIT.ok);
-      expect(sinceLate.out).toContain(EVENT_TYPES.nodeFenced);
+      expect(sinceLate.out).toContain("node.fenced");
 
       const all = await trace([early.incident, "--since", "all", "-o", "json"]);
       expect(all.code, all.err).toBe(EXIT.ok);

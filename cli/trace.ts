@@ -3,7 +3,9 @@
 // chain with each stage's latency, as -o text|json|yaml. Without --topic it reads every
 // topic fastfence events can be on in either deployment: the catalog's per-stage topics
 // (Kafka runner) and the Knative Kafka Broker's topics (knative-broker-*), whichever
-// exist. Progress goes to stderr during long reads. Read-only; undecodable records are
+// exist, and merges in fastfence's Kubernetes Events about the node and its incidents
+// (phase changes, holds, operator commands; --no-api leaves them out). Progress goes to
+// stderr during long reads. Read-only; undecodable records are
 // counted and reported, not hidden.
 import { BROKER_TOPIC, TOPICS, parseEvent } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
@@ -15,7 +17,8 @@ import { createLogger } from "../infra/log.ts";
 import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
 import { render } from "./output.ts";
-import { formatTrace, selectChain, traceRows } from "./trace-format.ts";
+import { formatTrace, mergeRows, selectChain, traceRows } from "./trace-format.ts";
+import { kubeEventRows } from "./trace-kube.ts";
 
 export const TRACE_ARGS = defineCommand({
   command: "trace",
@@ -23,6 +26,8 @@ export const TRACE_ARGS = defineCommand({
     brokers: { type: "string" },
     topic: { type: "string", multiple: true },
     since: { type: "string" },
+    namespace: { type: "string" },
+    "no-api": { type: "boolean" },
   },
   positionals: 1,
   outputs: ["text", "json", "yaml"],
@@ -36,6 +41,9 @@ const USAGE = `Usage: fastfence trace <node|incident> [--brokers host:port,...] 
                           $FASTFENCE_KAFKA_TOPIC, those that exist)
   --since WHEN            read records from this time on: a duration back from now (90s, 30m, 6h, 7d),
                           an RFC 3339 time, or "all" for the whole topics (default 24h)
+  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)
+  --no-api                leave out fastfence's Kubernetes Events (phase changes, holds, fence, pause,
+                          resume, release-slot), read through the kubeconfig by default
 ${outputHelp(TRACE_ARGS, "text is a timeline table; json and yaml a list of rows")}
   -h, --help              this help
   --json                  deprecated alias of -o json (removed in the next release)
@@ -80,7 +88,26 @@ export async function traceCommand(argv: string[]): Promise<number> {
         bad++;
       }
     }
-    const rows = traceRows(selectChain(events, key));
+    const chain = selectChain(events, key);
+    let rows = traceRows(chain);
+    if (!values["no-api"]) {
+      const names = new Set([
+        key,
+        ...chain.map((e) => e.subject),
+        ...chain.flatMap((e) => e.ffincident ?? []),
+      ]);
+      const namespace = values.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system";
+      try {
+        const extra = await kubeEventRows({
+          names: [...names],
+          namespace,
+          ...(sinceMs !== undefined ? { sinceMs } : {}),
+        });
+        rows = mergeRows(rows, extra);
+      } catch (err) {
+        console.error(`(Kubernetes Events left out: ${(err as Error).message}; --no-api to skip)`);
+      }
+    }
     console.log(render(args.output, rows, () => formatTrace(rows)));
     if (bad) console.error(`(${bad} undecodable records skipped; see topic ${TOPICS.deadLetter})`);
     return rows.length ? EXIT.ok : EXIT.failed;

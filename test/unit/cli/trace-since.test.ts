@@ -38,3 +38,36 @@ describe("the Broker topic", () => {
       expect(readFileSync(join(ROOT, f), "utf8"), f).toContain(BROKER_TOPIC);
   });
 });
+
+describe("Kubernetes Events in the timeline", () => {
+  it("are merged by time, offsets recomputed over both", async () => {
+    const { mergeRows } = await import("../../../cli/trace-format.ts");
+    const row = (time: string, type: string) => ({
+      time,
+      sinceStartMs: 0,
+      stageMs: 0,
+      type,
+      source: "s",
+      summary: "",
+    });
+    const merged = mergeRows(
+      [
+        row("2026-12-02T12:00:01.000Z", "node.suspected.v1"),
+        row("2026-12-02T12:00:03.000Z", "node.fenced.v1"),
+      ],
+      [
+        {
+          time: "2026-12-02T12:00:00.000Z",
+          type: "k8s-event/OperatorFenceRequested",
+          source: "cli",
+          summary: "by alice",
+        },
+      ],
+    );
+    expect(merged.map((r) => [r.type, r.sinceStartMs, r.stageMs])).toEqual([
+      ["k8s-event/OperatorFenceRequested", 0, 0],
+      ["node.suspected.v1", 1000, 1000],
+      ["node.fenced.v1", 3000, 2000],
+    ]);
+  });
+});

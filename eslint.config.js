@@ -21,7 +21,7 @@ const forbid = (folders, why) => ({
 const OUTSIDE_PURE = ["infra", "app", "cli", "lab", "bench", "harness", "source", "test"];
 
 export default tseslint.config(
-  { ignores: ["node_modules/", ".cache/", "tools/", "dist/", "third_party/"] },
+  { ignores: ["node_modules/", ".cache/", "tools/", "dist/", "third_party/", "**/dist/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -15,7 +15,7 @@ setup:
 	@$(ROOT)/scripts/setup.sh
 
 setup-node:
-	@$(ROOT)/scripts/setup.sh node npm
+	@$(ROOT)/scripts/setup.sh node npm examples
 
 ## lint: eslint, prettier and the TypeScript type check
 lint: setup-node

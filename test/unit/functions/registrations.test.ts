@@ -6,8 +6,9 @@
 // the Knative data plane by) listed in the kustomization, one Trigger per consumed type,
 // its ServiceAccount, its Role file, its rows in docs/rbac.md, its Kafka principal and
 // KafkaUser (which the harness and the lab create their users from), the lab and the
-// harness starting every registered stage, and the docs that list the stages. Adding a
-// stage and forgetting one of them fails here, by name.
+// harness starting every registered stage, and the docs that list the stages (and every
+// path that docs/adding-a-function.md's checklist names exists). Adding a stage and
+// forgetting one of them fails here, by name.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, test } from "vitest";
@@ -134,6 +135,22 @@ describe("what the lab, the harness and the docs say about the stages as a whole
         /import \{[^}]*\bstageNames\b[^}]*\} from "(\.\.\/)+functions\/registry\.ts"/,
       );
       expect(src, file).toMatch(/for \(const \w+ of stageNames\(\)\)/);
+    }
+  });
+
+  test("docs/adding-a-function.md: every path its checklist names exists (my-stage read as each stage)", () => {
+    const table = read("docs/adding-a-function.md").split("### Every place that changes")[1]!;
+    const rows = table.split("\n").filter((l) => /^\| \d+ \|/.test(l));
+    expect(rows.length).toBeGreaterThanOrEqual(10);
+    const top = new Set(readdirSync(ROOT));
+    const paths = rows
+      .flatMap((r) => [...r.matchAll(/`([a-z0-9_./-]+\/[a-z0-9_./-]*)`/g)].map((m) => m[1]!))
+      .filter((p) => top.has(p.split("/")[0]!));
+    expect(paths.length).toBeGreaterThan(20);
+    for (const p of paths) {
+      if (!p.includes("my-stage")) expect(existsSync(join(ROOT, p)), p).toBe(true);
+      else if (!p.startsWith("test/"))
+        for (const s of STAGES) expect(existsSync(join(ROOT, p.replace("my-stage", s.name))), p).toBe(true);
     }
   });
 

@@ -4,7 +4,7 @@
 // build, and runs `npm ci` in each example whose package-lock.json changed since its last
 // install (or that has none). Each keeps a hash of its inputs next to its output, so a
 // second run does nothing. Run by scripts/setup.sh (step `examples`) and by
-// test/unit/examples before an example's own tests. Writes only packages/events/dist and
+// test/examples before an example's own tests. Writes only packages/events/dist and
 // examples/*/node_modules; never touches the root node_modules.
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";

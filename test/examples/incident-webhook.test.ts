@@ -13,13 +13,8 @@ import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { load, loadAll } from "js-yaml";
 import { beforeAll, describe, expect, test } from "vitest";
-import { CATALOG, EVENT_TYPES, isEventType } from "../../../events/catalog.ts";
-import {
-  EVENTS_PACKAGE,
-  ROOT,
-  ensureEventsPackage,
-  ensureExampleInstalled,
-} from "../../../scripts/examples.ts";
+import { CATALOG, EVENT_TYPES, isEventType } from "../../events/catalog.ts";
+import { EVENTS_PACKAGE, ROOT, ensureEventsPackage, ensureExampleInstalled } from "../../scripts/examples.ts";
 
 const EX = join(ROOT, "examples/incident-webhook");
 const read = (p: string) => readFileSync(join(ROOT, p), "utf8");

@@ -5,6 +5,8 @@
 // joining an incident's trace re-parents (or continues in a second span once started);
 // BMC levels and calls are child spans with driver and result; failures carry the code.
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { FastfenceError } from "../../../core/errors.ts";
 import { envelope, type FfEvent } from "../../../events/envelope.ts";
@@ -73,6 +75,24 @@ describe("tracing settings", () => {
       traceSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "true" }),
     ).toBeUndefined();
   });
+
+  it("off, the runtime path imports no OpenTelemetry SDK module (a fresh process)", () => {
+    const root = join(import.meta.dirname, "../../..");
+    const script = `
+      import { registerHooks } from "node:module";
+      const seen = [];
+      registerHooks({ resolve(s, c, next) { const r = next(s, c); seen.push(r.url); return r; } });
+      for (const m of ["infra/runtime/dispatch.ts", "infra/runtime/stage-executor.ts", "infra/runtime/reconciler.ts", "infra/bmc/levels.ts"])
+        await import(${JSON.stringify(root)} + "/" + m);
+      const { createTracing } = await import(${JSON.stringify(root)} + "/infra/tracing.ts");
+      const t = await createTracing({}, { stage: "fence", replica: "r" });
+      console.log(JSON.stringify({ enabled: t.enabled, seen: seen.filter((u) => u.includes("@opentelemetry/")) }));`;
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8" });
+    const r = JSON.parse(out.trim().split("\n").pop()!) as { enabled: boolean; seen: string[] };
+    expect(r.enabled).toBe(false);
+    // @opentelemetry/api may come with prom-client (its exemplars); the SDK never does.
+    expect(r.seen.filter((u) => !u.includes("@opentelemetry/api/"))).toEqual([]);
+  }, 30_000);
 
   it("appends /v1/traces to the base endpoint; the traces endpoint is used as is", () => {
     expect(traceSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318/" })?.url).toBe(

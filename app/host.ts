@@ -1,6 +1,6 @@
 // The composition root: starts one pipeline stage (Kafka consumer or Knative HTTP) inside
 // the current process, from a RuntimeConfig and a KubeConfig — builds the adapters, the
-// bus, logs and metrics, runs the stage's pure decision through the stage executor (and,
+// bus, logs, metrics and tracing (infra/tracing.ts: off unless an OTLP endpoint is set), runs the stage's pure decision through the stage executor (and,
 // for stages that re-drive incidents, the reconciler), and
 // returns a handle to stop it. Used by `fastfence run`, the lab and the integration tests,
 // so all three run exactly the same wiring. It never decides anything itself.
@@ -50,6 +50,7 @@ import {
   noAuthentication,
 } from "../infra/runtime/http-auth.ts";
 import { startKafkaRuntime } from "../infra/runtime/kafka-runtime.ts";
+import { createTracing, type Tracing } from "../infra/tracing.ts";
 
 /**
  * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative
@@ -188,6 +189,8 @@ export async function hostFunction(opts: {
     });
   }
   const dispatch = { handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS };
+  const tracing = await createTracing(config, { stage: def.name, replica: config.FASTFENCE_REPLICA });
+  if (tracing.enabled) log.info({ incident: "none", node: "none" }, "tracing: exporting spans over OTLP");
   const catalog = catalogViewFor(config.FASTFENCE_KAFKA_TOPIC);
   if ("kafka" in opts.mode) {
     const rt = await startKafkaRuntime({
@@ -198,10 +201,11 @@ export async function hostFunction(opts: {
       clock,
       log,
       metrics,
+      tracing,
       config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
     });
     const kbus = bus!;
-    const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, async (evs) => {
+    const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, tracing, async (evs) => {
       for (const ev of evs)
         await kbus.publish(catalog.topicOf(ev.type), [encodeKafka(ev)], { acks: acksFor(ev.type) });
     });
@@ -214,13 +218,16 @@ export async function hostFunction(opts: {
         await reconciler?.stop();
         await rt.stop();
         if (ownBus) await bus!.close();
+        await tracing.shutdown().catch(() => undefined);
       },
     };
   }
   const b = bus;
   const publishExtra: ((evs: FfEvent[]) => Promise<void>) | undefined = config.K_SINK
     ? (evs) =>
-        postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS, config.FASTFENCE_SINK_TOKEN_FILE)
+        postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS, config.FASTFENCE_SINK_TOKEN_FILE, {
+          traceHeader: tracing.enabled,
+        })
     : b
       ? async (evs) => {
           for (const ev of evs) await b.publish(catalog.topicOf(ev.type), [encodeKafka(ev)]);
@@ -247,9 +254,10 @@ export async function hostFunction(opts: {
             cacheTtlMs: config.FASTFENCE_HTTP_AUTH_CACHE_SECONDS * 1000,
           }),
     dispatch,
+    tracing,
     ...(publishExtra ? { publishExtra } : {}),
   });
-  const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, async (evs) => {
+  const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, tracing, async (evs) => {
     if (publishExtra) await publishExtra(evs);
     else
       log.warn(
@@ -267,6 +275,7 @@ export async function hostFunction(opts: {
       await reconciler?.stop();
       await rt.stop();
       if (ownBus && b) await b.close();
+      await tracing.shutdown().catch(() => undefined);
     },
   };
 }
@@ -282,6 +291,7 @@ function reconcilerFor(
   config: RuntimeConfig,
   clock: Clock,
   log: Logger,
+  tracing: Tracing,
   publish: (evs: FfEvent[]) => Promise<void>,
 ) {
   if (!def.resyncPhases?.length || !def.locateResync) return undefined;
@@ -293,26 +303,31 @@ function reconcilerFor(
     runner,
     listOpen: () => ad.incidents.listOpen(),
     policy: (now) => ad.policy.get(now),
-    publish: (outs) => publish(outs.map((o) => envelope(o, source, clock.now()))),
+    publish: (outs, tp) => publish(outs.map((o) => envelope(o, source, clock.now(), undefined, tp))),
     handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS,
     clock,
     log,
+    tracing,
   });
 }
 
 /**
  * POSTs events to a Knative sink (binary mode), one request each; a non-2xx is a retriable
  * error. With `tokenFile` (FASTFENCE_SINK_TOKEN_FILE) each post carries its token as a bearer
- * token, read afresh every time (the kubelet rotates it); the token is never logged.
+ * token, read afresh every time (the kubelet rotates it); the token is never logged. With
+ * `traceHeader` (tracing on) each post also carries the event's traceparent as the W3C
+ * `traceparent` header, so a Knative broker with tracing on continues the incident's trace.
  */
 export async function postToSink(
   url: string,
   events: FfEvent[],
   timeoutMs: number,
   tokenFile?: string,
+  opts: { traceHeader?: boolean } = {},
 ): Promise<void> {
   for (const ev of events) {
     const { headers, body } = encodeHttp(ev);
+    if (opts.traceHeader && ev.traceparent) headers.traceparent = ev.traceparent;
     if (tokenFile) {
       let token: string;
       try {

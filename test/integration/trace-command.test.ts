@@ -104,7 +104,7 @@ describe("fastfence trace on the Broker's topic", () => {
     });
     delete process.env.FASTFENCE_KAFKA_TOPIC;
     try {
-      const found = await trace([late.incident, "-o", "json"]);
+      const found = await trace([late.incident, "--no-api", "-o", "json"]);
       expect(found.code, found.err).toBe(EXIT.ok);
       const rows = JSON.parse(found.out) as { type: string; incident?: string }[];
       expect(rows.map((r) => `io.fastfence.${r.type}`)).toEqual([
@@ -113,13 +113,13 @@ describe("fastfence trace on the Broker's topic", () => {
         EVENT_TYPES.nodeFenced,
       ]);
 
-      const since = await trace([early.incident, "--since", mid, "-o", "json"]);
+      const since = await trace([early.incident, "--no-api", "--since", mid, "-o", "json"]);
       expect(since.code).toBe(EXIT.failed); // published before --since: not read
-      const sinceLate = await trace([late.incident, "--since", mid]);
+      const sinceLate = await trace([late.incident, "--no-api", "--since", mid]);
       expect(sinceLate.code, sinceLate.err).toBe(EXIT.ok);
       expect(sinceLate.out).toContain("node.fenced");
 
-      const all = await trace([early.incident, "--since", "all", "-o", "json"]);
+      const all = await trace([early.incident, "--no-api", "--since", "all", "-o", "json"]);
       expect(all.code, all.err).toBe(EXIT.ok);
       expect((JSON.parse(all.out) as unknown[]).length).toBe(3);
     } finally {

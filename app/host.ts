@@ -146,8 +146,12 @@ export async function hostFunction(opts: {
     }),
     planned: new PlannedReader(kube, {
       remediators: (n, now) => remediators.conflictsFor(n, now).then((cs) => cs.map(describeConflict)),
+      warm: (now) => remediators.snapshot(now, true),
     }),
   };
+  // The stages that check planned work keep its reads warm, off the fencing path.
+  const coolDown =
+    def.name === "confirm" || def.name === "fence" ? adapters.planned!.keepWarm(clock) : undefined;
   // confirm keeps the FencingPolicy's RemediatorConflict condition current (one loop per replica).
   const report =
     def.name === "confirm"
@@ -215,6 +219,7 @@ export async function hostFunction(opts: {
       metrics,
       stop: async () => {
         report?.stop();
+        coolDown?.();
         await reconciler?.stop();
         await rt.stop();
         if (ownBus) await bus!.close();
@@ -272,6 +277,7 @@ export async function hostFunction(opts: {
     port: rt.port,
     stop: async () => {
       report?.stop();
+      coolDown?.();
       await reconciler?.stop();
       await rt.stop();
       if (ownBus && b) await b.close();

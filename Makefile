@@ -15,7 +15,7 @@ setup:
 	@$(ROOT)/scripts/setup.sh
 
 setup-node:
-	@$(ROOT)/scripts/setup.sh node npm
+	@$(ROOT)/scripts/setup.sh node npm examples
 
 ## lint: eslint, prettier and the TypeScript type check
 lint: setup-node
@@ -24,9 +24,10 @@ lint: setup-node
 	@node node_modules/eslint/bin/eslint.js --max-warnings 0 .
 	@node node_modules/prettier/bin/prettier.cjs --check --log-level warn .
 
-## test-unit: fast tests, no servers (< 1 minute)
+## test-unit: fast tests, no servers (< 1 minute); then the examples' own tests (examples/, through their runtimes)
 test-unit: setup-node
 	@$(VITEST) run --project unit
+	@$(VITEST) run --project examples
 
 ## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators
 test-integration: setup

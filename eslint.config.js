@@ -21,7 +21,9 @@ const forbid = (folders, why) => ({
 const OUTSIDE_PURE = ["infra", "app", "cli", "lab", "bench", "harness", "source", "test"];
 
 export default tseslint.config(
-  { ignores: ["node_modules/", ".cache/", "tools/", "dist/", "third_party/"] },
+  {
+    ignores: ["node_modules/", ".cache/", "tools/", "dist/", "third_party/", "**/dist/", "examples/*/build/"],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -87,6 +89,20 @@ export default tseslint.config(
       "scripts/**/*.ts",
     ],
     rules: forbid(["test"], "product code never imports test code; shared test servers live in harness/."),
+  },
+  {
+    // The examples' own tests run on node:test, whose describe/it return promises the runner awaits.
+    files: ["examples/*/test/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-floating-promises": [
+        "error",
+        {
+          allowForKnownSafeCalls: [
+            { from: "package", package: "node:test", name: ["describe", "it", "test", "before", "after"] },
+          ],
+        },
+      ],
+    },
   },
   {
     ignores: ["test/**"],

@@ -1,6 +1,8 @@
-// Two test projects: "unit" (pure code, no servers, < 1 min) and "integration" (real
-// kube-apiserver, etcd, Kafka, BMC emulators started by harness/env). Integration tests
-// run one file at a time: the machine has 2 cores and the servers are heavy.
+// Three test projects: "unit" (pure code, no servers, < 1 min), "examples" (each example
+// under examples/ runs its own tests, through its runtime: `make test-unit` runs it after
+// "unit", so its compiles and child processes never slow the pure tests) and "integration"
+// (real kube-apiserver, etcd, Kafka, BMC emulators started by harness/env). Examples and
+// integration tests run one file at a time: the machine has 2 cores and the servers are heavy.
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
@@ -11,6 +13,15 @@ export default defineConfig({
           name: "unit",
           include: ["test/unit/**/*.test.ts"],
           testTimeout: 10_000,
+        },
+      },
+      {
+        test: {
+          name: "examples",
+          include: ["test/examples/**/*.test.ts"],
+          testTimeout: 240_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
         },
       },
       {

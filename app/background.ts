@@ -1,5 +1,6 @@
 // The background loops a stage's process runs besides its events and its reconciler, each
-// one per replica: confirm keeps the FencingPolicy's RemediatorConflict condition current
+// one per replica: confirm and fence keep their planned-work and remediator reads warm, off
+// the fencing path; confirm keeps the FencingPolicy's RemediatorConflict condition current
 // and exports event-source coverage (fastfence_event_source_up); fence runs the BMC health
 // check (fastfence_bmc_up, fastfence_bmc_check_result; FASTFENCE_BMC_HEALTH_INTERVAL_MS, 0
 // = off). Part of the composition root (app/host.ts): it only wires adapters to loops and
@@ -10,6 +11,7 @@ import type { RuntimeConfig } from "../infra/config.ts";
 import { startBmcHealthCheck } from "../infra/fence/health.ts";
 import type { Kube } from "../infra/kube/client.ts";
 import type { NodeOps } from "../infra/kube/nodes.ts";
+import type { PlannedReader } from "../infra/kube/planned.ts";
 import type { PolicyReader } from "../infra/kube/policy.ts";
 import { RemediatorConflictReporter } from "../infra/kube/remediator-status.ts";
 import type { RemediatorReader } from "../infra/kube/remediators.ts";
@@ -25,6 +27,7 @@ export interface BackgroundDeps {
   nodes: NodeOps;
   policy: PolicyReader;
   remediators: RemediatorReader;
+  planned: PlannedReader;
   metal3: KubeMetal3Api;
   metrics: FunctionMetrics;
   clock: Clock;
@@ -35,6 +38,8 @@ export interface BackgroundDeps {
 export function startBackground(d: BackgroundDeps): { stop(): Promise<void> } {
   const stops: (() => unknown)[] = [];
   const policy = (now: number) => d.policy.get(now);
+  // The stages that check planned work keep its reads warm, off the fencing path.
+  if (d.stage === "confirm" || d.stage === "fence") stops.push(d.planned.keepWarm(d.clock));
   if (d.stage === "confirm") {
     const report = startRemediatorReport({
       reader: d.remediators,

@@ -1,6 +1,6 @@
 // The composition root: starts one pipeline stage (Kafka consumer or Knative HTTP) inside
 // the current process, from a RuntimeConfig and a KubeConfig — builds the adapters, the
-// bus, logs and metrics, runs the stage's pure decision through the stage executor (and,
+// bus, logs, metrics and tracing (infra/tracing.ts: off unless an OTLP endpoint is set), runs the stage's pure decision through the stage executor (and,
 // for stages that re-drive incidents, the reconciler), and
 // returns a handle to stop it. Used by `fastfence run`, the lab and the integration tests,
 // so all three run exactly the same wiring. It never decides anything itself.
@@ -50,6 +50,7 @@ import {
   noAuthentication,
 } from "../infra/runtime/http-auth.ts";
 import { startKafkaRuntime } from "../infra/runtime/kafka-runtime.ts";
+import { createTracing, type Tracing } from "../infra/tracing.ts";
 
 /**
  * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative
@@ -145,11 +146,13 @@ export async function hostFunction(opts: {
     }),
     planned: new PlannedReader(kube, {
       remediators: (n, now) => remediators.conflictsFor(n, now).then((cs) => cs.map(describeConflict)),
+      warm: (now) => remediators.snapshot(now, true),
     }),
   };
   const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
   const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
-  // confirm: RemediatorConflict condition and event-source coverage; fence: BMC health.
+  // confirm and fence: planned-work reads kept warm; confirm: RemediatorConflict condition and
+  // event-source coverage; fence: BMC health.
   const report = startBackground({
     stage: def.name,
     config,
@@ -157,6 +160,7 @@ export async function hostFunction(opts: {
     nodes: adapters.nodes,
     policy: adapters.policy,
     remediators,
+    planned: adapters.planned!,
     metal3,
     metrics,
     clock,
@@ -185,6 +189,8 @@ export async function hostFunction(opts: {
     });
   }
   const dispatch = { handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS };
+  const tracing = await createTracing(config, { stage: def.name, replica: config.FASTFENCE_REPLICA });
+  if (tracing.enabled) log.info({ incident: "none", node: "none" }, "tracing: exporting spans over OTLP");
   const catalog = catalogViewFor(config.FASTFENCE_KAFKA_TOPIC);
   if ("kafka" in opts.mode) {
     const rt = await startKafkaRuntime({
@@ -195,13 +201,24 @@ export async function hostFunction(opts: {
       clock,
       log,
       metrics,
+      tracing,
       config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
     });
     const kbus = bus!;
-    const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, metrics, async (evs) => {
-      for (const ev of evs)
-        await kbus.publish(catalog.topicOf(ev.type), [encodeKafka(ev)], { acks: acksFor(ev.type) });
-    });
+    const reconciler = reconcilerFor(
+      def,
+      runner,
+      adapters,
+      config,
+      clock,
+      log,
+      metrics,
+      tracing,
+      async (evs) => {
+        for (const ev of evs)
+          await kbus.publish(catalog.topicOf(ev.type), [encodeKafka(ev)], { acks: acksFor(ev.type) });
+      },
+    );
     return {
       name: def.name,
       ready: rt.ready,
@@ -211,13 +228,16 @@ export async function hostFunction(opts: {
         await reconciler?.stop();
         await rt.stop();
         if (ownBus) await bus!.close();
+        await tracing.shutdown().catch(() => undefined);
       },
     };
   }
   const b = bus;
   const publishExtra: ((evs: FfEvent[]) => Promise<void>) | undefined = config.K_SINK
     ? (evs) =>
-        postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS, config.FASTFENCE_SINK_TOKEN_FILE)
+        postToSink(config.K_SINK!, evs, config.FASTFENCE_KUBE_TIMEOUT_MS, config.FASTFENCE_SINK_TOKEN_FILE, {
+          traceHeader: tracing.enabled,
+        })
     : b
       ? async (evs) => {
           for (const ev of evs) await b.publish(catalog.topicOf(ev.type), [encodeKafka(ev)]);
@@ -244,16 +264,27 @@ export async function hostFunction(opts: {
             cacheTtlMs: config.FASTFENCE_HTTP_AUTH_CACHE_SECONDS * 1000,
           }),
     dispatch,
+    tracing,
     ...(publishExtra ? { publishExtra } : {}),
   });
-  const reconciler = reconcilerFor(def, runner, adapters, config, clock, log, metrics, async (evs) => {
-    if (publishExtra) await publishExtra(evs);
-    else
-      log.warn(
-        { incident: "none", node: "none", events: evs.map((e) => e.type) },
-        "no K_SINK or Kafka: a resync's events are not published (its writes stand; the next stage's resync picks them up)",
-      );
-  });
+  const reconciler = reconcilerFor(
+    def,
+    runner,
+    adapters,
+    config,
+    clock,
+    log,
+    metrics,
+    tracing,
+    async (evs) => {
+      if (publishExtra) await publishExtra(evs);
+      else
+        log.warn(
+          { incident: "none", node: "none", events: evs.map((e) => e.type) },
+          "no K_SINK or Kafka: a resync's events are not published (its writes stand; the next stage's resync picks them up)",
+        );
+    },
+  );
   return {
     name: def.name,
     ready: Promise.resolve(),
@@ -264,6 +295,7 @@ export async function hostFunction(opts: {
       await reconciler?.stop();
       await rt.stop();
       if (ownBus && b) await b.close();
+      await tracing.shutdown().catch(() => undefined);
     },
   };
 }
@@ -280,6 +312,7 @@ function reconcilerFor(
   clock: Clock,
   log: Logger,
   metrics: FunctionMetrics,
+  tracing: Tracing,
   publish: (evs: FfEvent[]) => Promise<void>,
 ) {
   if (!def.resyncPhases?.length || !def.locateResync) return undefined;
@@ -291,27 +324,32 @@ function reconcilerFor(
     runner,
     listOpen: () => ad.incidents.listOpen(),
     policy: (now) => ad.policy.get(now),
-    publish: (outs) => publish(outs.map((o) => envelope(o, source, clock.now()))),
+    publish: (outs, tp) => publish(outs.map((o) => envelope(o, source, clock.now(), undefined, tp))),
     handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS,
     clock,
     log,
     observe: (open, policy, now) => recordOpenIncidents(metrics, open, policy, now),
+    tracing,
   });
 }
 
 /**
  * POSTs events to a Knative sink (binary mode), one request each; a non-2xx is a retriable
  * error. With `tokenFile` (FASTFENCE_SINK_TOKEN_FILE) each post carries its token as a bearer
- * token, read afresh every time (the kubelet rotates it); the token is never logged.
+ * token, read afresh every time (the kubelet rotates it); the token is never logged. With
+ * `traceHeader` (tracing on) each post also carries the event's traceparent as the W3C
+ * `traceparent` header, so a Knative broker with tracing on continues the incident's trace.
  */
 export async function postToSink(
   url: string,
   events: FfEvent[],
   timeoutMs: number,
   tokenFile?: string,
+  opts: { traceHeader?: boolean } = {},
 ): Promise<void> {
   for (const ev of events) {
     const { headers, body } = encodeHttp(ev);
+    if (opts.traceHeader && ev.traceparent) headers.traceparent = ev.traceparent;
     if (tokenFile) {
       let token: string;
       try {

@@ -16,7 +16,8 @@ import { describe, SCHEDULE_MS, scheduleFor, type ChaosStep, type Schedule } fro
 import { listIncidents } from "../lab/event-log.ts";
 import { Lab } from "../lab/lab.ts";
 import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
-import { timelineSvg, writeReport } from "../lab/report.ts";
+import { timelineSvg } from "../lab/chart.ts";
+import { writeReport } from "../lab/report.ts";
 import type { ScenarioSpec } from "../lab/scenarios.ts";
 import { readState, tearDownOnSignals, teardownFromState } from "../lab/state.ts";
 import { check } from "../lab/trial-check.ts";
@@ -194,13 +195,15 @@ function report(outcomes: Outcome[], timings: Timings): string[] {
       `| ${o.schedule.seed} | ${describe(o.schedule)} | ${o.schedule.broken ?? "-"} | ${o.verdict.releaseBoundMs ?? `- (${o.verdict.noReleaseBecause})`} | ${o.verdict.releasedMs ?? "-"} | ${o.followedMs} | ${o.violations.map((v) => `${v.rule}: ${v.detail}`).join("; ") || "0"} | ${o.verdict.failures.map((f) => `${f.rule} ${f.node}: ${f.detail}`).join("; ") || "ok"} | ${o.errors.join("; ")} |`,
     );
   const svg = timelineSvg(
-    "chaos: release of the broken node, ms from the schedule's start (bound per row in the table)",
+    "chaos: release of the broken node per seed (its bound is in the table)",
     outcomes
       .filter((o) => o.verdict.releasedMs !== undefined)
       .map((o) => ({
         label: `seed ${o.schedule.seed} ${o.schedule.broken ?? ""}`,
         ms: o.verdict.releasedMs!,
       })),
+    [],
+    "seconds from the schedule's start",
   );
   return writeReport(`chaos-${new Date(t0).toISOString().replace(/[:.]/g, "-")}`, {
     md: lines.join("\n") + "\n",

@@ -10,6 +10,10 @@ export const EXIT = {
   failed: 1,
   /** The command line (or a setting it needs) is wrong; the operation was not attempted. */
   usage: 2,
+  /** The object the command names (a node, an incident) does not exist; nothing was written. */
+  notFound: 3,
+  /** The command waited (--wait) and the outcome did not come in time; what it asked for stands. */
+  timeout: 4,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -26,6 +30,15 @@ export const EXIT_CODES: readonly { code: ExitCode; meaning: string }[] = [
     meaning:
       "usage error: unknown command or option, missing or invalid value, a required option (or its " +
       "FASTFENCE_* variable) not given; bmc --node: the cluster's settings for the node are missing or wrong",
+  },
+  {
+    code: EXIT.notFound,
+    meaning: "not found: the node (pause, resume, fence) does not exist; nothing was written",
+  },
+  {
+    code: EXIT.timeout,
+    meaning:
+      "timed out: fence --wait saw no outcome within its time; the request stands and the stages go on with it",
   },
 ];
 

@@ -21,6 +21,9 @@ Commands:
   bmc status|off|on|check --url URL | --node NAME   talk to a node's BMC (Redfish, IPMI, fence agents)
   lab up|down|status|crash|hang|resume|partition|heal|partial|bmc-fault|fn-crash|power-on
                                             drive the simulated cluster (fastfence lab --help)
+  pause [NODE] --reason TEXT                stop fencing cluster-wide, or of one node (planned work)
+  resume [NODE]                             end that pause
+  fence NODE --reason TEXT [--wait S]       ask for a node to be fenced now, as you
   release-slot INCIDENT --reason TEXT       end a final FenceFailed incident and free its storm-guard slot
   stack-check                               start the real test stack, print health and versions, stop
   version                                   print the version
@@ -70,6 +73,9 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   trace: async () => (await import("./trace.ts")).traceCommand,
   bmc: async () => (await import("./bmc.ts")).bmcCommand,
   lab: async () => (await import("./lab.ts")).labCommand,
+  pause: async () => (await import("./pause.ts")).pauseCommand,
+  resume: async () => (await import("./pause.ts")).resumeCommand,
+  fence: async () => (await import("./fence.ts")).fenceCommand,
   "release-slot": async () => (await import("./release-slot.ts")).releaseSlotCommand,
   "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
   version: async () => versionCommand,

@@ -3,14 +3,16 @@
 // checks the incident is final, records the request as the annotation
 // fastfence.io/release-slot (only an identity that is no fastfence stage may set it: the
 // NodeFence admission policy), and waits for recover to close the incident (reason
-// SlotReleased). It never writes status itself and never touches the node, its BMC or its
-// workloads: those stay as they are (S1). Kubeconfig from $KUBECONFIG, ~/.kube/config or
-// in-cluster.
+// SlotReleased). It leaves the Event SlotReleaseRequested on the NodeFence (who and why;
+// a lost Event is a warning). It never writes status itself and never touches the node,
+// its BMC or its workloads: those stay as they are (S1). Kubeconfig from $KUBECONFIG,
+// ~/.kube/config or in-cluster.
 import { FastfenceError } from "../core/errors.ts";
 import {
   isFinalFenceFailed,
   NODE_LABEL,
   NODEFENCE_GROUP,
+  NODEFENCE_KIND,
   NODEFENCE_PLURAL,
   NODEFENCE_VERSION,
   RELEASE_SLOT_ANNOTATION,
@@ -22,6 +24,7 @@ import { IncidentStore } from "../infra/kube/incidents.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
+import { OPERATOR_EVENT_REASONS, requesterForEvents, tryEvent } from "./operator.ts";
 import { render } from "./output.ts";
 
 export const RELEASE_SLOT_ARGS = defineCommand({
@@ -98,14 +101,15 @@ export async function releaseSlot(
       },
     };
     try {
-      await kube.call(`annotate nodefence ${opts.incident}`, (a) =>
+      const written = (await kube.call(`annotate nodefence ${opts.incident}`, (a) =>
         a.custom.replaceNamespacedCustomObject({
           ...G,
           namespace: opts.namespace,
           name: opts.incident,
           body,
         }),
-      );
+      )) as { metadata?: { uid?: string } };
+      await requestedEvent(kube, inc, written.metadata?.uid, opts);
       break;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 409 && attempt < 5) continue;
@@ -127,6 +131,32 @@ export async function releaseSlot(
     opts.waitMs > 0
       ? `not closed within ${opts.waitMs / 1000} s: is recover running? It closes the incident on its next reconcile pass (reconcile.intervalMs)`
       : "requested; recover closes it on its next reconcile pass",
+  );
+}
+
+/** The Event SlotReleaseRequested on the NodeFence (a lost Event is a warning on stderr). */
+async function requestedEvent(
+  kube: Kube,
+  inc: NodeFence,
+  uid: string | undefined,
+  opts: { incident: string; reason: string; namespace: string },
+): Promise<void> {
+  const by = await requesterForEvents(kube, "release-slot");
+  await tryEvent(
+    kube,
+    "release-slot",
+    {
+      apiVersion: `${NODEFENCE_GROUP}/${NODEFENCE_VERSION}`,
+      kind: NODEFENCE_KIND,
+      name: opts.incident,
+      namespace: opts.namespace,
+      ...(uid ? { uid } : {}),
+    },
+    {
+      type: "Normal",
+      reason: OPERATOR_EVENT_REASONS.slotReleaseRequested,
+      message: `${by} asked to end the final FenceFailed incident ${opts.incident} of ${inc.spec.nodeName} and free its storm-guard slot: ${opts.reason}`,
+    },
   );
 }
 

@@ -101,3 +101,22 @@ export function formatTrace(rows: readonly TraceRow[]): string {
     ...lines,
   ].join("\n");
 }
+
+/** A row from outside the event log (a Kubernetes Event fastfence recorded), merged by time. */
+export type ExtraRow = Omit<TraceRow, "sinceStartMs" | "stageMs">;
+
+/** The rows and the extra rows in time order, with offsets recomputed over both. */
+export function mergeRows(rows: readonly TraceRow[], extra: readonly ExtraRow[]): TraceRow[] {
+  const all = [...rows.map(({ sinceStartMs: _s, stageMs: _d, ...r }) => r), ...extra].sort(
+    (a, b) => Date.parse(a.time) - Date.parse(b.time),
+  );
+  if (all.length === 0) return [];
+  const t0 = Date.parse(all[0]!.time);
+  let prev = t0;
+  return all.map((r) => {
+    const t = Date.parse(r.time);
+    const row: TraceRow = { ...r, sinceStartMs: t - t0, stageMs: t - prev };
+    prev = t;
+    return row;
+  });
+}

@@ -1,8 +1,13 @@
-// `fastfence trace <node|incident>`: reads the pipeline's topics from the beginning
-// (no consumer group, nothing committed) and prints the incident's chain with each
-// stage's latency, as -o text|json|yaml. Read-only; undecodable records are counted and
-// reported, not hidden.
-import { TOPICS, parseEvent } from "../events/catalog.ts";
+// `fastfence trace <node|incident>`: reads the pipeline's topics from a time (--since,
+// default the last 24 h; no consumer group, nothing committed) and prints the incident's
+// chain with each stage's latency, as -o text|json|yaml. Without --topic it reads every
+// topic fastfence events can be on in either deployment: the catalog's per-stage topics
+// (Kafka runner) and the Knative Kafka Broker's topics (knative-broker-*), whichever
+// exist, and merges in fastfence's Kubernetes Events about the node and its incidents
+// (phase changes, holds, operator commands; --no-api leaves them out). Progress goes to
+// stderr during long reads. Read-only; undecodable records are
+// counted and reported, not hidden.
+import { BROKER_TOPIC, TOPICS, parseEvent } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
@@ -12,11 +17,18 @@ import { createLogger } from "../infra/log.ts";
 import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
 import { render } from "./output.ts";
-import { formatTrace, selectChain, traceRows } from "./trace-format.ts";
+import { formatTrace, mergeRows, selectChain, traceRows } from "./trace-format.ts";
+import { kubeEventRows } from "./trace-kube.ts";
 
 export const TRACE_ARGS = defineCommand({
   command: "trace",
-  options: { brokers: { type: "string" }, topic: { type: "string", multiple: true } },
+  options: {
+    brokers: { type: "string" },
+    topic: { type: "string", multiple: true },
+    since: { type: "string" },
+    namespace: { type: "string" },
+    "no-api": { type: "boolean" },
+  },
   positionals: 1,
   outputs: ["text", "json", "yaml"],
   legacyJson: true,
@@ -24,8 +36,14 @@ export const TRACE_ARGS = defineCommand({
 
 const USAGE = `Usage: fastfence trace <node|incident> [--brokers host:port,...] [--topic T]... [-o text|json|yaml]
   --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
-  --topic T               read topic T (repeatable; default: the catalog topics, or $FASTFENCE_KAFKA_TOPIC
-                          when set, e.g. the Knative broker's topic)
+  --topic T               read topic T (repeatable; default: every catalog topic, the shipped Broker
+                          topic fastfence.events, any Knative Broker topic knative-broker-* and
+                          $FASTFENCE_KAFKA_TOPIC, those that exist)
+  --since WHEN            read records from this time on: a duration back from now (90s, 30m, 6h, 7d),
+                          an RFC 3339 time, or "all" for the whole topics (default 24h)
+  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)
+  --no-api                leave out fastfence's Kubernetes Events (phase changes, holds, fence, pause,
+                          resume, release-slot), read through the kubeconfig by default
 ${outputHelp(TRACE_ARGS, "text is a timeline table; json and yaml a list of rows")}
   -h, --help              this help
   --json                  deprecated alias of -o json (removed in the next release)
@@ -41,19 +59,26 @@ export async function traceCommand(argv: string[]): Promise<number> {
   const brokers = values.brokers ?? process.env.FASTFENCE_KAFKA_BROKERS;
   if (!brokers)
     throw new UsageError("trace", "no Kafka brokers: pass --brokers or set FASTFENCE_KAFKA_BROKERS");
+  const sinceMs = parseSince(values.since ?? "24h", Date.now());
   // TLS/SASL from the FASTFENCE_KAFKA_* settings (the audit principal's credentials);
   // warnings go to stderr so -o json stays clean.
   const log = createLogger("trace", { destination: process.stderr });
   const security = kafkaSecurityFrom(loadRuntimeConfig(process.env), log);
   const bus = new KafkaJsBus({ brokers, clientId: "fastfence-trace", security });
   try {
-    const single = process.env.FASTFENCE_KAFKA_TOPIC;
-    const topics = values.topic?.length
-      ? values.topic
-      : single
-        ? [single]
-        : Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
-    const records = await bus.readAll(topics);
+    const topics = values.topic?.length ? values.topic : await defaultTopics(bus);
+    if (!topics.length) {
+      console.error("fastfence trace: no fastfence topic exists on these brokers (pass --topic)");
+      return EXIT.failed;
+    }
+    const records = await bus.readAll(topics, {
+      ...(sinceMs !== undefined ? { sinceMs } : {}),
+      timeoutMs: 120_000,
+      onProgress: (p) =>
+        console.error(
+          `reading ${topics.length} topics: ${p.records} records, ${p.partitionsLeft} of ${p.partitions} partitions left`,
+        ),
+    });
     const events: FfEvent[] = [];
     let bad = 0;
     for (const r of records) {
@@ -63,11 +88,57 @@ export async function traceCommand(argv: string[]): Promise<number> {
         bad++;
       }
     }
-    const rows = traceRows(selectChain(events, key));
+    const chain = selectChain(events, key);
+    let rows = traceRows(chain);
+    if (!values["no-api"]) {
+      const names = new Set([
+        key,
+        ...chain.map((e) => e.subject),
+        ...chain.flatMap((e) => e.ffincident ?? []),
+      ]);
+      const namespace = values.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system";
+      try {
+        const extra = await kubeEventRows({
+          names: [...names],
+          namespace,
+          ...(sinceMs !== undefined ? { sinceMs } : {}),
+        });
+        rows = mergeRows(rows, extra);
+      } catch (err) {
+        console.error(`(Kubernetes Events left out: ${(err as Error).message}; --no-api to skip)`);
+      }
+    }
     console.log(render(args.output, rows, () => formatTrace(rows)));
     if (bad) console.error(`(${bad} undecodable records skipped; see topic ${TOPICS.deadLetter})`);
     return rows.length ? EXIT.ok : EXIT.failed;
   } finally {
     await bus.close();
   }
+}
+
+/** The topics fastfence events can be on, in either deployment mode, that exist. */
+async function defaultTopics(bus: KafkaJsBus): Promise<string[]> {
+  const catalog = new Set<string>(Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter));
+  catalog.add(BROKER_TOPIC);
+  const single = process.env.FASTFENCE_KAFKA_TOPIC;
+  if (single) catalog.add(single);
+  return bus.topics((t) => catalog.has(t) || t.startsWith(KNATIVE_BROKER_TOPIC_PREFIX));
+}
+
+/** Topics of Knative Kafka Brokers: knative-broker-<namespace>-<broker>. */
+export const KNATIVE_BROKER_TOPIC_PREFIX = "knative-broker-";
+
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** --since: a duration back from `now`, an RFC 3339 time, or "all" (undefined: from the beginning). */
+export function parseSince(v: string, now: number): number | undefined {
+  if (v === "all") return undefined;
+  const d = /^(\d+)([smhd])$/.exec(v);
+  if (d) return now - Number(d[1]) * UNIT_MS[d[2]!]!;
+  const t = /^\d{4}-\d{2}-\d{2}T/.test(v) ? Date.parse(v) : Number.NaN;
+  if (Number.isFinite(t)) return t;
+  throw new UsageError(
+    "trace",
+    `--since "${v}": give a duration (90s, 30m, 6h, 7d), an RFC 3339 time or "all"`,
+  );
 }

@@ -100,6 +100,11 @@ export function nodeFenceCrd(): Schema {
             { name: "Round", type: "integer", jsonPath: ".status.round", priority: 1 },
             { name: "Confirmed", type: "date", jsonPath: ".status.timestamps.confirmed", priority: 1 },
             { name: "PowerOff", type: "date", jsonPath: ".status.powerOffConfirmedAt" },
+            {
+              name: "Released",
+              type: "string",
+              jsonPath: '.status.conditions[?(@.type=="Released")].status',
+            },
             { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
           ],
           schema: {

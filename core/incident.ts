@@ -267,12 +267,30 @@ export const NodeFenceStatusSchema = z.object({
   recoveredBootId: z.string().optional(),
   /** When recover asked the BMC to power the node back on (policy powerOnAfterFence). */
   powerOnRequestedAt: Time.optional(),
+  /**
+   * Confirmed, Fenced, Released, ReadyForRecovery: derived from the fields above at every
+   * status write (core/incident-conditions.ts) for `kubectl wait`; no decision reads them.
+   */
+  conditions: z
+    .array(
+      z.object({
+        type: z.enum(["Confirmed", "Fenced", "Released", "ReadyForRecovery"]),
+        status: z.enum(["True", "False", "Unknown"]),
+        reason: z.string().min(1).max(1024),
+        message: z.string().max(32768),
+        lastTransitionTime: Time,
+      }),
+    )
+    .max(8)
+    .optional(),
 });
 export type NodeFenceStatus = z.infer<typeof NodeFenceStatusSchema>;
 
 export interface ObjectMeta {
   name: string;
   namespace?: string;
+  /** Set by the API server. */
+  uid?: string;
   /** Set by the API server; every status write carries the one it read. */
   resourceVersion?: string;
   labels?: Record<string, string>;

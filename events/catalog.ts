@@ -46,6 +46,12 @@ export const TOPICS = {
 } as const;
 export type Topic = (typeof TOPICS)[keyof typeof TOPICS];
 
+/**
+ * The Knative Kafka Broker's topic in the shipped deployment (knative/base/kafka/topics.yaml,
+ * FASTFENCE_KAFKA_TOPIC in knative/base/runtime-config.yaml): every event type travels on it.
+ */
+export const BROKER_TOPIC = "fastfence.events";
+
 export type Component = "event-source" | "detect" | "confirm" | "fence" | "remediate-workloads" | "recover";
 
 export interface CatalogEntry<S extends z.ZodType = z.ZodType> {
@@ -211,10 +217,13 @@ export function catalogEntry(type: EventType): CatalogEntry {
  * The identity of the fact an (unvalidated) envelope reports: `type|sameFact(data)` for
  * types that define sameFact, else its id; undefined if it has neither. Copies of one
  * fact (hedged onto two partitions, or emitted by two replicas from the same cause)
- * share it. Only for skipping repeated work — never a validation.
+ * share it. Only for skipping repeated work — never a validation. With `now`, an envelope
+ * dated after it gets no key: a future-dated copy of a handled fact is decided in full
+ * (and refused, FutureTimestamp), never skipped as a duplicate.
  */
-export function factKey(raw: Record<string, unknown>): string | undefined {
+export function factKey(raw: Record<string, unknown>, now?: number): string | undefined {
   const { type, data, id } = raw;
+  if (now !== undefined && typeof raw.time === "string" && Date.parse(raw.time) > now) return undefined;
   if (typeof type === "string" && isEventType(type)) {
     const same = (CATALOG[type] as CatalogEntry).sameFact;
     const key =

@@ -46,12 +46,17 @@ export function childTraceparent(parent?: string): string {
   return `00-${traceId}-${hex(8)}-${flags}`;
 }
 
-/** Completes an outgoing event into a full envelope, continuing the cause's trace. */
+/**
+ * Completes an outgoing event into a full envelope, continuing the cause's trace. With
+ * `traceparent` (the span that produced the event, infra/tracing.ts) the event carries
+ * exactly that; without (tracing off) a child of the cause's, or a new trace.
+ */
 export function envelope<T>(
   out: OutgoingEvent<T>,
   source: string,
   nowMs: number,
   cause?: Pick<FfEvent, "traceparent" | "ffincident">,
+  traceparent?: string,
 ): FfEvent<T> {
   const incident = out.ffincident ?? cause?.ffincident;
   return {
@@ -63,7 +68,7 @@ export function envelope<T>(
     time: new Date(nowMs).toISOString(),
     datacontenttype: "application/json",
     ...(incident ? { [INCIDENT_EXTENSION]: incident } : {}),
-    traceparent: childTraceparent(cause?.traceparent),
+    traceparent: traceparent ?? childTraceparent(cause?.traceparent),
     data: out.data,
   };
 }

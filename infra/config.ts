@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { InvalidInputError } from "../core/errors.ts";
 import { ROUND_RECORD_MARGIN_MS } from "../core/policy.ts";
+import { SAMPLERS } from "./tracing.ts";
 
 const ms = (def: number) => z.coerce.number().int().min(1).default(def);
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -151,6 +152,26 @@ export const RuntimeConfigSchema = z
         return list.length > 0 && list.every((n) => DNS_LABEL.test(n));
       }, "must be comma-separated namespace names")
       .optional(),
+    // ---- Tracing (infra/tracing.ts; docs/observability.md). The standard OpenTelemetry
+    // variables. Off unless one of the two endpoints is set: then every stage's handling
+    // of an event, every resync and every BMC call is a span, exported over OTLP/HTTP
+    // (protobuf). Headers and TLS files (OTEL_EXPORTER_OTLP_HEADERS, ..._CERTIFICATE) are
+    // read by the exporter from the process environment.
+    // Base URL of an OTLP/HTTP receiver; traces go to <url>/v1/traces. Default: unset (off).
+    OTEL_EXPORTER_OTLP_ENDPOINT: z.url().optional(),
+    // Full URL for traces (used as is); wins over OTEL_EXPORTER_OTLP_ENDPOINT. Default: unset.
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.url().optional(),
+    // "true": no tracing even with an endpoint set. Default "false".
+    OTEL_SDK_DISABLED: z.enum(["true", "false"]).optional(),
+    // Sampler. Default "parentbased_always_on": every incident is traced (the event source
+    // mints sampled traceparents). "traceidratio" with OTEL_TRACES_SAMPLER_ARG keeps a
+    // fraction of incidents, whole: every stage decides on the same trace id.
+    OTEL_TRACES_SAMPLER: z.enum(SAMPLERS).optional(),
+    // Ratio for the *traceidratio samplers, 0..1. Default 1.
+    OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).optional(),
+    // Delay between two batch exports, ms. Default 5000. Spans are buffered and exported in
+    // the background; a stopping replica exports what it holds.
+    OTEL_BSP_SCHEDULE_DELAY: z.coerce.number().int().min(0).optional(),
   })
   .superRefine((c, ctx) => {
     for (const issue of envChainIssues(c)) ctx.addIssue({ code: "custom", ...issue });

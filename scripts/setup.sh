@@ -6,7 +6,9 @@
 # packages (apt) and the Go/Maven/npm download caches in $HOME.
 #
 # Usage: scripts/setup.sh [step...]   (default: all steps)
-# Steps: apt node npm kube etcd kwok promtool kafka kafka-cds sushy
+# Steps: apt node npm examples kube etcd kwok promtool kafka kafka-cds sushy
+# (examples: the @fastfence/events package and `npm ci` in each examples/<name>, through
+# scripts/examples.ts, which keeps its own input hashes: a no-op when nothing changed.)
 #
 # Before building anything it checks that the machine has what the requested steps need
 # (Go, Java 17 + Maven, Python 3 with venv, npm, root or the Debian packages) and names
@@ -93,6 +95,16 @@ step_npm() {
   run npm "$key" install_npm
 }
 
+step_examples() {
+  local start=$SECONDS
+  if ! PATH="$CACHE/bin:$PATH" "$CACHE/bin/node" "$ROOT/scripts/examples.ts" >"$LOGS/examples.log" 2>&1; then
+    say "examples: FAILED after $((SECONDS - start))s; last lines of .cache/logs/examples.log:"
+    tail -n 30 "$LOGS/examples.log" >&2
+    exit 1
+  fi
+  if [[ -s "$LOGS/examples.log" ]]; then say "examples: done in $((SECONDS - start))s"; fi
+}
+
 build_kube() {
   cd "$ROOT/tools/kube"
   local v="$KUBE_VERSION" major minor
@@ -102,7 +114,7 @@ build_kube() {
     -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor \
     -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z \
     -X k8s.io/client-go/pkg/version.gitVersion=$v" .
-  for n in kube-apiserver kube-controller-manager kube-scheduler; do ln -sf kube "$CACHE/bin/$n"; done
+  for n in kube-apiserver kube-controller-manager kube-scheduler kubectl; do ln -sf kube "$CACHE/bin/$n"; done
   "$CACHE/bin/kube-apiserver" --version
 }
 build_etcd() { cd "$ROOT/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$CACHE/bin/etcd" . && "$CACHE/bin/etcd" --version; }
@@ -159,7 +171,7 @@ preflight() {
         if [[ -z "$sysnode" || "$(node_major "$sysnode")" -lt 22 ]] && ! command -v npm >/dev/null; then
           missing+=("Node.js >= 22, or npm (to install Node $NODE_VERSION into .cache/)")
         fi ;;
-      npm) command -v npm >/dev/null || missing+=("npm (ships with Node.js)") ;;
+      npm|examples) command -v npm >/dev/null || missing+=("npm (ships with Node.js)") ;;
       kube|etcd|kwok|promtool)
         if ! command -v go >/dev/null; then missing+=("Go >= 1.24 (builds kube-apiserver, etcd, kwok, promtool)")
         else
@@ -188,13 +200,14 @@ preflight() {
   fi
 }
 
-steps=("$@"); ((${#steps[@]})) || steps=(apt node npm kube etcd kwok promtool kafka kafka-cds sushy)
+steps=("$@"); ((${#steps[@]})) || steps=(apt node npm examples kube etcd kwok promtool kafka kafka-cds sushy)
 preflight "${steps[@]}"
 for s in "${steps[@]}"; do
   case "$s" in
     apt) step_apt ;;
     node) step_node ;;
     npm) step_npm ;;
+    examples) step_examples ;;
     kube) run kube "$KUBE_VERSION-$(sha256sum "$ROOT/tools/kube/go.sum" "$ROOT/tools/kube/main.go" | sha256sum | cut -c1-12)" build_kube ;;
     etcd) run etcd "$ETCD_VERSION-$(sha256sum "$ROOT/tools/etcd/go.sum" | cut -c1-12)" build_etcd ;;
     kwok) run kwok "$KWOK_VERSION" build_kwok ;;

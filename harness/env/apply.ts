@@ -58,7 +58,8 @@ export function shippedAccessControl(opts: { skipPolicies?: readonly string[] } 
 /**
  * fastfence's CRDs (knative/base/crds), KubeVirt's (the VMs it releases), and the ones of
  * the planned work and remediators fastfence reads (NodeMaintenance, ClusterVersion,
- * NodeHealthCheck, MachineHealthCheck): a real cluster has them from their operators.
+ * NodeHealthCheck): a real cluster has them from their operators. Not MachineHealthCheck:
+ * reading it needs the openshift overlay's RBAC, and these clusters run the base's.
  */
 export async function applyFastfenceCrds(kc: KubeConfig): Promise<void> {
   await applyObjects(kc, [
@@ -67,10 +68,6 @@ export async function applyFastfenceCrds(kc: KubeConfig): Promise<void> {
     ...readManifests(join(THIRD_PARTY_CRDS, "nodemaintenance.medik8s.io")),
     ...readManifests(join(THIRD_PARTY_CRDS, "config.openshift.io")),
     ...readManifests(join(THIRD_PARTY_CRDS, "remediation.medik8s.io")),
-    ...readManifests(
-      join(THIRD_PARTY_CRDS, "machine.openshift.io"),
-      (o) => o.metadata?.name === "machinehealthchecks.machine.openshift.io",
-    ),
   ]);
 }
 

@@ -5,8 +5,12 @@
 // Every try is returned as the NodeFence Attempt itself (core/incident.ts: round, level,
 // driver, holder, times, result, read-back, error code), the record the incident stores:
 // nothing translates it afterwards. Attempts carry codes and secret-free messages only.
+// When tracing (infra/tracing.ts), every level is a span under the stage's, and every BMC
+// call it makes (prepare, off, each status read) a span under the level's, carrying the
+// driver, the secret-free target and the result: never a credential.
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
 import type { Attempt } from "../../core/incident.ts";
+import { traceChild, tracingActive } from "../tracing.ts";
 import {
   attemptResultOf,
   BmcStillOnError,
@@ -87,14 +91,29 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
     // a hard stop for this level even if a driver ignores its per-call timeout
     const hard = setTimeout(() => ac.abort(new Error("level timeout")), budget + 1000);
     try {
-      const r = await powerOffAndConfirm(lv.driver, {
-        timeoutMs: budget,
-        pollMs: lv.pollMs ?? 200,
-        callTimeoutMs: lv.callTimeoutMs,
-        now: opts.now,
-        signal: ac.signal,
-        sleep: opts.sleep,
-      });
+      const traced = tracingActive();
+      const level = {
+        "fastfence.bmc.level": i,
+        "fastfence.bmc.driver": lv.protocol,
+        "fastfence.bmc.target": lv.driver.target,
+        "fastfence.round": opts.round,
+      };
+      const run = () =>
+        powerOffAndConfirm(traced ? tracedDriver(lv.driver) : lv.driver, {
+          timeoutMs: budget,
+          pollMs: lv.pollMs ?? 200,
+          callTimeoutMs: lv.callTimeoutMs,
+          now: opts.now,
+          signal: ac.signal,
+          sleep: opts.sleep,
+        });
+      const r = traced
+        ? await traceChild("fastfence.bmc power-off level", level, run, (o) => ({
+            "fastfence.bmc.result": o.result,
+            "fastfence.bmc.off_commands": o.offCommands,
+            "fastfence.bmc.readbacks": o.readbacks.length,
+          }))
+        : await run();
       if (!isReadBackOff(r)) throw new BmcStillOnError(lv.driver.target, budget, undefined);
       attempts.push({
         ...base,
@@ -124,4 +143,29 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
     }
   }
   return { confirmed: false, attempts };
+}
+
+/** The driver with each call a span under the current one (only built while tracing). */
+function tracedDriver(d: BmcDriver): BmcDriver {
+  const attrs = (op: string) => ({ "fastfence.bmc.kind": d.kind, "fastfence.bmc.operation": op });
+  return {
+    kind: d.kind,
+    target: d.target,
+    status: (o) =>
+      traceChild(
+        "fastfence.bmc status",
+        attrs("status"),
+        () => d.status(o),
+        (s) => ({ "fastfence.bmc.power_state": s.state }),
+      ),
+    off: (o) => traceChild("fastfence.bmc off", attrs("off"), () => d.off(o)),
+    on: (o) => traceChild("fastfence.bmc on", attrs("on"), () => d.on(o)),
+    ...(d.prepare
+      ? { prepare: (o) => traceChild("fastfence.bmc prepare", attrs("prepare"), () => d.prepare!(o)) }
+      : {}),
+    ...(d.cycle
+      ? { cycle: (o) => traceChild("fastfence.bmc cycle", attrs("cycle"), () => d.cycle!(o)) }
+      : {}),
+    ...(d.close ? { close: () => d.close!() } : {}),
+  };
 }

@@ -12,6 +12,16 @@ export interface BusRecord extends KafkaRecord {
   timestamp: number;
 }
 
+/** How a one-shot read (Bus.readAll) reads. */
+export interface ReadOptions {
+  /** Give up after this long, ms. Default 15000. */
+  timeoutMs?: number;
+  /** Start at each partition's first record at or after this time (epoch ms; the broker's timestamps). */
+  sinceMs?: number;
+  /** Called about once a second while reading. */
+  onProgress?: (p: { records: number; partitionsLeft: number; partitions: number }) => void;
+}
+
 export interface TopicSpec {
   topic: string;
   partitions: number;
@@ -65,8 +75,11 @@ export interface Bus {
     },
   ): Promise<void>;
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
-  /** Every record currently in the topics, from the beginning (no consumer group). */
-  readAll(topics: readonly string[], opts?: { timeoutMs?: number }): Promise<BusRecord[]>;
+  /**
+   * Every record currently in the topics (up to their end offsets now), from the beginning
+   * or from `sinceMs` (no consumer group). Topics that do not exist fail the read.
+   */
+  readAll(topics: readonly string[], opts?: ReadOptions): Promise<BusRecord[]>;
   /**
    * Creates the topics that do not exist yet. Throws a retriable FF_BUS_UNAVAILABLE while
    * fewer brokers are running than the largest replication factor asks for (a topic made

@@ -9,13 +9,12 @@ import { Kafka, logLevel } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { Logger } from "../log.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
-import type { Bus, BusRecord, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
+import type { Bus, BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
+import { existingTopics, readTopics } from "./kafkajs-reader.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
-import { toRecord } from "./kafkajs-records.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
-import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 
 export interface KafkaBusConfig {
   /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
@@ -140,59 +139,13 @@ export class KafkaJsBus implements Bus {
     return this.subscriptions.subscribe(opts);
   }
 
-  async readAll(topics: readonly string[], opts: { timeoutMs?: number } = {}): Promise<BusRecord[]> {
-    const admin = this.kafka.admin();
-    await admin.connect();
-    const ends = new Map<string, bigint>();
-    try {
-      for (const topic of topics) {
-        for (const p of await admin.fetchTopicOffsets(topic)) {
-          if (BigInt(p.high) > BigInt(p.low)) ends.set(`${topic}/${p.partition}`, BigInt(p.high));
-        }
-      }
-    } finally {
-      await admin.disconnect();
-    }
-    const out: BusRecord[] = [];
-    if (ends.size === 0) return out;
-    const consumer = this.kafka.consumer({
-      groupId: `${READER_GROUP_PREFIX}${process.pid}-${Date.now()}`,
-      maxWaitTimeInMs: 100,
-    });
-    await consumer.connect();
-    try {
-      await consumer.subscribe({ topics: [...topics], fromBeginning: true });
-      const done = new Promise<void>((resolve) => {
-        void consumer.run({
-          autoCommit: false,
-          eachMessage: async ({ topic, partition, message }) => {
-            out.push(toRecord(topic, partition, message));
-            const k = `${topic}/${partition}`;
-            const end = ends.get(k);
-            if (end !== undefined && BigInt(message.offset) + 1n >= end) ends.delete(k);
-            if (ends.size === 0) resolve();
-          },
-        });
-      });
-      const timeoutMs = opts.timeoutMs ?? 15_000;
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<void>((_, reject) => {
-        timer = setTimeout(
-          () =>
-            reject(
-              new FastfenceError(
-                "FF_BUS_UNAVAILABLE",
-                `reading ${topics.join(", ")} timed out after ${timeoutMs} ms`,
-              ),
-            ),
-          timeoutMs,
-        );
-      });
-      await Promise.race([done, timeout]).finally(() => clearTimeout(timer));
-    } finally {
-      await consumer.disconnect();
-    }
-    return out.sort((a, b) => a.timestamp - b.timestamp);
+  async readAll(topics: readonly string[], opts: ReadOptions = {}): Promise<BusRecord[]> {
+    return readTopics(this.kafka, topics, opts);
+  }
+
+  /** The topics that exist on the cluster (optionally only those `wanted`). */
+  async topics(wanted?: (t: string) => boolean): Promise<string[]> {
+    return existingTopics(this.kafka, wanted);
   }
 
   async ensureTopics(specs: readonly TopicSpec[]): Promise<void> {

@@ -6,6 +6,7 @@
 // concurrency control doing its job. Never logs request bodies or credentials.
 import {
   ApiException,
+  AuthenticationV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -37,6 +38,8 @@ export interface KubeApis {
   coordination: CoordinationV1Api;
   storage: StorageV1Api;
   custom: CustomObjectsApi;
+  /** Who the caller is (SelfSubjectReview); the CLI's operator actions name their requester. */
+  authentication: AuthenticationV1Api;
 }
 
 /** An API answer with an HTTP status (404, 409, 422, ...). */
@@ -102,6 +105,7 @@ export class Kube {
           coordination: new CoordinationV1Api(config),
           storage: new StorageV1Api(config),
           custom: new CustomObjectsApi(config),
+          authentication: new AuthenticationV1Api(config),
         },
       };
     });

@@ -13,16 +13,10 @@ import { isTerminal, type NodeFence, type NodeFenceStatus } from "../../core/inc
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import type { Kube } from "./client.ts";
-
-/** Namespace of Events about Nodes (cluster-scoped objects). */
-export const NODE_EVENT_NAMESPACE = "default";
+import { recordEvent, type EventSubject } from "./events.ts";
 
 /** Phases and reasons that ask for someone's attention (Event type Warning). */
 const WARNING_PHASES = new Set(["Blocked", "FenceFailed"]);
-
-function clip(s: string, max: number): string {
-  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
-}
 
 /**
  * The write gives the incident's outcome: workloads Released, fencing given up (FenceFailed
@@ -97,14 +91,18 @@ export class IncidentEventRecorder {
     const text = `${st.phase}: ${st.message ?? reason}`;
     await Promise.all([
       this.record(
-        ns,
-        { apiVersion: "fastfence.io/v1alpha1", kind: "NodeFence", name, namespace: ns },
+        {
+          apiVersion: "fastfence.io/v1alpha1",
+          kind: "NodeFence",
+          name,
+          namespace: ns,
+          ...(inc.metadata.uid ? { uid: inc.metadata.uid } : {}),
+        },
         type,
         reason,
         text,
       ),
       this.record(
-        NODE_EVENT_NAMESPACE,
         { apiVersion: "v1", kind: "Node", name: inc.spec.nodeName },
         type,
         reason,
@@ -114,39 +112,26 @@ export class IncidentEventRecorder {
   }
 
   private async record(
-    namespace: string,
-    involved: { apiVersion: string; kind: string; name: string; namespace?: string },
+    subject: EventSubject,
     type: "Normal" | "Warning",
     reason: string,
     message: string,
   ): Promise<void> {
-    const at = new Date();
     try {
-      await this.kube.call(`record event on ${involved.kind.toLowerCase()} ${involved.name}`, (a) =>
-        a.core.createNamespacedEvent({
-          namespace,
-          body: {
-            metadata: { generateName: `${involved.name}.`, namespace },
-            involvedObject: involved,
-            type,
-            reason: clip(reason, 128),
-            message: clip(message, 1024),
-            source: { component: `fastfence-${this.o.component}` },
-            reportingComponent: `fastfence.io/${this.o.component}`,
-            reportingInstance: clip(this.o.instance, 128),
-            firstTimestamp: at,
-            lastTimestamp: at,
-            count: 1,
-          },
-        }),
-      );
+      await recordEvent(this.kube, subject, {
+        type,
+        reason,
+        message,
+        component: this.o.component,
+        instance: this.o.instance,
+      });
     } catch (err) {
-      const key = `${involved.kind}/${String((err as { status?: number }).status ?? "")}`;
+      const key = `${subject.kind}/${String((err as { status?: number }).status ?? "")}`;
       if (key === this.lastFailure) return;
       this.lastFailure = key;
       this.o.log?.warn(
-        { incident: involved.kind === "NodeFence" ? involved.name : "none", node: "none", err },
-        `cannot record a Kubernetes Event on the ${involved.kind}; the incident's status still says it`,
+        { incident: subject.kind === "NodeFence" ? subject.name : "none", node: "none", err },
+        `cannot record a Kubernetes Event on the ${subject.kind}; the incident's status still says it`,
       );
     }
   }

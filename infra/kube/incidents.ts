@@ -2,7 +2,8 @@
 // list open incidents, create, and write status guarded by resourceVersion. A 409 is
 // returned as KubeApiError(FF_KUBE_CONFLICT) for the caller to re-read and re-decide;
 // this module never retries a conflicting write itself and never edits status fields
-// it was not given.
+// it was not given, except status.conditions, which it derives from the status it writes
+// (core/incident-conditions.ts).
 import {
   isTerminal,
   NODE_LABEL,
@@ -13,6 +14,7 @@ import {
   type NodeFence,
   type NodeFenceStatus,
 } from "../../core/incident.ts";
+import { incidentConditions } from "../../core/incident-conditions.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
 const G = { group: NODEFENCE_GROUP, version: NODEFENCE_VERSION, plural: NODEFENCE_PLURAL };
@@ -82,11 +84,12 @@ export class IncidentStore {
    * the body carries only the identity, the precondition and the new status.
    */
   async writeStatus(name: string, resourceVersion: string, status: NodeFenceStatus): Promise<NodeFence> {
+    const conditions = incidentConditions(status, new Date().toISOString(), status.conditions);
     const body = {
       apiVersion: `${NODEFENCE_GROUP}/${NODEFENCE_VERSION}`,
       kind: NODEFENCE_KIND,
       metadata: { name, namespace: this.namespace, resourceVersion },
-      status,
+      status: { ...status, conditions },
     };
     return (await this.kube.call(`write status of nodefence ${name}`, (a) =>
       a.custom.replaceNamespacedCustomObjectStatus({ ...G, namespace: this.namespace, name, body }),

@@ -4,8 +4,9 @@
 // other remediators that select it. A kind whose CRD is not installed (a vanilla cluster
 // has neither) reads as "none", never as an error; any other failure is the API's
 // KubeApiError, so a decision that needs the view is retried rather than taken blind.
-// Cached for a short time: confirm asks once per suspicion during a burst. Reads only; it
-// never decides what a state means (core/planned.ts does).
+// Cached for a short time (confirm asks once per suspicion during a burst) and kept warm
+// in the background by the stages on the fencing path (keepWarm), so a decision never waits
+// for these reads. Reads only; it never decides what a state means (core/planned.ts does).
 import type { PlannedView } from "../../core/decision.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
@@ -44,6 +45,7 @@ export class PlannedReader {
   private readonly kube: Kube;
   private readonly ttlMs: number;
   private readonly remediators: RemediatorSource | undefined;
+  private readonly warmOthers: ((now: number) => Promise<unknown>) | undefined;
   private cached:
     { at: number; maintenances: Map<string, string[]>; upgrade: string | undefined } | undefined;
 
@@ -52,10 +54,37 @@ export class PlannedReader {
    *   Default 2000: a maintenance or an upgrade takes effect within this time.
    * @param remediators where other remediators come from (none when absent).
    */
-  constructor(kube: Kube, opts: { ttlMs?: number; remediators?: RemediatorSource } = {}) {
+  constructor(
+    kube: Kube,
+    opts: {
+      ttlMs?: number;
+      remediators?: RemediatorSource;
+      /** Refreshes the remediators' own cache (keepWarm calls it with this reader's). */
+      warm?: (now: number) => Promise<unknown>;
+    } = {},
+  ) {
     this.kube = kube;
     this.ttlMs = opts.ttlMs ?? 2000;
     this.remediators = opts.remediators;
+    this.warmOthers = opts.warm;
+  }
+
+  /**
+   * Keeps the caches fresh in the background (every half TTL), so a decision on the
+   * fencing path never waits for these reads: what it uses is at most one TTL old. A
+   * failed refresh is left to the decision, which then reads (and fails loudly) itself.
+   * Returns the stop function.
+   */
+  keepWarm(clock: { now(): number }): () => void {
+    const tick = () => {
+      const now = clock.now();
+      void this.cluster(now, true).catch(() => undefined);
+      void this.warmOthers?.(now).catch(() => undefined);
+    };
+    tick();
+    const timer = setInterval(tick, Math.max(100, this.ttlMs / 2));
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   async forNode(node: { name: string; labels: Record<string, string> }, now: number): Promise<PlannedView> {
@@ -67,11 +96,14 @@ export class PlannedReader {
     };
   }
 
-  private async cluster(now: number): Promise<NonNullable<PlannedReader["cached"]>> {
-    if (this.cached && now - this.cached.at < this.ttlMs) return this.cached;
-    const [maintenances, upgrade] = await Promise.all([this.maintenances(), this.upgrade()]);
-    this.cached = { at: now, maintenances, upgrade };
-    return this.cached;
+  private inflight: Promise<NonNullable<PlannedReader["cached"]>> | undefined;
+
+  private async cluster(now: number, refresh = false): Promise<NonNullable<PlannedReader["cached"]>> {
+    if (!refresh && this.cached && now - this.cached.at < this.ttlMs) return this.cached;
+    this.inflight ??= Promise.all([this.maintenances(), this.upgrade()])
+      .then(([maintenances, upgrade]) => (this.cached = { at: now, maintenances, upgrade }))
+      .finally(() => (this.inflight = undefined));
+    return this.inflight;
   }
 
   /** NodeMaintenance names by node (one being deleted still counts: the node is not back yet). */

@@ -184,9 +184,9 @@ export class RemediatorReader {
     this.pageSize = opts.pageSize ?? 500;
   }
 
-  /** The remediators and Machines, from the cache when younger than the TTL. */
-  async snapshot(now: number): Promise<RemediatorSnapshot> {
-    if (this.cached && now - this.cached.at < this.ttlMs) return this.cached.snapshot;
+  /** The remediators and Machines, from the cache when younger than the TTL (`refresh`: read anyway). */
+  async snapshot(now: number, refresh = false): Promise<RemediatorSnapshot> {
+    if (!refresh && this.cached && now - this.cached.at < this.ttlMs) return this.cached.snapshot;
     this.inflight ??= this.read().finally(() => (this.inflight = undefined));
     const snapshot = await this.inflight;
     this.cached = { at: now, snapshot };

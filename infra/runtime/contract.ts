@@ -7,6 +7,7 @@ import type { Clock } from "../../core/clock.ts";
 import type { Outcome } from "../../core/decision.ts";
 import type { FfEvent, OutgoingEvent } from "../../events/envelope.ts";
 import type { Logger } from "../log.ts";
+import type { StageTrace } from "../tracing.ts";
 
 export interface HandlerResult {
   outcome: Outcome;
@@ -24,6 +25,8 @@ export interface HandlerContext {
    * deadline: a power-off round (until its start + powerOffTimeoutMs + the recording margin).
    */
   extendDeadline(untilEpochMs: number): void;
+  /** This handling's trace (infra/tracing.ts); absent or inert when tracing is off. */
+  trace?: StageTrace;
 }
 
 export type EventHandler = (event: FfEvent, ctx: HandlerContext) => Promise<HandlerResult>;

@@ -5,7 +5,9 @@
 // or a dead-letter record with the reason (a rejected outcome's stable code included).
 // Every ignored or rejected log line carries the outcome's code (core/reasons.ts); invalid
 // events are logged at most INVALID_LINES_PER_SECOND a second (a flood is counted, not
-// logged line by line). It never throws for bad input, and it never drops an event silently.
+// logged line by line). Each delivery of a subscribed event is one stage span
+// (infra/tracing.ts; nothing when tracing is off) whose context the emitted events carry.
+// It never throws for bad input, and it never drops an event silently.
 import {
   FastfenceError,
   InvalidInputError,
@@ -20,6 +22,7 @@ import type { StageInfo } from "../../functions/contract.ts";
 import type { EventHandler } from "./contract.ts";
 import { forIncident, type Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
+import { noSpan, noTracing, type StageSpan, type Tracing } from "../tracing.ts";
 
 /** What the runtime needs from the event catalog. */
 export interface CatalogView {
@@ -91,9 +94,19 @@ export type DispatchResult =
   /** `error` is a RejectedEventError (with the outcome's code) when the handler rejected the event. */
   | { kind: "dead-letter"; event?: FfEvent; error: FastfenceError };
 
+/** What the transport itself says about the delivery (not the event's own attributes). */
+export interface Transport {
+  /** A W3C `traceparent` header of the delivery (HTTP header, Kafka record header). */
+  traceparent?: string | undefined;
+}
+
 export interface Dispatcher {
   /** `decode` turns the transport message into an unvalidated envelope (may throw InvalidInputError). */
-  dispatch(decode: () => Record<string, unknown>, signal: AbortSignal): Promise<DispatchResult>;
+  dispatch(
+    decode: () => Record<string, unknown>,
+    signal: AbortSignal,
+    transport?: Transport,
+  ): Promise<DispatchResult>;
 }
 
 /**
@@ -138,14 +151,17 @@ export function createDispatcher(opts: {
   log: Logger;
   metrics: FunctionMetrics;
   config?: Partial<DispatchConfig>;
+  /** Default: noTracing. */
+  tracing?: Tracing;
 }): Dispatcher {
   const { def, handler, catalog, source, clock, log, metrics } = opts;
+  const tracing = opts.tracing ?? noTracing;
   const cfg = { ...DEFAULT_DISPATCH, ...opts.config };
   const subscribed = new Set(def.subscriptions.flatMap((s) => s.types));
   const fn = def.name;
   const invalidLines = new LogBudget(INVALID_LINES_PER_SECOND);
 
-  async function runHandler(event: FfEvent, elog: Logger, outer: AbortSignal) {
+  async function runHandler(event: FfEvent, elog: Logger, outer: AbortSignal, span: StageSpan) {
     for (let attempt = 1; ; attempt++) {
       const ctrl = new AbortController();
       const onOuter = () => ctrl.abort(outer.reason);
@@ -158,13 +174,14 @@ export function createDispatcher(opts: {
             once: true,
           }),
         );
-        const ctx = { log: elog, clock, signal: ctrl.signal, extendDeadline: deadline.extend };
+        const ctx = { log: elog, clock, signal: ctrl.signal, extendDeadline: deadline.extend, trace: span };
         return await Promise.race([handler(event, ctx), aborted]);
       } catch (err) {
         const e = asFastfenceError(err);
         metrics.errors.inc({ function: fn, code: e.code });
         if (!e.retriable || attempt >= cfg.maxAttempts || outer.aborted) throw e;
         const backoff = cfg.retryBackoffMs * 2 ** (attempt - 1);
+        span.retry(attempt, e.code);
         elog.warn({ err: e.toJSON(), attempt, backoffMs: backoff }, "handler failed; retrying");
         await clock.sleep(backoff, outer);
       } finally {
@@ -175,8 +192,61 @@ export function createDispatcher(opts: {
     }
   }
 
+  /** One subscribed event's delivery, inside its stage span. */
+  async function deliver(event: FfEvent, signal: AbortSignal, span: StageSpan): Promise<DispatchResult> {
+    const elog = forIncident(log, event.ffincident, event.subject).child({
+      eventId: event.id,
+      eventType: event.type,
+    });
+    let result;
+    const started = clock.now();
+    try {
+      result = await runHandler(event, elog, signal, span);
+    } catch (err) {
+      const e = asFastfenceError(err);
+      span.fail(e.code, e.message);
+      metrics.outcomes.inc({ function: fn, outcome: "failed" });
+      if (signal.aborted) {
+        // Shutdown: the runtime redelivers instead of dead-lettering.
+        elog.info({ err: e.toJSON() }, "handler interrupted by shutdown; left for redelivery");
+        return { kind: "dead-letter", event, error: e };
+      }
+      metrics.deadLettered.inc({ function: fn, code: e.code, reason: "" });
+      elog.error({ err: e.toJSON() }, "handler failed; dead-lettered");
+      return { kind: "dead-letter", event, error: e };
+    }
+    span.outcome(result.outcome, result.emit.length);
+    const lag = (clock.now() - Date.parse(event.time)) / 1000;
+    if (Number.isFinite(lag))
+      metrics.stageLatencySeconds.observe({ function: fn, type: event.type }, Math.max(0, lag));
+    metrics.outcomes.inc({ function: fn, outcome: result.outcome.kind });
+    if (result.outcome.kind === "rejected") {
+      const e = new RejectedEventError(result.outcome.code, result.outcome.reason);
+      metrics.deadLettered.inc({ function: fn, code: e.code, reason: result.outcome.code });
+      if (REFUSAL_CODES.has(result.outcome.code))
+        metrics.inputsRefused.inc({ stage: fn, reason: result.outcome.code });
+      elog.warn({ outcome: result.outcome }, "event rejected; dead-lettered");
+      return { kind: "dead-letter", event, error: e };
+    }
+    const now = clock.now();
+    // The emitted events carry this span's context (tracing off: a child of the cause's).
+    const traceparent = result.emit.length ? span.traceparent() : undefined;
+    const emitted = result.emit.map((out) => envelope(out, source, now, event, traceparent));
+    for (const ev of emitted) metrics.eventsOut.inc({ function: fn, type: ev.type });
+    elog.info(
+      {
+        outcome: result.outcome,
+        emitted: emitted.map((e) => e.type),
+        stageMs: Math.round(lag * 1000),
+        handlerMs: Math.round(now - started),
+      },
+      result.outcome.kind === "processed" ? "event processed" : "event ignored",
+    );
+    return { kind: "done", event, outcome: result.outcome, emitted };
+  }
+
   return {
-    async dispatch(decode, signal) {
+    async dispatch(decode, signal, transport) {
       let event: FfEvent;
       try {
         event = catalog.parse(decode());
@@ -195,51 +265,17 @@ export function createDispatcher(opts: {
       }
       metrics.eventsIn.inc({ function: fn, type: event.type });
       if (!subscribed.has(event.type)) return { kind: "skipped", event };
-      const elog = forIncident(log, event.ffincident, event.subject).child({
+      if (!tracing.enabled) return deliver(event, signal, noSpan);
+      const input = {
+        stage: fn,
+        input: event.type,
+        node: event.subject,
+        incident: event.ffincident,
         eventId: event.id,
-        eventType: event.type,
-      });
-      let result;
-      const started = clock.now();
-      try {
-        result = await runHandler(event, elog, signal);
-      } catch (err) {
-        const e = asFastfenceError(err);
-        metrics.outcomes.inc({ function: fn, outcome: "failed" });
-        if (signal.aborted) {
-          // Shutdown: the runtime redelivers instead of dead-lettering.
-          elog.info({ err: e.toJSON() }, "handler interrupted by shutdown; left for redelivery");
-          return { kind: "dead-letter", event, error: e };
-        }
-        metrics.deadLettered.inc({ function: fn, code: e.code, reason: "" });
-        elog.error({ err: e.toJSON() }, "handler failed; dead-lettered");
-        return { kind: "dead-letter", event, error: e };
-      }
-      const lag = (clock.now() - Date.parse(event.time)) / 1000;
-      if (Number.isFinite(lag))
-        metrics.stageLatencySeconds.observe({ function: fn, type: event.type }, Math.max(0, lag));
-      metrics.outcomes.inc({ function: fn, outcome: result.outcome.kind });
-      if (result.outcome.kind === "rejected") {
-        const e = new RejectedEventError(result.outcome.code, result.outcome.reason);
-        metrics.deadLettered.inc({ function: fn, code: e.code, reason: result.outcome.code });
-        if (REFUSAL_CODES.has(result.outcome.code))
-          metrics.inputsRefused.inc({ stage: fn, reason: result.outcome.code });
-        elog.warn({ outcome: result.outcome }, "event rejected; dead-lettered");
-        return { kind: "dead-letter", event, error: e };
-      }
-      const now = clock.now();
-      const emitted = result.emit.map((out) => envelope(out, source, now, event));
-      for (const ev of emitted) metrics.eventsOut.inc({ function: fn, type: ev.type });
-      elog.info(
-        {
-          outcome: result.outcome,
-          emitted: emitted.map((e) => e.type),
-          stageMs: Math.round(lag * 1000),
-          handlerMs: Math.round(now - started),
-        },
-        result.outcome.kind === "processed" ? "event processed" : "event ignored",
-      );
-      return { kind: "done", event, outcome: result.outcome, emitted };
+        traceparent: event.traceparent,
+        transport: transport?.traceparent,
+      };
+      return tracing.stage(input, (span) => deliver(event, signal, span));
     },
   };
 }

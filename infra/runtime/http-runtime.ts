@@ -8,7 +8,9 @@
 // it), with the stage's reason code when it rejected the event. Also serves
 // /health/readiness, /health/liveness and /metrics. It never crashes on a request,
 // whatever the body. Every POST first passes the sender authentication (http-auth.ts):
-// a refused request gets 401/403/503 and never reaches the handler.
+// a refused request gets 401/403/503 and never reaches the handler. A W3C `traceparent`
+// header (what Knative's dispatcher sends when its tracing is on; distinct from the
+// event's own ce-traceparent) is the delivery's trace context (infra/tracing.ts).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { InvalidInputError, RejectedEventError } from "../../core/errors.ts";
@@ -19,6 +21,7 @@ import type { StageInfo } from "../../functions/contract.ts";
 import type { EventHandler } from "./contract.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
+import type { Tracing } from "../tracing.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
 import { refusalResponse, type AuthDecision, type HttpAuthenticator } from "./http-auth.ts";
 
@@ -77,6 +80,8 @@ export async function startHttpRuntime(opts: {
   /** Where events beyond the first reply go. Without it, extra events are an error (5xx, retried). */
   publishExtra?: (events: FfEvent[]) => Promise<void>;
   dispatch?: Partial<DispatchConfig>;
+  /** Default: noTracing. */
+  tracing?: Tracing;
 }): Promise<HttpRuntime> {
   const { def, log, metrics } = opts;
   const source = `/fastfence/${def.name}/${opts.replica}`;
@@ -112,7 +117,9 @@ export async function startHttpRuntime(opts: {
           : new InvalidInputError("FF_INVALID_EVENT", "cannot read request body");
       return json(res, 413, { error: e.code, message: e.message });
     }
-    const result = await dispatcher.dispatch(() => decodeHttp(req.headers, body), stopping.signal);
+    const tp = req.headers.traceparent;
+    const transport = { traceparent: Array.isArray(tp) ? tp[0] : tp };
+    const result = await dispatcher.dispatch(() => decodeHttp(req.headers, body), stopping.signal, transport);
     if (result.kind === "skipped")
       return json(res, 400, {
         error: "FF_INVALID_EVENT",

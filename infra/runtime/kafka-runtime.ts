@@ -9,7 +9,8 @@
 // dead-letter topic with the original bytes (truncated when large; a rejected one with
 // the stage's reason code), in as few produce calls per fetched batch as fit, so a flood
 // of bad records costs little and never stalls a partition. It never commits an offset
-// for a record whose outcome was not recorded.
+// for a record whose outcome was not recorded. A `traceparent` record header (not the
+// event's ce_traceparent) is the delivery's trace context (infra/tracing.ts).
 import { FastfenceError, InvalidInputError } from "../../core/errors.ts";
 import type { Clock } from "../../core/clock.ts";
 import { acksFor, factKey, isEventType } from "../../events/catalog.ts";
@@ -20,6 +21,7 @@ import type { EventHandler } from "./contract.ts";
 import type { Bus, BusRecord, Subscription } from "../bus/bus.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
+import type { Tracing } from "../tracing.ts";
 import { byteBatches, deadLetterRecord } from "./dead-letter.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
 
@@ -92,6 +94,8 @@ export async function startKafkaRuntime(opts: {
   config: KafkaRuntimeConfig;
   /** Called after each record's outcome is recorded (tests and trace tooling). */
   onResult?: (rec: BusRecord, emitted: FfEvent[]) => void;
+  /** Default: noTracing. */
+  tracing?: Tracing;
 }): Promise<KafkaRuntime> {
   const { def, bus, catalog, clock, log, config } = opts;
   const source = `/fastfence/${def.name}/${config.replica}`;
@@ -137,7 +141,7 @@ export async function startKafkaRuntime(opts: {
       } catch (err) {
         undecodable = err; // the dispatcher dead-letters it with this reason
       }
-    const fact = raw ? factKey(raw) : undefined;
+    const fact = raw ? factKey(raw, clock.now()) : undefined;
     if (fact !== undefined && handled.has(fact)) {
       opts.metrics.outcomes.inc({ function: def.name, outcome: "duplicate" });
       log.debug(
@@ -150,7 +154,9 @@ export async function startKafkaRuntime(opts: {
       if (raw) return raw;
       throw undecodable;
     };
-    const result = await dispatcher.dispatch(decode, stopping.signal);
+    const result = await dispatcher.dispatch(decode, stopping.signal, {
+      traceparent: rec.headers.traceparent,
+    });
     if (result.kind === "dead-letter" && stopping.signal.aborted) {
       // Shutting down mid-delivery: leave the offset uncommitted so the record is
       // redelivered (to this group's next member or this replica's restart), not dead-lettered.

@@ -5,6 +5,8 @@
 // the incident as the API holds it now. What a resync emits is published like an event's
 // outcome. Every replica does this: the pure stage ignores what is not overdue and the
 // per-node Lease and guarded writes decide who acts (S3), so running it everywhere is safe.
+// Each resync is a stage span in the incident's trace (its TRACE_ANNOTATION, infra/tracing.ts),
+// recorded only when it did something; its events carry that span's context.
 // Each pass's list (every open incident) is also handed to `observe` (the open-incident
 // gauges, infra/runtime/incident-gauges.ts). It decides nothing itself and never writes
 // anything the stage did not decide; a failed pass is logged and the next one tries again.
@@ -15,6 +17,7 @@ import { statusOf, type NodeFence, type Phase } from "../../core/incident.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { OutgoingEvent } from "../../events/envelope.ts";
 import { forIncident, type Logger } from "../log.ts";
+import { noSpan, noTracing, TRACE_ANNOTATION, type StageSpan, type Tracing } from "../tracing.ts";
 import { handlerDeadline } from "./dispatch.ts";
 import type { StageRunner } from "./stage-executor.ts";
 
@@ -29,8 +32,11 @@ export interface ReconcilerOptions {
   listOpen(): Promise<NodeFence[]>;
   /** The policy in force (reconcile.intervalMs is read from it on every pass). */
   policy(now: number): Promise<FencingPolicySpec>;
-  /** Publishes what a resync emitted (the runtime's publish, with an envelope per event). */
-  publish(events: OutgoingEvent[]): Promise<void>;
+  /**
+   * Publishes what a resync emitted (the runtime's publish, with an envelope per event);
+   * `traceparent` is the resync's span when tracing (the events' trace context).
+   */
+  publish(events: OutgoingEvent[], traceparent?: string): Promise<void>;
   /** Deadline of one resync, like an event handler's. */
   handlerTimeoutMs: number;
   clock: Clock;
@@ -39,6 +45,8 @@ export interface ReconcilerOptions {
   random?: () => number;
   /** Sees every pass's list of open incidents, all phases (the incident gauges). */
   observe?(open: readonly NodeFence[], policy: FencingPolicySpec, now: number): void;
+  /** Default: noTracing. */
+  tracing?: Tracing;
 }
 
 export interface Reconciler {
@@ -65,11 +73,24 @@ const FALLBACK_INTERVAL_MS = 5_000;
 export function startReconciler(opts: ReconcilerOptions): Reconciler {
   const { runner, clock, log } = opts;
   const random = opts.random ?? Math.random;
+  const tracing = opts.tracing ?? noTracing;
   const stopping = new AbortController();
   /** The pass in flight, which stop() lets finish. */
   let current: Promise<PassReport> | undefined;
 
-  async function resyncOne(inc: NodeFence, report: PassReport): Promise<void> {
+  function resyncOne(inc: NodeFence, report: PassReport): Promise<void> {
+    if (!tracing.enabled) return drive(inc, report, noSpan);
+    const input = {
+      stage: opts.stage,
+      input: "resync",
+      node: inc.spec.nodeName,
+      incident: inc.metadata.name,
+      traceparent: inc.metadata.annotations?.[TRACE_ANNOTATION],
+    };
+    return tracing.stage(input, (span) => drive(inc, report, span));
+  }
+
+  async function drive(inc: NodeFence, report: PassReport, span: StageSpan): Promise<void> {
     const r: Resync = { kind: "resync", incident: inc.metadata.name, node: inc.spec.nodeName };
     const ilog = forIncident(log, r.incident, r.node).child({ input: "resync" });
     // The same deadline as an event's handler, extended by a power-off round it starts.
@@ -84,12 +105,14 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
         clock,
         signal: ctrl.signal,
         extendDeadline: deadline.extend,
+        trace: span,
       });
+      span.outcome(res.outcome, res.emit.length);
       if (res.outcome.kind === "ignored") {
         ilog.debug({ outcome: res.outcome }, "resync: nothing to do");
         return;
       }
-      if (res.emit.length) await opts.publish(res.emit);
+      if (res.emit.length) await opts.publish(res.emit, span.traceparent());
       const level = res.outcome.kind === "processed" ? "info" : "warn";
       ilog[level](
         { outcome: res.outcome, emitted: res.emit.map((e) => e.type), handlerMs: clock.now() - started },
@@ -97,9 +120,11 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
       );
       if (res.outcome.kind === "processed") report.driven.push(r.incident);
     } catch (err) {
+      const e = asFastfenceError(err);
+      span.fail(e.code, e.message);
       report.failed.push(r.incident);
       if (!stopping.signal.aborted)
-        ilog.warn({ err: asFastfenceError(err).toJSON() }, "resync failed; the next pass tries again");
+        ilog.warn({ err: e.toJSON() }, "resync failed; the next pass tries again");
     } finally {
       deadline.clear();
       stopping.signal.removeEventListener("abort", onStop);

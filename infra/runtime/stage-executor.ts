@@ -8,7 +8,9 @@
 // re-reads and decides again, a bounded number of times. A power-off round cut short by
 // the deadline or a shutdown still gets its result recorded. It never executes an action
 // the pure stage did not return; the one adapter-side effect it adds is clearing BMC
-// holds (metal3 reboot annotations) of an incident just before its status turns terminal.
+// holds (metal3 reboot annotations) of an incident just before its status turns terminal,
+// and, when tracing, the creating span's traceparent on a new incident (TRACE_ANNOTATION,
+// infra/tracing.ts) and joining that trace whenever a view holds the incident.
 import { FastfenceError } from "../../core/errors.ts";
 import type {
   ActionResult,
@@ -33,6 +35,7 @@ import type { IncidentEventRecorder } from "../kube/incident-events.ts";
 import type { PlannedReader } from "../kube/planned.ts";
 import type { PolicyReader } from "../kube/policy.ts";
 import { forIncident } from "../log.ts";
+import { TRACE_ANNOTATION } from "../tracing.ts";
 import { DecidedInputs } from "./decided-inputs.ts";
 import type { EventHandler, HandlerContext, HandlerResult } from "./contract.ts";
 import type { PowerExecutor } from "./power-executor.ts";
@@ -135,13 +138,20 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       ctx.signal.throwIfAborted();
       if (!a.kind.startsWith("delete")) await drain();
       switch (a.kind) {
-        case "createIncident":
-          last = await guarded(
-            `create incident ${a.incident.metadata.name}`,
-            ad.incidents.create(a.incident),
-          );
+        case "createIncident": {
+          // The incident's trace is the one of the delivery that creates it (infra/tracing.ts).
+          const tp = ctx.trace?.anchor();
+          const meta = a.incident.metadata;
+          const incident = tp
+            ? {
+                ...a.incident,
+                metadata: { ...meta, annotations: { ...meta.annotations, [TRACE_ANNOTATION]: tp } },
+              }
+            : a.incident;
+          last = await guarded(`create incident ${meta.name}`, ad.incidents.create(incident));
           if (ad.events) void ad.events.written(undefined, last);
           break;
+        }
         case "updateIncidentStatus": {
           if (isTerminal(a.status.phase) && ad.power?.releaseHolds) {
             // Before the write: if this fails the event is redelivered and decided again.
@@ -278,6 +288,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
       let view = await readView(deferCluster ? { ...req, cluster: false } : req, now, leases);
       if (deferCluster && needsCluster!(view, now))
         view = { ...view, ...(await readCluster(req.nodeList ? view.nodes : undefined)) };
+      ctx.trace?.join(view.incident?.metadata.annotations?.[TRACE_ANNOTATION]);
       const decision = decideOn(view, now);
       try {
         const { emit } = await execute(decision, view, decideOn, ctx, leases);

@@ -12,7 +12,10 @@ import { decodeKafka } from "../../events/codec.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
-import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { ROOT } from "../../harness/env/base.ts";
+import { NAMESPACE, startPipelineCluster, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import {
   createDeployment,
   createStatefulSet,
@@ -24,6 +27,45 @@ import {
 import { scrapeReplicas, total } from "./metrics-scrape.ts";
 
 const env = withEnv(async (scope) => scope.add(await startPipelineCluster()));
+
+/**
+ * What an operator sees (issue 17): the incident's conditions (Confirmed, Fenced, Released,
+ * ReadyForRecovery True), `kubectl wait --for=condition=Released` returning at once, and the
+ * Kubernetes Events of each phase change on the NodeFence and on the Node.
+ */
+async function expectConditionsAndEvents(c: PipelineCluster, name: string, node: string): Promise<void> {
+  const inc = (await incidents(c)).find((i) => i.metadata.name === name)!;
+  const byType = Object.fromEntries((inc.status?.conditions ?? []).map((x) => [x.type, x]));
+  for (const t of ["Confirmed", "Fenced", "Released", "ReadyForRecovery"])
+    expect(byType[t], `condition ${t}`).toMatchObject({ status: "True" });
+  expect(byType.Fenced!.reason).toBe("PowerOffConfirmed");
+  const wait = spawnSync(
+    join(ROOT, ".cache/bin/kubectl"),
+    [
+      `--kubeconfig=${c.cp.kubeconfigPath}`,
+      "-n",
+      NAMESPACE,
+      "wait",
+      "--for=condition=Released",
+      `nodefence/${name}`,
+      "--timeout=20s",
+    ],
+    { encoding: "utf8" },
+  );
+  expect(wait.status, wait.stderr).toBe(0);
+  expect(wait.stdout).toContain("condition met");
+  const reasons = async (namespace: string, involved: string) =>
+    (await c.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${involved}` })).items
+      .filter((e) => e.reportingComponent?.startsWith("fastfence.io/"))
+      .map((e) => e.reason);
+  const onIncident = await waitFor("the incident's Events", async () => {
+    const r = await reasons(NAMESPACE, name);
+    return r.includes("WorkloadsReleased") || r.includes("Released") ? r : undefined;
+  });
+  expect(onIncident).toEqual(expect.arrayContaining(["Corroborated", "PowerOffConfirmed"]));
+  const onNode = await reasons("default", node);
+  expect(onNode).toEqual(expect.arrayContaining(["Corroborated", "PowerOffConfirmed"]));
+}
 
 describe("pipeline: crash of a node", () => {
   it("fences the crashed node, releases its workloads and the replacement runs elsewhere", async () => {
@@ -117,6 +159,7 @@ describe("pipeline: crash of a node", () => {
     ).toBe(1);
     expect(total(samples, "fastfence_incident_transitions_total", { phase: "Confirmed" })).toBe(1);
     expect(total(samples, "fastfence_stage_latency_seconds_count", { function: "fence" })).toBeGreaterThan(0);
+    await expectConditionsAndEvents(c, released.metadata.name, victim);
 
     // Healthy nodes were never touched.
     for (const [name, parts] of c.nodes) if (name !== victim) expect(parts.bmc.stats.resets).toEqual([]);

@@ -1,5 +1,5 @@
-// Command kube is a multi-call binary holding kube-apiserver, kube-controller-manager
-// and kube-scheduler from the real Kubernetes sources. It picks the component by the
+// Command kube is a multi-call binary holding kube-apiserver, kube-controller-manager,
+// kube-scheduler and kubectl from the real Kubernetes sources. It picks the component by the
 // name it was invoked as (argv[0]), the way busybox does; linking one binary is much
 // faster than linking three. Test and lab infrastructure only; never shipped.
 package main
@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/cli"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kubectl "k8s.io/kubectl/pkg/cmd"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
@@ -30,8 +31,10 @@ func main() {
 		cmd = controllermanager.NewControllerManagerCommand()
 	case "kube-scheduler":
 		cmd = scheduler.NewSchedulerCommand()
+	case "kubectl":
+		cmd = kubectl.NewDefaultKubectlCommand()
 	default:
-		fmt.Fprintf(os.Stderr, "kube: unknown component %q (invoke as kube-apiserver, kube-controller-manager or kube-scheduler)\n", name)
+		fmt.Fprintf(os.Stderr, "kube: unknown component %q (invoke as kube-apiserver, kube-controller-manager, kube-scheduler or kubectl)\n", name)
 		os.Exit(2)
 	}
 	cmd.SetArgs(args)

@@ -1,9 +1,10 @@
 // Test helpers for the `fastfence` command line: runs it as a child process (`cli`) or
 // in this process through cli/main.ts's `main` (`fastfence`, with stdout/stderr captured),
 // and lists every command's option specs, so a new command without an entry here fails
-// the tests. Both runners drop FASTFENCE_* and KUBECONFIG from the environment; the
-// commands used must fail at parsing or work offline. Never starts anything that outlives
-// the call.
+// the tests. Both runners drop FASTFENCE_* and KUBECONFIG from the environment and set only
+// those a test passes: unit tests use commands that fail at parsing or work offline, an
+// integration test passes the KUBECONFIG of its own API server. Never starts anything
+// that outlives the call.
 import { spawnSync } from "node:child_process";
 import { vi } from "vitest";
 import { fileURLToPath } from "node:url";
@@ -17,6 +18,8 @@ import { RUN_ARGS } from "../../../cli/run.ts";
 import { SOURCE_ARGS } from "../../../cli/source.ts";
 import { STACK_CHECK_ARGS } from "../../../cli/stack-check.ts";
 import { RELEASE_SLOT_ARGS } from "../../../cli/release-slot.ts";
+import { FENCE_ARGS } from "../../../cli/fence.ts";
+import { PAUSE_ARGS, RESUME_ARGS } from "../../../cli/pause.ts";
 import { TRACE_ARGS } from "../../../cli/trace.ts";
 
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -98,6 +101,15 @@ export const COMMAND_CASES: Record<string, CommandCase[]> = {
     words: ["lab", sub, ...(labWords[sub] ?? ["node-a"])],
     spec,
   })),
+  pause: [
+    { words: ["pause"], spec: PAUSE_ARGS },
+    { words: ["pause", "node-a"], spec: PAUSE_ARGS },
+  ],
+  resume: [
+    { words: ["resume"], spec: RESUME_ARGS },
+    { words: ["resume", "node-a"], spec: RESUME_ARGS },
+  ],
+  fence: [{ words: ["fence", "node-a"], spec: FENCE_ARGS }],
   "release-slot": [{ words: ["release-slot", "node-a-12345678"], spec: RELEASE_SLOT_ARGS }],
   "stack-check": [{ words: ["stack-check"], spec: STACK_CHECK_ARGS }],
   version: [{ words: ["version"], spec: VERSION_ARGS }],

@@ -70,6 +70,15 @@ describe("missing and invalid values", T, () => {
     [["lab", "up", "--nodes", "two"], "lab up", ["--nodes", '"two"']],
     [["lab", "up", "--bmc", "serial"], "lab up", ["--bmc", '"serial"']],
     [["lab", "crash"], "lab crash", ["which node"]],
+    [["pause"], "pause", ["--reason is required"]],
+    [["pause", "node-a", "--reason", "  "], "pause", ["--reason is required"]],
+    [["pause", "node-a", "--reason", "x".repeat(1025)], "pause", ["--reason", "at most 1024"]],
+    [["pause", "node-a", "node-b", "--reason", "r"], "pause", ['"node-b"']],
+    [["resume", "--reason="], "resume", ["--reason needs some text"]],
+    [["fence"], "fence", ["which node"]],
+    [["fence", "node-a"], "fence", ["--reason is required"]],
+    [["fence", "node-a", "--reason", "r", "--wait", "soon"], "fence", ["--wait", '"soon"']],
+    [["fence", "node-a", "--reason", "r", "--wait=-1"], "fence", ["--wait", '"-1"']],
     [["lab", "nosuch"], "lab", ['"nosuch"']],
   ];
   it.each(cases.map(([argv, cmd, named]) => [argv.join(" "), argv, cmd, named] as const))(

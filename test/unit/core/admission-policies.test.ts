@@ -1,7 +1,7 @@
 // The admission policies of knative/base/admission cannot drift from the code they guard:
 // the NodeFence status policy's transition table is core/incident.ts TRANSITIONS, its phase
 // owners are exactly the stages whose decide.pure.ts enters each phase, every status field
-// of the zod schema has an owner rule (or is declared free text), and the heartbeat-Lease
+// of the zod schema has an owner rule (or is declared free text or derived), and the heartbeat-Lease
 // policy names Leases the way core/decision.ts heartbeatLeaseName does, and the admission
 // ledger policy and manifest name the Lease and annotation core/admission-ledger.ts uses.
 import { readFileSync } from "node:fs";
@@ -88,7 +88,7 @@ describe("NodeFence status admission policy", () => {
   });
 
   it("every status field has an owner rule, or is declared free text in the header", () => {
-    const free = ["reason", "message"];
+    const free = ["reason", "message", "conditions"];
     for (const field of Object.keys(NodeFenceStatusSchema.shape)) {
       if (field === "phase" || field === "timestamps") continue;
       if (free.includes(field))

@@ -182,6 +182,12 @@ describe("factKey (which copies a consumer replica skips)", () => {
     expect(factKey(suspected("c", "a", 1000) as unknown as Record<string, unknown>)).not.toBe(factKey(one));
     expect(factKey(suspected("b", "a", 1200) as unknown as Record<string, unknown>)).not.toBe(factKey(one));
   });
+  test("a copy dated after the receiver's clock has no key: decided in full (FutureTimestamp), never skipped", () => {
+    const one = suspected("b", "a", 1000) as unknown as Record<string, unknown>;
+    const t = Date.parse(one.time as string);
+    expect(factKey(one, t)).toBe(factKey(one));
+    expect(factKey({ ...one, time: new Date(t + 60_000).toISOString() }, t)).toBeUndefined();
+  });
   test("other types are identified by their id; malformed input by its id or nothing", () => {
     const ev = observed("b", "a", 3, 1000) as unknown as Record<string, unknown>;
     expect(factKey(ev)).toBe(ev.id);

@@ -4,7 +4,7 @@
 // and dead letters keep their own topic. An in-memory bus stands in for Kafka: no servers.
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
-import { CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
+import { BROKER_TOPIC, CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
 import { encodeKafka } from "../../../events/codec.ts";
 import type { StageInfo } from "../../../functions/contract.ts";
 import { STAGES } from "../../../functions/registry.ts";
@@ -17,7 +17,7 @@ import { catalogViewFor } from "../../../app/host.ts";
 import { consumedTopics, startKafkaRuntime } from "../../../infra/runtime/kafka-runtime.ts";
 import { T0, observed } from "../../scenarios/fixtures.ts";
 
-const SINGLE = "fastfence.events";
+const SINGLE = BROKER_TOPIC;
 
 describe("consumedTopics", () => {
   test.each(STAGES.map((f) => [f.name, f] as const))(

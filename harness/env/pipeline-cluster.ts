@@ -117,10 +117,14 @@ export async function startPipelineCluster(
     await applyFastfenceCrds(kc);
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
     // Every component runs as its own service-account identity with exactly the RBAC of
-    // knative/base/rbac, under the S6 admission policy — as deployed.
+    // knative/base/rbac, under the S6 admission policy — as deployed. The cluster has the
+    // OpenShift machine API's MachineHealthCheck CRD, so also the openshift overlay's grant
+    // to read MHCs in openshift-machine-api (without it confirm and fence fail closed: 403).
     await applyObjects(kc, [
       ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
       ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: "openshift-machine-api" } },
+      ...readManifests(join(ROOT, "knative/overlays/openshift/remediators-rbac.yaml")),
     ]);
     // A real service-account token (TokenRequest API) for each component's ServiceAccount.
     // Each node's function replicas reach the API through a relay of their own, so a test

@@ -314,6 +314,8 @@ export interface ViewRequest {
   incident?: string;
   /** Else read the node's newest non-terminal incident, by label fastfence.io/node (View.incident). */
   openIncidentOfNode?: boolean;
+  /** With openIncidentOfNode: leave out the incidents of this boot (recover looks for an earlier boot's). */
+  exceptBootId?: string;
   /** Read the node's fencing Lease (View.lease). */
   lease?: string;
   /** Read all nodes and all open incidents (View.nodes, View.openIncidents); otherwise they may be empty. */

@@ -9,7 +9,7 @@
 // into Blocked with the reason; fence checks again right before a round. Pure: no I/O, no
 // clock; it never decides anything but the hold.
 import { ms, type NodeInfo, type PlannedView } from "./decision.ts";
-import type { NodeFenceStatus } from "./incident.ts";
+import type { Evidence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec } from "./policy.ts";
 
 /** Node annotation that pauses fencing of that node (`fastfence pause NODE`); the value is the reason. */
@@ -142,8 +142,21 @@ function held(reason: HoldReason, message: string, bounded: boolean): HoldVerdic
   return { held: true, hold: { reason, message, bounded } };
 }
 
-/** When the incident's node was first suspected (a planned reboot's bound starts there); else now. */
-export function suspectedSince(st: NodeFenceStatus | undefined, now: number): number {
+/**
+ * Where a planned reboot's bound starts: the incident's first suspicion (else now) — unless
+ * the incident is older than the node's current silence, i.e. every miss streak among
+ * `fresh` (the evidence that counts now) began after it. An incident stays open for its
+ * boot after a suspicion that led nowhere (one observer's misses, a veto; the node
+ * answered again), and a planned reboot days later must not count from then: its bound
+ * starts at the earliest of those streaks.
+ */
+export function suspectedSince(
+  st: NodeFenceStatus | undefined,
+  now: number,
+  fresh: readonly Evidence[] = [],
+): number {
   const t = ms(st?.timestamps.suspected);
-  return Number.isFinite(t) ? t : now;
+  const since = Number.isFinite(t) ? t : now;
+  const starts = fresh.map((e) => ms(e.firstMissAt ?? e.at)).filter((x) => Number.isFinite(x));
+  return starts.length ? Math.max(since, Math.min(...starts)) : since;
 }

@@ -232,7 +232,7 @@ function guarded(d: NodeSuspected, { view, now, self }: DecideInput<FfEvent>, at
     node: view.node!,
     planned: view.planned,
     policy: view.policy,
-    since: suspectedSince(current, now),
+    since: suspectedSince(current, now, fresh),
     now,
   });
   const verdict = hold.held

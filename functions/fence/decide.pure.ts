@@ -186,7 +186,8 @@ export function startRound(r: RoundStart): Decision {
   if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   // Planned work checked again at the last moment, on a fresh policy: a pause or a
   // maintenance that began after confirmation stops the round before any power command.
-  const hold = holdOf({ node, planned: view.planned, policy, since: suspectedSince(st, now), now });
+  const since = suspectedSince(st, now, freshIndependentEvidence(st.evidence, node.name, now, policy));
+  const hold = holdOf({ node, planned: view.planned, policy, since, now });
   if (hold.held) return heldRound(inc, st, rv, hold.hold, now);
 
   const levels = resolveLevels(policy, node, view.discoveredLevels);

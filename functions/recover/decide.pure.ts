@@ -24,12 +24,14 @@ import { EVENT_TYPES, type DataOf } from "../../events/catalog.ts";
 import type { NodeRecovered } from "../../events/schemas.ts";
 
 export function locate(event: FfEvent): ViewRequest {
-  const d = event.data as { incident?: string };
+  const d = event.data as { incident?: string; bootId?: string };
   // A power-on after workloads.released may use the node's discovered levels.
   const discovery = event.type === EVENT_TYPES.workloadsReleased;
-  return d.incident
-    ? { node: event.subject, incident: d.incident, cluster: false, discovery }
-    : { node: event.subject, openIncidentOfNode: true, cluster: false, discovery };
+  if (d.incident) return { node: event.subject, incident: d.incident, cluster: false, discovery };
+  // A condition ends an incident of an earlier boot: one the node's new boot already has
+  // (a suspicion as it came back) must not hide it.
+  const except = d.bootId ? { exceptBootId: d.bootId } : {};
+  return { node: event.subject, openIncidentOfNode: true, ...except, cluster: false, discovery };
 }
 
 export function decide(input: DecideInput<FfEvent>): Decision {

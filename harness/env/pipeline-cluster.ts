@@ -16,16 +16,13 @@ import {
   StorageV1Api,
   type KubeConfig,
 } from "@kubernetes/client-node";
+import { connect } from "node:net";
 import { join } from "node:path";
-import { systemClock } from "../../core/clock.ts";
 import type { FencingPolicySpecInput } from "../../core/policy.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
-import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
-import { hostFunction, pipelineTopics, type HostedFunction } from "../../app/host.ts";
-import { stageNames } from "../../functions/registry.ts";
-import type { Component } from "../../events/catalog.ts";
-import { PROBE_ADDRESS_ANNOTATION, startEventSource, type EventSource } from "../../source/event-source.ts";
+import { pipelineTopics } from "../../app/host.ts";
+import { PROBE_ADDRESS_ANNOTATION } from "../../source/event-source.ts";
 import { LabRedfishServer } from "../emulators/redfish/server.ts";
 import {
   FASTFENCE_NAMESPACE,
@@ -33,31 +30,28 @@ import {
   createFencingPolicy,
   redfishLevel,
 } from "../kube/fencing-policy.ts";
-import { serviceAccountKubeConfig } from "../kube/identity.ts";
 import { applyFastfenceCrds, applyObjects, readManifests } from "./apply.ts";
 import { ROOT, sleep } from "./base.ts";
 import { startControlPlane, type ControlPlane } from "./controlplane.ts";
 import { startKafka, type KafkaCluster } from "./kafka.ts";
 import { startKwokNodes, type KwokNodes } from "./kwok.ts";
+import {
+  EVERYTHING,
+  replicasReady,
+  startReplicas,
+  stopReplicas,
+  type ReplicaEnv,
+  type SimNodeParts,
+} from "./pipeline-replicas.ts";
 import { freePort } from "./ports.ts";
 import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { EnvScope } from "./scope.ts";
 import { CuttableRelay } from "./tcp-cut.ts";
+import { waitUntil } from "./wait.ts";
 
+export { replicaName, type SimNodeParts } from "./pipeline-replicas.ts";
 export const NAMESPACE = FASTFENCE_NAMESPACE;
-
-export interface SimNodeParts {
-  name: string;
-  probePort: number;
-  listener: ManagedProcess;
-  bmc: LabRedfishServer;
-  source?: EventSource;
-  functions: HostedFunction[];
-  buses: KafkaJsBus[];
-  /** Set when the node was crashed or powered off. */
-  downAt?: number;
-}
 
 export interface PipelineCluster {
   cp: ControlPlane;
@@ -76,6 +70,15 @@ export interface PipelineCluster {
   /** Undo partitionFromPeers. */
   healPartition(node: string): Promise<void>;
   /**
+   * Bring a crashed or powered-off node back as a reboot does: its BMC reads On, its
+   * probed (kubelet) port answers, then `beforeNewBoot` runs (a test may wait there, e.g.
+   * until the pipeline has taken in the end of the node's silence), then its kubelet
+   * (kwok) runs again with a new boot ID in status.nodeInfo.bootID and is Ready, then its
+   * event-source and function replicas run again as new pods (new names: replicaName).
+   * Returns the new boot ID once all of it is up.
+   */
+  reboot(node: string, opts?: { beforeNewBoot?: () => Promise<unknown> }): Promise<string>;
+  /**
    * Stop the event-source and/or function replicas on a healthy node (a crashed pod). With
    * `cutApi`, the node's function replicas first lose their API connections (every one,
    * at once, as when a node dies): nothing they were doing can write anything afterwards.
@@ -88,6 +91,16 @@ export interface PipelineCluster {
 }
 
 const log = createLogger("test-cluster", { level: process.env.FASTFENCE_TEST_LOG ?? "warn" });
+
+/** Whether something accepts a TCP connection on the loopback port. */
+function answers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect(port, "127.0.0.1");
+    sock.once("connect", () => resolve(true));
+    sock.once("error", () => resolve(false));
+    sock.once("close", () => sock.destroy());
+  });
+}
 
 function listenerScript(port: number): string[] {
   return ["-e", `require("net").createServer((s) => s.destroy()).listen(${port}, "127.0.0.1")`];
@@ -117,10 +130,14 @@ export async function startPipelineCluster(
     await applyFastfenceCrds(kc);
     await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
     // Every component runs as its own service-account identity with exactly the RBAC of
-    // knative/base/rbac, under the S6 admission policy — as deployed.
+    // knative/base/rbac, under the S6 admission policy — as deployed. The cluster has the
+    // OpenShift machine API's MachineHealthCheck CRD, so also the openshift overlay's grant
+    // to read MHCs in openshift-machine-api (without it confirm and fence fail closed: 403).
     await applyObjects(kc, [
       ...readManifests(join(ROOT, "knative/base/rbac"), (o) => o.kind !== "Kustomization"),
       ...readManifests(join(ROOT, "knative/base/admission"), (o) => o.kind !== "Kustomization"),
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: "openshift-machine-api" } },
+      ...readManifests(join(ROOT, "knative/overlays/openshift/remediators-rbac.yaml")),
     ]);
     // A real service-account token (TokenRequest API) for each component's ServiceAccount.
     // Each node's function replicas reach the API through a relay of their own, so a test
@@ -132,7 +149,7 @@ export async function startPipelineCluster(
       scope.add({ stop: () => relay.stop() });
       relays.set(name, relay);
     }
-    const identityKc = async (component: string, viaNode?: string): Promise<KubeConfig> => {
+    const identityKc = async (component: string, viaNode: string): Promise<KubeConfig> => {
       const tr = await core.createNamespacedServiceAccountToken({
         name: `fastfence-${component}`,
         namespace: NAMESPACE,
@@ -173,6 +190,7 @@ export async function startPipelineCluster(
         bmc: undefined as unknown as LabRedfishServer,
         functions: [],
         buses: [],
+        boots: 0,
       };
       const password = `pw-${name}-${Math.random().toString(36).slice(2)}`;
       parts.bmc = new LabRedfishServer({
@@ -227,86 +245,23 @@ export async function startPipelineCluster(
     await admin.close();
 
     // One event-source replica and one replica of every function "on" each node.
-    const resolved = (await import("../../core/policy.ts")).resolvePolicy(policy);
-    for (const parts of nodes.values()) {
-      const replica = (fn: string) => `${fn}-${parts.name}`;
-      const srcBus = new KafkaJsBus({
-        brokers: kafka.bootstrap,
-        clientId: replica("source"),
-        security: kafka.clientSecurity("event-source"),
-      });
-      parts.buses.push(srcBus);
-      parts.source = await startEventSource({
-        // bound to a Pod on its node: the token carries the node claim the heartbeat-Lease
-        // admission policy (knative/base/admission) requires, as a DaemonSet pod's does
-        kubeConfig: await serviceAccountKubeConfig(kc, {
-          namespace: NAMESPACE,
-          serviceAccount: "fastfence-source",
-          node: parts.name,
-        }),
-        bus: srcBus,
-        clock: systemClock,
-        log: log.child({ component: "event-source", replica: replica("source") }),
-        config: {
-          replica: replica("source"),
-          node: parts.name,
-          probe: resolved.probe,
-          leaseStaleMs: resolved.suspicion.leaseStaleMs,
-          heartbeatNamespace: NAMESPACE,
-        },
-      });
-      for (const fn of stageNames()) {
-        const bus = new KafkaJsBus({
-          brokers: kafka.bootstrap,
-          clientId: replica(fn),
-          sessionTimeoutMs: 3000,
-          security: kafka.clientSecurity(fn as Component),
-        });
-        parts.buses.push(bus);
-        const config = loadRuntimeConfig({
-          FASTFENCE_NAMESPACE: NAMESPACE,
-          FASTFENCE_REPLICA: replica(fn),
-          ...opts.runtimeEnv,
-        });
-        parts.functions.push(
-          await hostFunction({
-            name: fn,
-            mode: { kafka: true },
-            config,
-            kubeConfig: await identityKc(fn, parts.name),
-            bus,
-            log: log.child({ component: fn }),
-          }),
-        );
-      }
-    }
-    await Promise.all(
-      [...nodes.values()].flatMap((p) => [p.source!.ready, ...p.functions.map((f) => f.ready)]),
-    );
-    const everything = { source: true, functions: stageNames() };
+    const replicaEnv: ReplicaEnv = {
+      kc,
+      kafka,
+      log,
+      policy: (await import("../../core/policy.ts")).resolvePolicy(policy),
+      ...(opts.runtimeEnv ? { runtimeEnv: opts.runtimeEnv } : {}),
+      identityKc,
+    };
+    for (const parts of nodes.values()) await startReplicas(replicaEnv, parts);
+    await Promise.all([...nodes.values()].flatMap(replicasReady));
+    const everything = EVERYTHING;
     scope.add({
       stop: async () => void (await Promise.all([...nodes.values()].map((p) => stopReplicas(p, everything)))),
     });
 
-    async function stopReplicas(
-      p: SimNodeParts,
-      which: { source?: boolean; functions?: string[] },
-    ): Promise<void> {
-      const fnSet = which.functions ?? [];
-      if (which.source) {
-        await p.source?.stop().catch(() => undefined);
-        p.source = undefined;
-      }
-      const keep: HostedFunction[] = [];
-      for (const f of p.functions) {
-        if (fnSet.includes(f.name)) await f.stop().catch(() => undefined);
-        else keep.push(f);
-      }
-      p.functions = keep;
-      if (which.source && p.functions.length === 0)
-        await Promise.all(p.buses.map((b) => b.close().catch(() => undefined)));
-    }
-
+    /** A power cut's replica stops, still running in the background (a reboot waits for them). */
+    const stopping = new Map<string, Promise<void>>();
     async function powerCut(p: SimNodeParts): Promise<void> {
       p.downAt ??= Date.now();
       await Promise.all([
@@ -316,8 +271,18 @@ export async function startPipelineCluster(
           .catch(() => undefined),
         p.listener.kill().catch(() => undefined),
       ]);
-      void stopReplicas(p, everything);
+      stopping.set(p.name, stopReplicas(p, everything));
     }
+    const spawnListener = (p: SimNodeParts): void => {
+      p.listener = ManagedProcess.spawn({
+        name: `kubelet-port-${p.name}`,
+        command: process.execPath,
+        args: listenerScript(p.probePort),
+        dir,
+      });
+      const listener = p.listener;
+      scope.add({ stop: () => listener.stop(500) });
+    };
 
     return {
       cp,
@@ -342,15 +307,24 @@ export async function startPipelineCluster(
         await stopReplicas(nodes.get(name)!, which);
       },
       partitionFromPeers: async (name) => nodes.get(name)!.listener.kill(),
-      healPartition: async (name) => {
+      healPartition: async (name) => spawnListener(nodes.get(name)!),
+      reboot: async (name, o = {}) => {
         const p = nodes.get(name)!;
-        p.listener = ManagedProcess.spawn({
-          name: `kubelet-port-${name}`,
-          command: process.execPath,
-          args: listenerScript(p.probePort),
-          dir,
-        });
-        scope.add({ stop: () => p.listener.stop(500) });
+        await stopping.get(name);
+        await stopReplicas(p, everything);
+        await p.listener.kill();
+        p.bmc.power = "On";
+        spawnListener(p);
+        await waitUntil(`${name}'s port answers`, () => answers(p.probePort), 10_000, 50);
+        await o.beforeNewBoot?.();
+        const kw = kwok.byName(name);
+        await kw.restart({ reboot: true });
+        relays.get(name)!.heal();
+        p.boots++;
+        await startReplicas(replicaEnv, p);
+        await Promise.all(replicasReady(p));
+        p.downAt = undefined;
+        return kw.bootId;
       },
       stop: () => scope.stopAll(),
     };

@@ -4,7 +4,7 @@
 // (`authentication.kubernetes.io/node-name`) into the requester's identity. Returns a
 // KubeConfig that authenticates with that token. It only talks to the API server it is
 // given and never writes a token to disk or a log.
-import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig, type V1Toleration } from "@kubernetes/client-node";
 
 /** The userInfo.extra key the API server fills from a pod-bound token's node claim. */
 export const NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name";
@@ -19,6 +19,12 @@ export interface IdentityOptions {
   node?: string;
   /** Name of that Pod (default `<serviceAccount>-<node>`). */
   podName?: string;
+  /**
+   * That Pod's tolerations (default none). A DaemonSet's pod that tolerates every taint
+   * (`[{ operator: "Exists" }]`) is not evicted by a NoExecute taint (unreachable,
+   * out-of-service) still on a node that just came back, and neither is its token.
+   */
+  tolerations?: V1Toleration[];
   expirationSeconds?: number;
 }
 
@@ -48,6 +54,7 @@ export async function serviceAccountKubeConfig(kc: KubeConfig, o: IdentityOption
         spec: {
           nodeName: o.node,
           serviceAccountName: o.serviceAccount,
+          ...(o.tolerations ? { tolerations: o.tolerations } : {}),
           containers: [{ name: "main", image: "registry.invalid/fastfence-harness:none" }],
         },
       },

@@ -54,9 +54,9 @@ export class IncidentStore {
   }
 
   /** The node's newest incident that is not in a terminal phase. */
-  async openForNode(node: string): Promise<NodeFence | undefined> {
+  async openForNode(node: string, exceptBootId?: string): Promise<NodeFence | undefined> {
     const open = (await this.list(`${NODE_LABEL}=${node}`)).filter(
-      (i) => !isTerminal(i.status?.phase ?? "Suspected"),
+      (i) => !isTerminal(i.status?.phase ?? "Suspected") && i.spec.bootId !== exceptBootId,
     );
     open.sort((a, b) =>
       (b.metadata.creationTimestamp ?? "").localeCompare(a.metadata.creationTimestamp ?? ""),

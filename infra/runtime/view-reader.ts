@@ -63,7 +63,7 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
       req.incident
         ? ad.incidents.get(req.incident)
         : req.openIncidentOfNode
-          ? ad.incidents.openForNode(req.node)
+          ? ad.incidents.openForNode(req.node, req.exceptBootId)
           : Promise.resolve(undefined),
       req.lease
         ? readLease(ad.kube, ad.leaseNamespace, req.lease).then((l) => {

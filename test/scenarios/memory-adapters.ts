@@ -328,11 +328,11 @@ export class MemoryIncidents implements Pick<
   }
 
   /** The node's newest non-terminal incident (creationTimestamp, then creation order). */
-  openForNode(node: string): Promise<NodeFence | undefined> {
+  openForNode(node: string, exceptBootId?: string): Promise<NodeFence | undefined> {
     return this.c.call("incidents.openForNode", node, () => {
       const open = [...this.c.incidents.values()]
         .filter((i) => i.metadata.labels?.[NODE_LABEL] === node)
-        .filter((i) => !isTerminal(i.status?.phase ?? "Suspected"))
+        .filter((i) => !isTerminal(i.status?.phase ?? "Suspected") && i.spec.bootId !== exceptBootId)
         .reverse();
       open.sort((a, b) =>
         (b.metadata.creationTimestamp ?? "").localeCompare(a.metadata.creationTimestamp ?? ""),

@@ -129,7 +129,7 @@ describe.each(STAGES.map((s) => [s.name, s] as const))("stage %s", (name, stage)
 
 describe("what the lab, the harness and the docs say about the stages as a whole", () => {
   test("the lab and the harness start every registered stage (stageNames(), not a list of their own)", () => {
-    for (const file of ["lab/node-agent.ts", "harness/env/pipeline-cluster.ts"]) {
+    for (const file of ["lab/node-agent.ts", "harness/env/pipeline-replicas.ts"]) {
       const src = read(file);
       expect(src, file).toMatch(
         /import \{[^}]*\bstageNames\b[^}]*\} from "(\.\.\/)+functions\/registry\.ts"/,

@@ -18,8 +18,8 @@ import {
   setHeaderOptions,
   type KubernetesObject,
 } from "@kubernetes/client-node";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
+import { makeTempDir, removeTempDir } from "../../harness/env/registry.ts";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { EXIT } from "../../cli/exit-codes.ts";
@@ -72,7 +72,8 @@ const env = withEnv(async (scope) => {
     n.status = { ...n.status, nodeInfo: { ...n.status!.nodeInfo!, bootID: BOOT[name] } };
     await core.replaceNodeStatus({ name, body: n });
   }
-  const dir = mkdtempSync(join(tmpdir(), "ff-operator-"));
+  const dir = makeTempDir("operator");
+  scope.add({ stop: async () => removeTempDir(dir) });
   const saPath = async (stage: string) => {
     const skc = await serviceAccountKubeConfig(kc, { namespace: NS, serviceAccount: `fastfence-${stage}` });
     const path = join(dir, `${stage}.kubeconfig`);

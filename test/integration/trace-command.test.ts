@@ -4,8 +4,8 @@
 // limits what it reads (an incident published before that time is not found, the one
 // published after is; "all" reads everything); progress goes to stderr, the chain to
 // stdout.
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
+import { makeTempDir, removeTempDir } from "../../harness/env/registry.ts";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { traceCommand } from "../../cli/trace.ts";
@@ -91,7 +91,7 @@ describe("fastfence trace on the Broker's topic", () => {
     await admin.close();
 
     // The audit principal's credentials, as a user's shell would hold them.
-    const dir = mkdtempSync(join(tmpdir(), "trace-"));
+    const dir = makeTempDir("trace");
     const sec = k.clientSecurity("audit");
     writeFileSync(join(dir, "ca.pem"), sec.ssl!.ca);
     writeFileSync(join(dir, "password"), sec.sasl!.password);
@@ -124,6 +124,7 @@ describe("fastfence trace on the Broker's topic", () => {
       expect((JSON.parse(all.out) as unknown[]).length).toBe(3);
     } finally {
       process.env = saved;
+      removeTempDir(dir);
     }
   });
 });

@@ -9,6 +9,7 @@
 // reader's log line and metric still say it.
 import type { Logger } from "../log.ts";
 import { KubeApiError, type Kube } from "./client.ts";
+import { recordEvent } from "./events.ts";
 import { FENCING_POLICY_GROUP, FENCING_POLICY_KIND, FENCING_POLICY_VERSION } from "../../core/policy.ts";
 
 export const POLICY_CONDITION_TYPE = "Valid";
@@ -201,30 +202,15 @@ export async function recordPolicyEvent(
     nowMs: number;
   },
 ): Promise<void> {
-  const name = obj.metadata?.name ?? "";
-  const at = new Date(e.nowMs);
-  await kube.call(`record event on fencingpolicy ${name}`, (a) =>
-    a.core.createNamespacedEvent({
-      namespace: POLICY_EVENT_NAMESPACE,
-      body: {
-        metadata: { generateName: `${name}.`, namespace: POLICY_EVENT_NAMESPACE },
-        involvedObject: {
-          apiVersion: `${FENCING_POLICY_GROUP}/${FENCING_POLICY_VERSION}`,
-          kind: FENCING_POLICY_KIND,
-          name,
-          ...(obj.metadata?.uid ? { uid: obj.metadata.uid } : {}),
-          ...(obj.metadata?.resourceVersion ? { resourceVersion: obj.metadata.resourceVersion } : {}),
-        },
-        type: e.type,
-        reason: e.reason,
-        message: clip(e.message, 1024),
-        source: { component: `fastfence-${e.component}` },
-        reportingComponent: `fastfence.io/${e.component}`,
-        reportingInstance: clip(e.instance, 128),
-        firstTimestamp: at,
-        lastTimestamp: at,
-        count: 1,
-      },
-    }),
+  await recordEvent(
+    kube,
+    {
+      apiVersion: `${FENCING_POLICY_GROUP}/${FENCING_POLICY_VERSION}`,
+      kind: FENCING_POLICY_KIND,
+      name: obj.metadata?.name ?? "",
+      ...(obj.metadata?.uid ? { uid: obj.metadata.uid } : {}),
+      ...(obj.metadata?.resourceVersion ? { resourceVersion: obj.metadata.resourceVersion } : {}),
+    },
+    e,
   );
 }

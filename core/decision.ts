@@ -59,8 +59,6 @@ export interface NodeInfo {
   ready: ConditionStatus;
   /** The node's labels (fencing level selectors; control-plane role: core/rules.ts isControlPlane). */
   labels: Record<string, string>;
-  /** When the adapter first saw this bootId (RFC 3339), if known. */
-  bootIdSince?: string;
   /** spec.unschedulable: the node is cordoned (core/planned.ts). */
   unschedulable?: boolean;
   /**

@@ -119,6 +119,7 @@ export function claimOfEvidence(e: Evidence): ObservationClaim {
     observer: e.observer,
     observerNode: e.observerNode,
     target: e.node,
+    targetBootId: e.targetBootId ?? "",
     result: "missed",
     consecutiveMisses: e.consecutiveMisses ?? 0,
     firstMissAt: e.firstMissAt,
@@ -148,12 +149,14 @@ export function apiStillSays(
 }
 
 /**
- * Whether one stored piece of evidence counts now: probe evidence passes checkClaim and,
- * with the heartbeat veto on, came from a synced heartbeat watch (else the veto could not
- * see what that observer saw); condition/lease evidence only while the API still says so.
+ * Whether one stored piece of evidence counts now: probe evidence is about the node's
+ * current boot, passes checkClaim and, with the heartbeat veto on, came from a synced
+ * heartbeat watch (else the veto could not see what that observer saw); condition/lease
+ * evidence only while the API still says so.
  */
 export function countsNow(e: Evidence, ctx: ClaimContext & ApiState): boolean {
   if (e.kind !== "probe") return apiStillSays(e.kind, ctx, ctx.policy, ctx.now);
+  if (ctx.node === undefined || e.targetBootId !== ctx.node.bootId) return false;
   if (ctx.policy.suspicion.heartbeatVeto && e.heartbeatSynced !== true) return false;
   return checkClaim(claimOfEvidence(e), e.proof, ctx).ok;
 }

@@ -7,7 +7,7 @@
 import { createHash, createPublicKey, sign, verify, type KeyObject } from "node:crypto";
 
 /** Domain separation: a signature over an observation can never be reused for anything else. */
-export const OBSERVATION_DOMAIN = "fastfence-observation-v2";
+export const OBSERVATION_DOMAIN = "fastfence-observation-v3";
 
 /** The heartbeat Lease annotation holding the replica's current key: "<keyId>:<base64 SPKI DER>". */
 export const OBSERVER_KEY_ANNOTATION = "fastfence.io/observer-key";
@@ -21,6 +21,12 @@ export interface ObservationClaim {
   /** The node the observer runs on: the key must be one published for this node. */
   observerNode: string;
   target: string;
+  /**
+   * The target's boot ID as the observer last saw it in the API when it probed: ties the
+   * claim to one incarnation, so a miss of a boot that has since ended never counts
+   * against the next one (S3). Empty when the API gave the node no boot ID.
+   */
+  targetBootId: string;
   result: "missed" | "restored";
   consecutiveMisses: number;
   firstMissAt?: string | undefined;
@@ -59,6 +65,7 @@ export function claimBytes(c: ObservationClaim): Buffer {
       c.heartbeatSeenAt ?? null,
       c.heartbeatRenewedBy ?? null,
       c.heartbeatSynced === true,
+      c.targetBootId,
     ]),
     "utf8",
   );

@@ -130,6 +130,8 @@ export const EvidenceSchema = z.object({
   observerNode: z.string().min(1),
   /** The suspected node. */
   node: z.string().min(1),
+  /** Probe evidence: the node's boot ID as the observer saw it (signed); counts only against that boot. */
+  targetBootId: z.string().max(253).optional(),
   /** When the observation was made (last miss, condition change). */
   at: Time,
   kind: z.enum(EVIDENCE_KINDS),

@@ -52,6 +52,12 @@ export const NodeObservedSchema = z
   .object({
     observer: ObserverSchema,
     target: NodeName.describe("the probed node (= subject)"),
+    targetBootId: z
+      .string()
+      .max(253)
+      .describe(
+        "the target's boot ID as the observer last saw it in the API when it probed (signed); a miss counts only against this boot",
+      ),
     result: z.enum(["missed", "restored"]),
     consecutiveMisses: z.int().min(0),
     firstMissAt: Time.optional().describe("first miss of the current streak"),
@@ -78,7 +84,7 @@ export const NodeObservedSchema = z
     ),
   })
   .describe(
-    "One observer's probe result for one node (sent on every miss and on each restore). Signed: observer, target, result, consecutiveMisses, firstMissAt, at, heartbeatSeenAt, heartbeatRenewedBy, heartbeatSynced; lastOkAt, probe and rttMs are informational.",
+    "One observer's probe result for one node (sent on every miss and on each restore). Signed: observer, target, targetBootId, result, consecutiveMisses, firstMissAt, at, heartbeatSeenAt, heartbeatRenewedBy, heartbeatSynced; lastOkAt, probe and rttMs are informational.",
   );
 
 export const NodeConditionSchema = z

@@ -231,8 +231,11 @@ export async function startEventSource(opts: {
       const at = clock.now();
       const seenAt = sightings.seenAt(target);
       const renewedBy = sightings.renewedBy(target);
+      // The boot ID as the API says now, not when the probe began: a reboot seen during
+      // the probe re-armed the tracker, so this result is the new boot's first.
       const ev = probes.onResult({
         target,
+        targetBootId: nodes.get(target)?.status?.nodeInfo?.bootID ?? "",
         ok: r.ok,
         at,
         rttMs: r.rttMs,

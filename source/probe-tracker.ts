@@ -10,6 +10,8 @@ import type { NodeObserved } from "../events/schemas.ts";
 
 export interface ProbeResult {
   target: string;
+  /** The target's boot ID as this observer last saw it in the API (empty: none known). */
+  targetBootId: string;
   ok: boolean;
   /** When the probe finished, epoch ms. */
   at: number;
@@ -64,6 +66,7 @@ export class ProbeTracker {
     const base = {
       observer: this.observer,
       target: r.target,
+      targetBootId: r.targetBootId,
       at: new Date(r.at).toISOString(),
       probe: { kind: "tcp" as const, port: r.port, ...(r.address ? { address: r.address } : {}) },
       ...(r.heartbeatSeenAt !== undefined ? { heartbeatSeenAt: iso(r.heartbeatSeenAt) } : {}),

@@ -158,6 +158,11 @@ function beforeGuards(d: NodeSuspected, { event, view, now }: DecideInput<FfEven
       `stale incarnation: suspicion for boot ${d.bootId}, ${d.node} now runs boot ${node.bootId}`,
     );
   }
+  if (e.kind === "probe" && e.targetBootId !== d.bootId)
+    return rejected(
+      "InconsistentEvent",
+      `evidence is about boot ${e.targetBootId ?? "(none)"} of ${d.node}, the suspicion about boot ${d.bootId}`,
+    );
   const name = incidentName(d.node, d.bootId);
   if (d.incident !== name)
     return rejected(

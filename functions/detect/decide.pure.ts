@@ -124,11 +124,10 @@ function onObserved(
     );
   const node = view.node;
   if (!node) return ignored("NodeNotFound", `node ${d.target} is not in the API`);
-  const streakStart = ms(d.firstMissAt ?? d.at);
-  if (node.bootIdSince && streakStart < ms(node.bootIdSince)) {
+  if (d.targetBootId !== node.bootId) {
     return ignored(
       "StaleIncarnation",
-      `stale incarnation: miss streak began before ${d.target} booted ${node.bootId}`,
+      `stale incarnation: misses of boot ${d.targetBootId || "(none)"}, ${d.target} now runs boot ${node.bootId}`,
     );
   }
   const past = pastSuspicion(view.incident, node.bootId);

@@ -71,13 +71,11 @@ export interface PipelineCluster {
   healPartition(node: string): Promise<void>;
   /**
    * Bring a crashed or powered-off node back as a reboot does: its BMC reads On, its
-   * probed (kubelet) port answers, then `beforeNewBoot` runs (a test may wait there, e.g.
-   * until the pipeline has taken in the end of the node's silence), then its kubelet
-   * (kwok) runs again with a new boot ID in status.nodeInfo.bootID and is Ready, then its
+   * probed (kubelet) port answers, then its kubelet (kwok) runs again with a new boot ID in status.nodeInfo.bootID and is Ready, then its
    * event-source and function replicas run again as new pods (new names: replicaName).
    * Returns the new boot ID once all of it is up.
    */
-  reboot(node: string, opts?: { beforeNewBoot?: () => Promise<unknown> }): Promise<string>;
+  reboot(node: string): Promise<string>;
   /**
    * Stop the event-source and/or function replicas on a healthy node (a crashed pod). With
    * `cutApi`, the node's function replicas first lose their API connections (every one,
@@ -308,7 +306,7 @@ export async function startPipelineCluster(
       },
       partitionFromPeers: async (name) => nodes.get(name)!.listener.kill(),
       healPartition: async (name) => spawnListener(nodes.get(name)!),
-      reboot: async (name, o = {}) => {
+      reboot: async (name) => {
         const p = nodes.get(name)!;
         await stopping.get(name);
         await stopReplicas(p, everything);
@@ -316,7 +314,6 @@ export async function startPipelineCluster(
         p.bmc.power = "On";
         spawnListener(p);
         await waitUntil(`${name}'s port answers`, () => answers(p.probePort), 10_000, 50);
-        await o.beforeNewBoot?.();
         const kw = kwok.byName(name);
         await kw.restart({ reboot: true });
         relays.get(name)!.heal();

@@ -80,10 +80,12 @@ describe("forged and time-shifted evidence", () => {
     });
     const now = Date.now();
     const FUTURE = 60_000;
+    const boot = (await c.core.readNode({ name: C })).status!.nodeInfo!.bootID!;
     /** An observation of healthy node-c by `observer`'s node that crosses the suspicion threshold. */
     const claim = (observer: string, atMs = now): NodeObserved => ({
       observer: { replica: `event-source-${observer}`, node: observer },
       target: C,
+      targetBootId: boot,
       result: "missed",
       consecutiveMisses: 3,
       firstMissAt: iso(atMs - 400),
@@ -121,7 +123,6 @@ describe("forged and time-shifted evidence", () => {
     );
 
     // The event source's credentials cannot write suspicions at all (the broker refuses).
-    const boot = (await c.core.readNode({ name: C })).status!.nodeInfo!.bootID!;
     const incident = incidentName(C, boot);
     const suspicion = (evidence: Evidence, timeMs = now): FfEvent =>
       envelope(

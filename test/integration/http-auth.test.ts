@@ -144,6 +144,7 @@ function observedEvent() {
       data: {
         observer: { replica: "source-node-b", node: "node-b" },
         target: "node-a",
+        targetBootId: "b00710d0-0000-4000-8000-000000000001",
         result: "missed",
         consecutiveMisses: 1,
         firstMissAt: new Date(now - 1000).toISOString(),

@@ -109,6 +109,7 @@ function observed(misses: number) {
   const data: NodeObserved = {
     observer: { replica: "source-node-b", node: "node-b" },
     target: "node-a",
+    targetBootId: "b00710d0-0000-4000-8000-000000000001",
     result: "missed",
     consecutiveMisses: misses,
     firstMissAt: new Date(now - 1000).toISOString(),

@@ -27,6 +27,7 @@ import {
   pipelineIdle,
   resetPlannedWork,
   readEvents,
+  replayMisses,
   requestFence,
   startUpgrade,
   type Seen,
@@ -84,15 +85,13 @@ const phasesOf = (name: string) => [
 const sleepUntil = (t: number) => sleep(Math.max(0, t - Date.now()));
 
 /**
- * The node comes back with a new boot ID. Its port answers first; the new boot ID shows
- * only once the pipeline has taken in the end of its silence (observers probe every 200 ms,
- * then every replica caught up), so no late miss of the old boot is taken for one of the
- * new boot: detect's bootIdSince guard is never fed (infra/kube/nodes.ts), and a node
- * suspected as it comes back would be fenced. Returns the new boot ID.
+ * The node comes back with a new boot ID at once: the misses of its silence that replicas
+ * still have to read (the rebooted node's own replicas resume from before the crash) name
+ * the old boot, and must never count against the new one (scenario (i)). Returns the new
+ * boot ID.
  */
 async function rebootNode(node: string): Promise<string> {
-  const { c } = env();
-  return c.reboot(node, { beforeNewBoot: () => sleep(600).then(() => pipelineIdle(c)) });
+  return env().c.reboot(node);
 }
 
 /** The node comes back with a new boot ID; waits until its incident ends as `end` says. */
@@ -304,6 +303,33 @@ describe("planned work is not failure", () => {
     nothingElseFenced(x);
     report("(g) cluster-wide pause", x, [
       `held (${held.phase}) ${held.at - x.t0} ms after the crash; released ${released.at - resumed} ms after the pause ended`,
+    ]);
+  });
+
+  it("(i) misses of a boot that has ended never become suspicions of the node's next boot (S3)", async () => {
+    const { c, history } = env();
+    await patchNode(c, "node-b", { metadata: { annotations: { [PAUSE_ANNOTATION]: "late misses" } } });
+    const x = await crash("node-b");
+    await history.until(x.name, { phase: "Blocked", reason: "NodePaused" }, 15_000);
+    const boot = await rebootNode("node-b");
+    // Read late, within suspicion.maxEventAgeMs: node-b's own detect replica has not seen them.
+    const replayed = await replayMisses(c, "node-b", x.t0);
+    expect(replayed).toBeGreaterThan(0);
+    await history.until(x.name, { phase: "Closed", reason: "NodeRebooted" }, 20_000);
+    await pipelineIdle(c);
+    await sleep(2_000);
+    const next = incidentName("node-b", boot);
+    // Not one suspicion of the new boot (confirm's evidence window alone would often hide it).
+    const ofNewBoot = (await readEvents(c)).filter(
+      (e) => e.type === EVENT_TYPES.nodeSuspected && e.data.node === "node-b" && e.data.bootId === boot,
+    );
+    expect(ofNewBoot.map((e) => e.data)).toEqual([]);
+    expect(history.seen.filter((s) => s.name === next)).toEqual([]);
+    await patchNode(c, "node-b", { metadata: { annotations: { [PAUSE_ANNOTATION]: null } } });
+    expect(x.commands()).toEqual([]);
+    nothingElseFenced(x);
+    report("(i) late misses after a reboot", x, [
+      `${replayed} misses of the old boot replayed; ${next} never opened`,
     ]);
   });
 

@@ -3,7 +3,7 @@
 // milliseconds, like Confirmed before Fencing, is still seen), merge patches of the
 // FencingPolicy and of Nodes, the MachineConfig daemon's annotations, a medik8s
 // NodeMaintenance, an OpenShift ClusterVersion, an operator's fence request made as a
-// cluster admin, and the event log. Test code only.
+// cluster admin, the event log, and a replay of a node's recorded misses. Test code only.
 import {
   AuthenticationV1Api,
   CustomObjectsApi,
@@ -21,8 +21,8 @@ import {
   MC_STATE_ANNOTATION,
   PAUSE_ANNOTATION,
 } from "../../core/planned.ts";
-import { parseEvent, TOPICS, type AnyFfEvent } from "../../events/catalog.ts";
-import { decodeKafka } from "../../events/codec.ts";
+import { EVENT_TYPES, parseEvent, TOPICS, type AnyFfEvent } from "../../events/catalog.ts";
+import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
 import { NAMESPACE, replicaName, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import type { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
@@ -297,6 +297,35 @@ export async function readEvents(c: PipelineCluster): Promise<AnyFfEvent[]> {
   } finally {
     await bus.close();
   }
+}
+
+/**
+ * Publishes again, with the event source's credentials, every signed miss recorded for
+ * `node` since `sinceMs` (what a detect replica that lags, or resumes an old offset,
+ * would read late). Returns how many.
+ */
+export async function replayMisses(c: PipelineCluster, node: string, sinceMs: number): Promise<number> {
+  const misses = (await readEvents(c)).filter(
+    (e) =>
+      e.type === EVENT_TYPES.nodeObserved &&
+      e.data.target === node &&
+      e.data.result === "missed" &&
+      Date.parse(e.time) >= sinceMs,
+  );
+  const bus = new KafkaJsBus({
+    brokers: c.kafka.bootstrap,
+    clientId: "replay",
+    security: c.kafka.clientSecurity("event-source"),
+  });
+  try {
+    await bus.publish(
+      TOPICS.observations,
+      misses.map((e) => encodeKafka(e)),
+    );
+  } finally {
+    await bus.close();
+  }
+  return misses.length;
 }
 
 /**

@@ -123,6 +123,7 @@ async function confirmedIncident(node: string, observers: readonly string[]) {
     observer: `source-${o}`,
     observerNode: o,
     node,
+    targetBootId: boot,
     at: iso(t0 - 200 + i * 50),
     kind: "probe",
     consecutiveMisses: 3,

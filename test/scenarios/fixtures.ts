@@ -103,6 +103,7 @@ export function evidence(
   target: string,
   atMs: number,
   kind: Evidence["kind"] = "probe",
+  bootId: string = bootOf(target),
 ): Evidence {
   if (kind !== "probe")
     return { observer: "@apiserver", observerNode: "@apiserver", node: target, at: at(atMs), kind };
@@ -110,12 +111,18 @@ export function evidence(
     observer: `event-source-${observerNode}`,
     observerNode,
     node: target,
+    targetBootId: bootId,
     at: at(atMs),
     kind,
     consecutiveMisses: 3,
     firstMissAt: at(atMs - 400),
     heartbeatSynced: true,
   });
+}
+
+/** The boot ID fixtures give a node unless told otherwise. */
+export function bootOf(nodeName: string): string {
+  return (BOOT as Record<string, string>)[nodeName] ?? `${nodeName}-boot-0000`;
 }
 
 let rv = 100;
@@ -196,11 +203,14 @@ export function observed(
     signer?: string | null;
     /** Envelope time, if not atMs. */
     timeMs?: number;
+    /** The target's boot ID the observer claims to have probed (default: the fixture's). */
+    targetBootId?: string;
   } = {},
 ): FfEvent {
   const data: NodeObserved = {
     observer: { replica: `event-source-${observerNode}`, node: observerNode },
     target,
+    targetBootId: opts.targetBootId ?? bootOf(target),
     result: opts.result ?? "missed",
     consecutiveMisses: misses,
     firstMissAt: at(opts.firstMissMs ?? atMs - (misses - 1) * 200),
@@ -239,7 +249,7 @@ export function suspected(
       bootId: boot,
       incident: inc,
       reason: kind === "probe" ? "ProbeMisses" : "NotReady",
-      evidence: evidence(observerNode, target, atMs, kind),
+      evidence: evidence(observerNode, target, atMs, kind, boot),
     },
     { incident: inc, timeMs: atMs, component: "detect" },
   );

@@ -18,6 +18,7 @@ const CLAIM: ObservationClaim = {
   observer: "event-source-b-x1",
   observerNode: "b",
   target: "a",
+  targetBootId: "aaaaaaaa-1111-4111-8111-111111111111",
   result: "missed",
   consecutiveMisses: 3,
   firstMissAt: "2025-01-01T00:00:00.600Z",
@@ -46,6 +47,7 @@ describe("canonical claim bytes", () => {
       null,
       null,
       true,
+      "aaaaaaaa-1111-4111-8111-111111111111",
     ]);
   });
   test("the same claim gives the same bytes whatever the property order", () => {
@@ -63,6 +65,7 @@ describe("verifyClaim", () => {
     ["observer replica", { observer: "event-source-b-other" }],
     ["observer node (speaking for another node with b's signature)", { observerNode: "c" }],
     ["target", { target: "c" }],
+    ["target boot (a miss of an ended boot held against the next one)", { targetBootId: "aaaaaaaa-9999" }],
     ["result", { result: "restored" }],
     ["consecutiveMisses", { consecutiveMisses: 30 }],
     ["firstMissAt (a longer streak)", { firstMissAt: "2025-01-01T00:00:00.000Z" }],

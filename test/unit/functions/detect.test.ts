@@ -98,10 +98,10 @@ const cases: Case[] = [
     "StaleEvent",
   ],
   [
-    "streak began before the current boot → nothing",
+    "misses of the previous boot, decided after the node rebooted (a lagging replica) → nothing",
     {
-      event: observed("b", "a", 3, NOW),
-      view: view({ node: node("a", { bootIdSince: at(NOW - 100) }) }),
+      event: observed("b", "a", 3, NOW, { targetBootId: "a-boot-before" }),
+      view: view({ node: node("a") }),
       now: T0 + NOW,
       self: CONFIRM,
     },

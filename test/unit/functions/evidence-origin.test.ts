@@ -103,6 +103,16 @@ const detectRows: Row[] = [
     "suspect",
   ],
   [
+    "misses of a boot that has ended (a lagging replica, after the node rebooted) → nothing (S3)",
+    input(obs({ targetBootId: "a-previous-boot" })),
+    { ignored: "StaleIncarnation" },
+  ],
+  [
+    "an old boot's signed miss relabelled with the current boot is refused by the signature",
+    input(tampered(obs({ targetBootId: "a-previous-boot" }), (d) => ({ ...d, targetBootId: a.bootId }))),
+    { rejected: "BadSignature" },
+  ],
+  [
     "observer node not Ready",
     input(obs(), view({ node: a, nodes: [a, node("b", { ready: "Unknown" }), node("c")] })),
     { rejected: "ObserverNotReady" },
@@ -302,6 +312,18 @@ const confirmRows: CRow[] = [
     suspicionWith(evidence("c", "a", NOW), NOW + SKEW + 1),
     view({ node: a }),
     { rejected: "FutureTimestamp" },
+  ],
+  [
+    "a suspicion of the current boot carrying a signed miss of the previous boot (S3)",
+    suspicionWith(evidence("c", "a", NOW, "probe", "a-previous-boot")),
+    view({ node: a }),
+    { rejected: "InconsistentEvent" },
+  ],
+  [
+    "stored evidence about the previous boot does not make the quorum of the current one",
+    suspected("c", "a", NOW),
+    view({ node: a, incident: susp([evidence("b", "a", NOW - 100, "probe", "a-previous-boot")]) }),
+    { phase: "Suspected" },
   ],
   [
     "an observer the ring does not assign",

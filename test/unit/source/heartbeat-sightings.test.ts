@@ -102,7 +102,13 @@ describe("signed observations", () => {
   test("a miss carries the sighting and the sync state; the signature verifies with the published key", () => {
     const key = new ObserverKey();
     const t = new ProbeTracker({ replica: "event-source-b-1", node: "b" });
-    const base = { target: "a", ok: false, port: 10250, heartbeatSynced: true } as const;
+    const base = {
+      target: "a",
+      targetBootId: "boot-1",
+      ok: false,
+      port: 10250,
+      heartbeatSynced: true,
+    } as const;
     t.onResult({ ...base, at: 1000, heartbeatSeenAt: 900 });
     const ev = t.onResult({ ...base, at: 1200, heartbeatSeenAt: 900 })!;
     const d = key.signObservation(ev.data);
@@ -120,7 +126,7 @@ describe("signed observations", () => {
     const k1 = new ObserverKey();
     const k2 = new ObserverKey();
     const t = new ProbeTracker({ replica: "r", node: "b" });
-    const ev = t.onResult({ target: "a", ok: false, port: 1, at: 5 })!;
+    const ev = t.onResult({ targetBootId: "boot-1", target: "a", ok: false, port: 1, at: 5 })!;
     const d = k2.signObservation(k1.signObservation(ev.data));
     expect(d.proof?.keyId).toBe(k2.keyId);
   });

@@ -13,9 +13,11 @@ const valid = (o: OutgoingEvent) =>
 describe("ProbeTracker", () => {
   it("reports every miss with the streak count, and one restore", () => {
     const t = new ProbeTracker(observer);
-    expect(t.onResult({ target: "node-a", ok: true, at: 1000, port: 10250, rttMs: 0.4 })).toBeUndefined();
-    const m1 = t.onResult({ target: "node-a", ok: false, at: 1100, port: 10250 })!;
-    const m2 = t.onResult({ target: "node-a", ok: false, at: 1200, port: 10250 })!;
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-a", ok: true, at: 1000, port: 10250, rttMs: 0.4 }),
+    ).toBeUndefined();
+    const m1 = t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 1100, port: 10250 })!;
+    const m2 = t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 1200, port: 10250 })!;
     expect(m1.data).toMatchObject({
       result: "missed",
       consecutiveMisses: 1,
@@ -23,19 +25,32 @@ describe("ProbeTracker", () => {
       lastOkAt: new Date(1000).toISOString(),
     });
     expect(m2.data).toMatchObject({ consecutiveMisses: 2, firstMissAt: new Date(1100).toISOString() });
-    const r = t.onResult({ target: "node-a", ok: true, at: 1300, port: 10250, rttMs: 0.3 })!;
+    const r = t.onResult({
+      targetBootId: "boot-1",
+      target: "node-a",
+      ok: true,
+      at: 1300,
+      port: 10250,
+      rttMs: 0.3,
+    })!;
     expect(r.data).toMatchObject({ result: "restored", consecutiveMisses: 0 });
-    expect(t.onResult({ target: "node-a", ok: true, at: 1400, port: 10250 })).toBeUndefined();
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-a", ok: true, at: 1400, port: 10250 }),
+    ).toBeUndefined();
     for (const e of [m1, m2, r]) expect(() => valid(e)).not.toThrow();
   });
 
   it("keeps streaks per target", () => {
     const t = new ProbeTracker(observer);
-    t.onResult({ target: "node-a", ok: false, at: 1, port: 1 });
-    expect(t.onResult({ target: "node-c", ok: false, at: 2, port: 1 })!.data).toMatchObject({
+    t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 1, port: 1 });
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-c", ok: false, at: 2, port: 1 })!.data,
+    ).toMatchObject({
       consecutiveMisses: 1,
     });
-    expect(t.onResult({ target: "node-a", ok: false, at: 3, port: 1 })!.data).toMatchObject({
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 3, port: 1 })!.data,
+    ).toMatchObject({
       consecutiveMisses: 2,
     });
   });
@@ -80,14 +95,22 @@ describe("ConditionTracker", () => {
 describe("ProbeTracker after a reboot", () => {
   it("holds no miss streak against a new incarnation until it has answered once", () => {
     const t = new ProbeTracker(observer);
-    t.onResult({ target: "node-a", ok: true, at: 0, port: 1 });
+    t.onResult({ targetBootId: "boot-1", target: "node-a", ok: true, at: 0, port: 1 });
     for (let i = 1; i <= 5; i++)
-      expect(t.onResult({ target: "node-a", ok: false, at: i * 100, port: 1 })).toBeDefined();
+      expect(
+        t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: i * 100, port: 1 }),
+      ).toBeDefined();
     t.rearm("node-a"); // the informer saw a new boot ID
-    expect(t.onResult({ target: "node-a", ok: false, at: 700, port: 1 })).toBeUndefined();
-    expect(t.onResult({ target: "node-a", ok: false, at: 800, port: 1 })).toBeUndefined();
-    expect(t.onResult({ target: "node-a", ok: true, at: 900, port: 1 })).toBeUndefined();
-    const m = t.onResult({ target: "node-a", ok: false, at: 1000, port: 1 })!;
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 700, port: 1 }),
+    ).toBeUndefined();
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 800, port: 1 }),
+    ).toBeUndefined();
+    expect(
+      t.onResult({ targetBootId: "boot-1", target: "node-a", ok: true, at: 900, port: 1 }),
+    ).toBeUndefined();
+    const m = t.onResult({ targetBootId: "boot-1", target: "node-a", ok: false, at: 1000, port: 1 })!;
     expect(m.data).toMatchObject({
       result: "missed",
       consecutiveMisses: 1,

@@ -37,10 +37,13 @@ import {
   ActionRefusedError,
   connect,
   failed,
+  INCIDENT_COMMAND_OPTIONS,
   MAX_REASON,
+  NAMESPACE_HELP,
   namespaceOption,
   NotFoundError,
   OPERATOR_EVENT_REASONS,
+  POLICY_HELP,
   policyOption,
   tryEvent,
 } from "./operator.ts";
@@ -48,12 +51,7 @@ import { render } from "./output.ts";
 
 export const FENCE_ARGS = defineCommand({
   command: "fence",
-  options: {
-    reason: { type: "string" },
-    namespace: { type: "string" },
-    policy: { type: "string" },
-    wait: { type: "string" },
-  },
+  options: INCIDENT_COMMAND_OPTIONS,
   positionals: 1,
   outputs: ["text", "json", "yaml"],
 });
@@ -73,8 +71,8 @@ Options:
   --wait SECONDS          follow the incident, printing each phase change, until its workloads
                           are released (exit 0), it is Blocked or every round failed (exit 1),
                           or SECONDS pass (exit 4); default 0: do not wait
-  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)
-  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)`;
+${NAMESPACE_HELP}
+${POLICY_HELP}`;
 
 /** What `requestFence` did. */
 export interface FenceResult {

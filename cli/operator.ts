@@ -28,6 +28,20 @@ export const MAX_REASON = 1024;
 /** Said instead of a user name when the API server would not tell it (Events only). */
 export const UNKNOWN_USER = "(unknown user)";
 
+/** The options of the commands that act on one incident: why, where, which policy, how long to wait. */
+export const INCIDENT_COMMAND_OPTIONS = {
+  reason: { type: "string" },
+  namespace: { type: "string" },
+  policy: { type: "string" },
+  wait: { type: "string" },
+} as const;
+
+/** The help lines of --namespace and --policy, shared by every operator command. */
+export const NAMESPACE_HELP =
+  "  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)";
+export const POLICY_HELP =
+  "  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)";
+
 /** The namespace of the NodeFences and the FencingPolicy's name, from the options or the environment. */
 export function namespaceOption(v: string | undefined): string {
   return v ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system";

@@ -20,6 +20,7 @@ import {
   MAX_REASON,
   NotFoundError,
   OPERATOR_EVENT_REASONS,
+  POLICY_HELP,
   policyOption,
   requesterForEvents,
   tryEvent,
@@ -51,7 +52,7 @@ an operator's fence request waits too. A round already sending its power command
 
 Options:
   --reason TEXT           why (in every held incident's message and the Event; required)
-  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)`;
+${POLICY_HELP}`;
 
 const RESUME_HELP = `Usage: fastfence resume [NODE] [--reason TEXT] [options]
 
@@ -62,7 +63,7 @@ Leaves an Event (FencingResumed, NodeFencingResumed).
 
 Options:
   --reason TEXT           why (in the Event; optional)
-  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)`;
+${POLICY_HELP}`;
 
 export type PauseScope = { kind: "cluster"; policy: string } | { kind: "node"; node: string };
 

@@ -24,17 +24,19 @@ import { IncidentStore } from "../infra/kube/incidents.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
-import { OPERATOR_EVENT_REASONS, requesterForEvents, tryEvent } from "./operator.ts";
+import {
+  INCIDENT_COMMAND_OPTIONS,
+  NAMESPACE_HELP,
+  OPERATOR_EVENT_REASONS,
+  POLICY_HELP,
+  requesterForEvents,
+  tryEvent,
+} from "./operator.ts";
 import { render } from "./output.ts";
 
 export const RELEASE_SLOT_ARGS = defineCommand({
   command: "release-slot",
-  options: {
-    reason: { type: "string" },
-    namespace: { type: "string" },
-    policy: { type: "string" },
-    wait: { type: "string" },
-  },
+  options: INCIDENT_COMMAND_OPTIONS,
   positionals: 1,
   outputs: ["text", "json", "yaml"],
 });
@@ -47,8 +49,8 @@ stay where they are. Power it off by hand, or bring it back, before you release 
 
 Options:
   --reason TEXT           why (kept in the incident's message; required)
-  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)
-  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)
+${NAMESPACE_HELP}
+${POLICY_HELP}
   --wait SECONDS          how long to wait for recover to close it (default 60; 0: do not wait)`;
 
 /** What `releaseSlot` did. */

@@ -5,11 +5,11 @@
 // in the confirm stage's processes. It never refuses a node itself: confirm and fence do
 // that per incident (core/planned.ts OtherRemediator), from their own reads.
 import type { Clock } from "../../core/clock.ts";
-import { asFastfenceError } from "../../core/errors.ts";
 import type { NodeOps } from "../kube/nodes.ts";
 import type { RemediatorConflictReporter } from "../kube/remediator-status.ts";
 import type { RemediatorReader } from "../kube/remediators.ts";
 import type { Logger } from "../log.ts";
+import { startPeriodic, type PeriodicLoop } from "./periodic.ts";
 
 export interface RemediatorReportOptions {
   reader: RemediatorReader;
@@ -24,31 +24,17 @@ export interface RemediatorReportOptions {
   log: Logger;
 }
 
-export function startRemediatorReport(o: RemediatorReportOptions): { pass(): Promise<void>; stop(): void } {
-  const stopping = new AbortController();
-  let lastError = "";
-  async function pass(): Promise<void> {
-    const now = o.clock.now();
-    try {
+export function startRemediatorReport(o: RemediatorReportOptions): PeriodicLoop {
+  return startPeriodic({
+    name: "remediator report",
+    intervalMs: o.intervalMs ?? 30_000,
+    clock: o.clock,
+    log: o.log,
+    staleMessage: "cannot read the other remediators; the RemediatorConflict condition is not updated",
+    body: async (now) => {
       const nodes = await o.nodes.list();
       const selections = await o.reader.selections(nodes, now);
       await o.reporter.report(selections, now);
-      lastError = "";
-    } catch (err) {
-      const e = asFastfenceError(err);
-      if (e.message !== lastError)
-        o.log.warn(
-          { incident: "none", node: "none", err: e.toJSON() },
-          "cannot read the other remediators; the RemediatorConflict condition is not updated",
-        );
-      lastError = e.message;
-    }
-  }
-  void (async () => {
-    while (!stopping.signal.aborted) {
-      await pass();
-      await o.clock.sleep(o.intervalMs ?? 30_000, stopping.signal).catch(() => undefined);
-    }
-  })();
-  return { pass, stop: () => stopping.abort(new Error("remediator report stopped")) };
+    },
+  });
 }

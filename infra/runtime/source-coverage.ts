@@ -7,13 +7,13 @@
 // that are not Ready drop out (their incident says more). Runs in confirm, which already
 // may list both. It reads only and decides nothing; a failed pass keeps the last values.
 import type { Clock } from "../../core/clock.ts";
-import { asFastfenceError } from "../../core/errors.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { Kube } from "../kube/client.ts";
 import { readObserverInfos } from "../kube/lease.ts";
 import type { NodeInfo } from "../kube/nodes.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
+import { startPeriodic, type PeriodicLoop } from "./periodic.ts";
 
 export interface SourceCoverageOptions {
   kube: Kube;
@@ -28,13 +28,15 @@ export interface SourceCoverageOptions {
   log: Logger;
 }
 
-export function startSourceCoverage(o: SourceCoverageOptions): { pass(): Promise<void>; stop(): void } {
-  const stopping = new AbortController();
+export function startSourceCoverage(o: SourceCoverageOptions): PeriodicLoop {
   let shown = new Set<string>();
-  let lastError = "";
-  async function pass(): Promise<void> {
-    try {
-      const now = o.clock.now();
+  return startPeriodic({
+    name: "source coverage",
+    intervalMs: o.intervalMs ?? 30_000,
+    clock: o.clock,
+    log: o.log,
+    staleMessage: "cannot read nodes or heartbeat Leases; fastfence_event_source_up is not updated",
+    body: async (now) => {
       const [policy, nodes, infos] = await Promise.all([
         o.policy(now),
         o.nodes.list(),
@@ -52,22 +54,6 @@ export function startSourceCoverage(o: SourceCoverageOptions): { pass(): Promise
       }
       for (const name of shown) if (!next.has(name)) o.metrics.eventSourceUp.remove({ node: name });
       shown = next;
-      lastError = "";
-    } catch (err) {
-      const e = asFastfenceError(err);
-      if (e.message !== lastError)
-        o.log.warn(
-          { incident: "none", node: "none", err: e.toJSON() },
-          "cannot read nodes or heartbeat Leases; fastfence_event_source_up is not updated",
-        );
-      lastError = e.message;
-    }
-  }
-  void (async () => {
-    while (!stopping.signal.aborted) {
-      await pass();
-      await o.clock.sleep(o.intervalMs ?? 30_000, stopping.signal).catch(() => undefined);
-    }
-  })();
-  return { pass, stop: () => stopping.abort(new Error("source coverage stopped")) };
+    },
+  });
 }

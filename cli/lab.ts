@@ -32,7 +32,12 @@ const NODE_ACTIONS = ["crash", "hang", "resume", "partition", "heal", "power-on"
 
 const UP_ARGS = defineCommand({
   command: "lab up",
-  options: { nodes: { type: "string" }, bmc: { type: "string" }, baseline: { type: "boolean" } },
+  options: {
+    nodes: { type: "string" },
+    bmc: { type: "string" },
+    baseline: { type: "boolean" },
+    watchdog: { type: "boolean" },
+  },
   positionals: 0,
   outputs: OUTPUTS,
 });
@@ -70,7 +75,9 @@ export const LAB_ARGS: Readonly<Record<string, CommandSpec<ParseArgsOptionsConfi
 
 const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
 
-  up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline]   start the lab (default 3 nodes, mixed BMCs)
+  up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline] [--watchdog]
+                                         start the lab (default 3 nodes, mixed BMCs;
+                                         --watchdog: an emulated watchdog per node)
   down                                    tear everything down (also after a crash of the lab)
   status                                  nodes, power, readiness, BMCs
   crash NODE                              SIGKILL every process of the node (power stays On)
@@ -125,6 +132,7 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
       FASTFENCE_LAB_NODES: nodes,
       FASTFENCE_LAB_BMC: bmc,
       ...(a.values.baseline ? { FASTFENCE_LAB_BASELINE: "1" } : {}),
+      ...(a.values.watchdog ? { FASTFENCE_LAB_WATCHDOG: "1" } : {}),
     },
   });
   closeSync(fd);

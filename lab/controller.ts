@@ -34,7 +34,7 @@ const need = (q: URLSearchParams, k: string) => {
 };
 
 async function main(): Promise<void> {
-  lab = await Lab.up({ nodes, bmc, fastfence, log });
+  lab = await Lab.up({ nodes, bmc, fastfence, log, watchdog: process.env.FASTFENCE_LAB_WATCHDOG === "1" });
   const l = lab;
   const routes: Record<string, Handler> = {
     "/status": async () => await l.status(),

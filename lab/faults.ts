@@ -27,8 +27,11 @@ function everyProcess(x: LabNode): number[] {
   return [...(p.launcher ? [p.launcher] : []), ...p.others];
 }
 
-/** crash: SIGKILL every process of the node; the "hardware" (launcher) and power stay on. */
-export async function crash(lab: FaultTarget, name: string): Promise<number> {
+/**
+ * crash: SIGKILL every process of the node; the "hardware" (launcher) and power stay on.
+ * `kind` names it in the fault notes (the emulated watchdog's reset is "watchdog-reset").
+ */
+export async function crash(lab: FaultTarget, name: string, kind = "crash"): Promise<number> {
   const t0 = Date.now();
   const x = lab.node(name);
   for (let i = 0; i < 50; i++) {
@@ -37,7 +40,7 @@ export async function crash(lab: FaultTarget, name: string): Promise<number> {
     signalPids(others, "SIGKILL");
     await sleep(10);
   }
-  note(lab, x, "crash", t0);
+  note(lab, x, kind, t0);
   return t0;
 }
 

@@ -30,6 +30,7 @@ import { seedCluster, startLabControlPlane, startRelay, writeNodeKubeconfig } fr
 import * as faults from "./faults.ts";
 import { bootstrapOf, busiestNode, kafkaMeta, prepareBrokers, waitLeadersBalanced } from "./kafka.ts";
 import { writeNodeLaunch } from "./node-launch.ts";
+import { EmulatedWatchdog, labWatchdogConfig, startLabWatchdogs } from "./watchdog.ts";
 import {
   BRIDGE,
   HOST_IP,
@@ -78,6 +79,7 @@ export class Lab {
   readonly faults: FaultNote[] = [];
   private readonly bmcs: LabBmcs;
   private relay?: { stop(): Promise<void> };
+  private watchdogs: EmulatedWatchdog[] = [];
   private stopped = false;
   private readonly log: (line: string) => void;
 
@@ -154,8 +156,10 @@ export class Lab {
     await this.seedFencing(n);
 
     const agent = this.opts.fastfence ?? true;
+    if (this.opts.watchdog && agent) this.watchdogs = startLabWatchdogs(this);
     for (const x of this.nodes)
       writeNodeLaunch(x, {
+        ...(this.opts.watchdog && agent ? { watchdog: labWatchdogConfig(x) } : {}),
         cp,
         nodeKubeconfig,
         brokers: this.brokers,
@@ -359,6 +363,7 @@ export class Lab {
     this.stopped = true;
     this.state.phase = "stopping";
     this.save();
+    for (const w of this.watchdogs) w.stop();
     await this.bmcs.stop();
     await this.relay?.stop().catch(() => undefined);
     if (process.env.FASTFENCE_LAB_KEEP_LOGS) this.keepLogs();

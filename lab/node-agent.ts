@@ -24,6 +24,7 @@ import { createLogger } from "../infra/log.ts";
 import { hostFunction, pipelineTopics, type HostedFunction } from "../app/host.ts";
 import { stageNames } from "../functions/registry.ts";
 import { startEventSource, type EventSource } from "../source/event-source.ts";
+import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
 import type { AgentStatus } from "./types.ts";
 
@@ -36,6 +37,8 @@ export interface AgentConfig {
   brokerCount: number;
   namespace: string;
   controlPort: number;
+  /** The node's emulated watchdog (lab/watchdog.ts), when the lab gives one. */
+  watchdog?: WatchdogAgentConfig;
 }
 
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
@@ -112,6 +115,7 @@ async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise
         probe: policy.probe,
         leaseStaleMs: policy.suspicion.leaseStaleMs,
         heartbeatNamespace: cfg.namespace,
+        ...(cfg.watchdog ? { watchdog: cfg.watchdog } : {}),
       },
     });
     for (const fn of stageNames()) {

@@ -7,6 +7,7 @@ import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ControlPlane } from "../harness/env/controlplane.ts";
 import { HOST_IP, ROOT } from "./state.ts";
+import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
 import { AGENT_PORT, API_PORT, KUBELET_PORT, NAMESPACE, type LabNode } from "./types.ts";
 
 export interface NodeLaunch {
@@ -20,6 +21,8 @@ export interface NodeLaunch {
   /** Run the node agent (false: the baseline). */
   agent: boolean;
   kwokLeaseSeconds: number;
+  /** The node's watchdog for its agent (source/watchdog-agent.ts config); unset = none. */
+  watchdog?: WatchdogAgentConfig;
 }
 
 /** Write the node's agent-config.json, launcher.json and start.sh. */
@@ -36,6 +39,7 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
       brokerCount: l.brokerCount,
       namespace: NAMESPACE,
       controlPort: AGENT_PORT,
+      ...(l.watchdog ? { watchdog: l.watchdog } : {}),
     }),
   );
   const nodeEnv = {

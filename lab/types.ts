@@ -34,6 +34,11 @@ export interface LabOptions {
   workloads?: boolean;
   /** kwok node Lease duration (renewed every quarter of it); default 40 s like a kubelet. */
   kwokLeaseSeconds?: number;
+  /**
+   * Give every node an emulated watchdog (lab/watchdog.ts) that its agent arms and pets.
+   * Default false: fencing does not use watchdogs yet (issue 18), and a reset is a crash.
+   */
+  watchdog?: boolean;
 }
 
 /** A power action a BMC (or the lab, resetting) carried out: the invariant checker's ground truth. */

@@ -31,6 +31,7 @@ import { ProbeTracker } from "./probe-tracker.ts";
 import { probeTargets } from "../core/ring.ts";
 import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
+import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
 import { ObserverKey } from "./observer-key.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { NodeObserved } from "../events/schemas.ts";
@@ -49,6 +50,8 @@ export interface EventSourceConfig {
   topic?: string;
   /** Namespace of this node's heartbeat Lease (fastfence-alive-<node>); unset = no heartbeat. */
   heartbeatNamespace?: string;
+  /** The node's watchdog (source/watchdog-agent.ts); unset = none. Needs heartbeatNamespace. */
+  watchdog?: WatchdogAgentConfig;
 }
 
 /** Counters the event source updates (served on /metrics by `fastfence source --http`). */
@@ -255,21 +258,34 @@ export async function startEventSource(opts: {
   // peers cannot reach is still alive (partitioned, not dead). Renewed every
   // probe.heartbeatIntervalMs; a failed renewal is just skipped (the next one retries).
   let heartbeatTimer: NodeJS.Timeout | undefined;
+  let watchdog: WatchdogAgent | undefined;
+  let finalBeat: (() => Promise<void>) | undefined;
   if (config.heartbeatNamespace) {
     const interval = config.probe.heartbeatIntervalMs;
     const leases = new LeaseManager(new Kube(kubeConfig, { requestTimeoutMs: Math.max(500, interval * 2) }), {
       namespace: config.heartbeatNamespace,
       durationSeconds: leaseDurationMs / 1000,
     });
+    if (config.watchdog)
+      watchdog = await startWatchdogAgent({
+        config: config.watchdog,
+        node: config.node,
+        bootId: () => nodes.get(config.node)?.status?.nodeInfo?.bootID ?? "",
+        clusterSize: () => Math.max(1, nodes.size),
+        log,
+      });
+    const renew = () =>
+      leases.acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), {
+        annotations: (cur) => ({ ...key.annotations(cur), ...watchdog?.annotations() }),
+      });
+    finalBeat = async () => void (await renew().catch(() => undefined));
     let busy = false;
     const beat = () => {
       if (busy || stopped) return;
       busy = true;
-      leases
-        .acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), {
-          annotations: (cur) => key.annotations(cur),
-        })
+      renew()
         .then((r) => {
+          if (r.acquired) watchdog?.onRenewed();
           if (r.acquired && !keyPublished) {
             keyPublished = true;
             log.info(
@@ -306,6 +322,11 @@ export async function startEventSource(opts: {
       stopped = true;
       clearInterval(probeTimer);
       clearInterval(heartbeatTimer);
+      // Disarm first (a graceful stop never resets the node), then say so on the Lease.
+      if (watchdog) {
+        await watchdog.stop();
+        await finalBeat?.();
+      }
       await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop(), heartbeatInformer.stop()]);
     },
   };

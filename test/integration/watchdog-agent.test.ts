@@ -1,0 +1,130 @@
+// The watchdog agent (source/watchdog-agent.ts) on the lab's emulated device
+// (lab/watchdog.ts: a real FIFO read by a host-side timer), with real timers and short
+// settings: it pets only while its heartbeat renewals are acknowledged, the timer fires
+// within grace + timeout once they stop, a graceful stop disarms it for good, and a
+// missing device is reported as not armed with the reason.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { parseWatchdogReport, WATCHDOG_ANNOTATION } from "../../core/watchdog.ts";
+import { createLogger } from "../../infra/log.ts";
+import { EmulatedWatchdog } from "../../lab/watchdog.ts";
+import { startWatchdogAgent } from "../../source/watchdog-agent.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "ff-watchdog-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const log = createLogger("watchdog-test", { level: "silent" });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const SETTINGS = { timeoutMs: 1_000, renewGraceMs: 300, petIntervalMs: 100 };
+
+async function rig(name: string) {
+  let firedAt: number | undefined;
+  const wd = new EmulatedWatchdog(join(dir, name), SETTINGS.timeoutMs, () => (firedAt = Date.now()));
+  wd.start();
+  const agent = await startWatchdogAgent({
+    config: { devicePath: wd.path, ...SETTINGS },
+    node: "node-a",
+    bootId: () => "boot-1",
+    clusterSize: () => 3,
+    log,
+  });
+  let renewing: NodeJS.Timeout | undefined = setInterval(() => agent.onRenewed(), 100);
+  agent.onRenewed();
+  return {
+    wd,
+    agent,
+    firedAt: () => firedAt,
+    stopRenewing: () => {
+      clearInterval(renewing);
+      renewing = undefined;
+      return Date.now();
+    },
+    done: () => {
+      clearInterval(renewing);
+      wd.stop();
+    },
+  };
+}
+
+describe("watchdog agent on the emulated device", () => {
+  it("keeps the node up while renewals are acknowledged, and lets it reset once they stop", async () => {
+    const r = await rig("a");
+    try {
+      await sleep(3 * SETTINGS.timeoutMs);
+      expect(r.wd.armed()).toBe(true);
+      expect(r.firedAt()).toBeUndefined();
+      expect(parseWatchdogReport(r.agent.annotations()[WATCHDOG_ANNOTATION])).toEqual({
+        ok: true,
+        report: { armed: true, timeoutMs: SETTINGS.timeoutMs, bootId: "boot-1" },
+      });
+      const stoppedAt = r.stopRenewing();
+      await sleep(SETTINGS.renewGraceMs + SETTINGS.timeoutMs + 700);
+      const fired = r.firedAt();
+      expect(fired).toBeDefined();
+      // It fires no earlier than the timeout after the last renewal's grace could have let it pet.
+      expect(fired! - stoppedAt).toBeGreaterThanOrEqual(SETTINGS.timeoutMs);
+      expect(fired! - stoppedAt).toBeLessThanOrEqual(SETTINGS.renewGraceMs + SETTINGS.timeoutMs + 400);
+      console.log(`reset ${fired! - stoppedAt} ms after the last renewal (grace 300 + timeout 1000 ms)`);
+    } finally {
+      r.done();
+    }
+  });
+
+  it("a graceful stop disarms it: no reset, however long the node stays quiet", async () => {
+    const r = await rig("b");
+    try {
+      await sleep(500);
+      await r.agent.stop();
+      r.stopRenewing();
+      expect(r.wd.armed()).toBe(false);
+      await sleep(SETTINGS.renewGraceMs + 2 * SETTINGS.timeoutMs);
+      expect(r.firedAt()).toBeUndefined();
+    } finally {
+      r.done();
+    }
+  });
+
+  it("is not armed before its first acknowledged renewal (a node booting without the API is never reset)", async () => {
+    let fired = false;
+    const wd = new EmulatedWatchdog(join(dir, "c"), SETTINGS.timeoutMs, () => (fired = true));
+    wd.start();
+    const agent = await startWatchdogAgent({
+      config: { devicePath: wd.path, ...SETTINGS },
+      node: "node-a",
+      bootId: () => "boot-1",
+      clusterSize: () => 3,
+      log,
+    });
+    try {
+      await sleep(SETTINGS.timeoutMs + 500);
+      expect(wd.armed()).toBe(false);
+      expect(fired).toBe(false);
+      expect(parseWatchdogReport(agent.annotations()[WATCHDOG_ANNOTATION])).toMatchObject({
+        ok: true,
+        report: { armed: false, reason: /first acknowledged heartbeat renewal/ },
+      });
+    } finally {
+      await agent.stop();
+      wd.stop();
+    }
+  });
+
+  it("a device that cannot be opened is reported as not armed, with the reason", async () => {
+    const agent = await startWatchdogAgent({
+      config: { devicePath: join(dir, "no-such-device"), ...SETTINGS },
+      node: "node-a",
+      bootId: () => "boot-1",
+      clusterSize: () => 3,
+      log,
+    });
+    agent.onRenewed();
+    await sleep(100);
+    const report = parseWatchdogReport(agent.annotations()[WATCHDOG_ANNOTATION]);
+    expect(report).toMatchObject({
+      ok: true,
+      report: { armed: false, reason: /cannot open watchdog .*ENOENT/ },
+    });
+    await agent.stop();
+  });
+});

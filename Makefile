@@ -26,6 +26,7 @@ lint: setup-node
 
 ## test-unit: fast tests, no servers (< 1 minute); then the examples' own tests (examples/, through their runtimes)
 test-unit: setup-node
+	@$(ROOT)/scripts/setup.sh kustomize
 	@$(VITEST) run --project unit
 	@$(VITEST) run --project examples
 

@@ -27,7 +27,14 @@ import {
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
 import { THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../../harness/env/index.ts";
-import { groupOf, objectId, readYamlDocs, render, type KubeObject } from "../../knative/render.ts";
+import {
+  groupOf,
+  objectId,
+  readYamlDocs,
+  render,
+  renderWith,
+  type KubeObject,
+} from "../../harness/kustomize.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 
@@ -281,7 +288,7 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
   it("monitoring: the component renders onto each overlay, scraping pods the overlay has", () => {
     for (const overlay of OVERLAYS) {
       const base = RENDERED[overlay]!;
-      const all = render(MONITORING, base);
+      const all = renderWith([join(ROOT, "knative/overlays", overlay)], [MONITORING]);
       expect(all.length).toBe(base.length + RENDERED.monitoring!.length);
       const components = new Set(
         base.flatMap((o) => {

@@ -11,7 +11,7 @@ import { stage as detect } from "../../functions/detect/handler.ts";
 import { stage as fence } from "../../functions/fence/handler.ts";
 import { stage as recover } from "../../functions/recover/handler.ts";
 import { stage as remediate } from "../../functions/remediate-workloads/handler.ts";
-import { applyJsonPatch, mergePatch, render, type KubeObject } from "../../knative/render.ts";
+import { render, type KubeObject } from "../../harness/kustomize.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const STAGES = [detect, confirm, fence, remediate, recover];
@@ -187,23 +187,7 @@ for (const overlay of OVERLAYS) {
   });
 }
 
-describe("knative/render.ts", () => {
-  it("applies JSON merge patches and RFC 6902 operations", () => {
-    expect(mergePatch({ a: 1, b: { c: 2, d: 3 } }, { b: { c: null, e: [1] } })).toEqual({
-      a: 1,
-      b: { d: 3, e: [1] },
-    });
-    expect(
-      applyJsonPatch({ a: [1, 2] }, [
-        { op: "replace", path: "/a/0", value: 9 },
-        { op: "add", path: "/a/-", value: 3 },
-      ]),
-    ).toEqual({
-      a: [9, 2, 3],
-    });
-    expect(() => applyJsonPatch({ a: 1 }, [{ op: "replace", path: "/b", value: 2 }])).toThrow();
-  });
-
+describe("knative/overlays", () => {
   it("the openshift overlay runs fence with the fence-agents image, the others with the plain one", () => {
     const objs = render(join(ROOT, "knative/overlays/openshift"));
     const images = Object.fromEntries(

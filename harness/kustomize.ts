@@ -30,9 +30,27 @@ export function parseYamlDocs(text: string, filename?: string): unknown[] {
   return loadAll(text, filename ? { filename } : {}).filter((d) => d !== null && d !== undefined);
 }
 
-/** Parses every non-empty YAML document of a file. */
+/**
+ * Parses every non-empty YAML document of a file. A few upstream CRDs (the OpenShift
+ * Serverless operator's) continue quoted descriptions at the key's own indentation, which
+ * js-yaml refuses and Go's YAML (the API server's, kubectl's, kustomize's) accepts: such a
+ * file is read the way kubectl reads it, through kustomize (its objects, unchanged).
+ */
 export function readYamlDocs(path: string): unknown[] {
-  return parseYamlDocs(readFileSync(path, "utf8"), path);
+  const text = readFileSync(path, "utf8");
+  try {
+    return parseYamlDocs(text, path);
+  } catch (err) {
+    if ((err as Error).name !== "YAMLException") throw err;
+    const dir = mkdtempSync(join(tmpdir(), "fastfence-yaml-"));
+    try {
+      writeFileSync(join(dir, "objects.yaml"), text);
+      writeFileSync(join(dir, "kustomization.yaml"), "resources: [objects.yaml]\n");
+      return render(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 }
 
 export function groupOf(apiVersion: string): string {

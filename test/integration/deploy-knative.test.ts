@@ -121,13 +121,19 @@ function crdsUnder(dir: string): V1CustomResourceDefinition[] {
 }
 
 const MONITORING = join(ROOT, "knative/components/monitoring");
+const KAFKA_CLUSTER = join(ROOT, "knative/kafka-cluster");
+const METAL3 = join(ROOT, "knative/components/metal3");
+/** Each overlay with the optional Components that its rows of docs/rbac.md describe. */
+const WITH_COMPONENTS: Record<(typeof OVERLAYS)[number], string[]> = {
+  openshift: [KAFKA_CLUSTER],
+  vanilla: [KAFKA_CLUSTER, METAL3],
+};
 const RENDERED: Record<string, KubeObject[]> = {
   ...Object.fromEntries(
-    [...OVERLAYS, "examples"].map((o) => [
-      o,
-      render(join(ROOT, "knative", o === "examples" ? "examples" : `overlays/${o}`)),
-    ]),
+    OVERLAYS.map((o) => [o, renderWith([join(ROOT, "knative/overlays", o)], WITH_COMPONENTS[o])]),
   ),
+  crds: render(join(ROOT, "knative/base/crds")),
+  examples: render(join(ROOT, "knative/examples")),
   // the component on its own: its objects are dry-run once, not once per overlay
   monitoring: render(MONITORING),
 };
@@ -288,7 +294,10 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
   it("monitoring: the component renders onto each overlay, scraping pods the overlay has", () => {
     for (const overlay of OVERLAYS) {
       const base = RENDERED[overlay]!;
-      const all = renderWith([join(ROOT, "knative/overlays", overlay)], [MONITORING]);
+      const all = renderWith(
+        [join(ROOT, "knative/overlays", overlay)],
+        [...WITH_COMPONENTS[overlay], MONITORING],
+      );
       expect(all.length).toBe(base.length + RENDERED.monitoring!.length);
       const components = new Set(
         base.flatMap((o) => {
@@ -313,9 +322,9 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
       .remediationTemplate;
     expect(ref.kind.endsWith("Template")).toBe(true);
     const base = RENDERED.openshift!;
-    const kinds = base
-      .filter((o) => o.kind === "CustomResourceDefinition")
-      .map((o) => (o.spec as { names: { kind: string } }).names.kind);
+    const kinds = RENDERED.crds!.filter((o) => o.kind === "CustomResourceDefinition").map(
+      (o) => (o.spec as { names: { kind: string } }).names.kind,
+    );
     expect(kinds).toContain(ref.kind);
     expect(kinds).toContain(ref.kind.slice(0, -"Template".length));
     expect(

@@ -99,6 +99,37 @@ for (const overlay of OVERLAYS) {
       }
     });
 
+    it("critical stages: a PodDisruptionBudget, the PriorityClass, 5 s not-ready/unreachable tolerations", () => {
+      const pdbs = objs.filter((o) => o.kind === "PodDisruptionBudget") as (KubeObject & {
+        spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } };
+      })[];
+      const pc = objs.find((o) => o.kind === "PriorityClass" && o.metadata.name === "fastfence-critical") as
+        (KubeObject & { value: number }) | undefined;
+      const source = objs.find(
+        (o) => o.kind === "PriorityClass" && o.metadata.name === "fastfence-node-critical",
+      )!;
+      expect(pc?.value).toBeGreaterThan(0);
+      expect(pc!.value).toBeLessThan((source as KubeObject & { value: number }).value);
+      for (const st of STAGES) {
+        const spec = ksvcs.find((k) => k.metadata.name === st.name)!.spec.template.spec;
+        const pdb = pdbs.find((p) => p.spec.selector.matchLabels["serving.knative.dev/service"] === st.name);
+        if (!st.critical) {
+          expect(pdb, st.name).toBeUndefined();
+          expect(spec.priorityClassName, st.name).toBeUndefined();
+          continue;
+        }
+        expect(pdb?.spec.minAvailable, st.name).toBe(1);
+        expect(spec.priorityClassName, st.name).toBe("fastfence-critical");
+        for (const key of ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"])
+          expect(spec.tolerations, `${st.name} ${key}`).toContainEqual({
+            key,
+            operator: "Exists",
+            effect: "NoExecute",
+            tolerationSeconds: 5,
+          });
+      }
+    });
+
     it("Triggers deliver exactly the event types each function consumes (events/catalog.ts)", () => {
       const triggers = objs.filter((o) => o.kind === "Trigger") as (KubeObject & {
         spec: {
@@ -223,6 +254,28 @@ describe("knative/kafka-cluster", () => {
       (k) => !EXCEPTIONS.has(k) && FORBIDDEN.some((p) => k.startsWith(p)),
     );
     expect(refused).toEqual([]);
+  });
+
+  it("is rack-aware by node, one broker per node: a node's death takes one replica of each partition", () => {
+    const spec = kafka.spec as unknown as { kafka: { rack?: { topologyKey: string }; version: string } };
+    expect(spec.kafka.rack?.topologyKey).toBe("kubernetes.io/hostname");
+    expect(spec.kafka.version).toBe("4.2.1");
+    const pool = render(join(ROOT, "knative/kafka-cluster")).find(
+      (o) => o.kind === "KafkaNodePool",
+    ) as KubeObject & {
+      spec: {
+        template: {
+          pod: {
+            affinity: {
+              podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { topologyKey: string }[] };
+            };
+          };
+        };
+      };
+    };
+    const anti =
+      pool.spec.template.pod.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+    expect(anti.map((t) => t.topologyKey)).toContain("kubernetes.io/hostname");
   });
 
   it("keeps durability (RF 3, min ISR 2, no unclean election) and the failover settings", () => {

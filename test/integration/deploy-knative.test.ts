@@ -1,7 +1,9 @@
 // make test-deploy: the deployment manifests against a real kube-apiserver. Installs the
 // real third-party CRDs (third_party/crds: Knative, Strimzi, metal3, medik8s, KubeVirt,
-// OpenShift machine API) and the project's CRDs, then applies every object of every
-// overlay (and knative/examples) with server-side dry-run and strict field validation
+// OpenShift machine API, OLM, the OpenShift Serverless operator) and the project's CRDs
+// (knative/base/crds), then applies every object of every overlay, with the optional
+// Components its rows of docs/rbac.md describe (the Kafka cluster; upstream: metal3), and of
+// knative/examples with server-side dry-run and strict field validation
 // (create, or patch when it exists), and so the optional monitoring component
 // (knative/components/monitoring: PodMonitors and a PrometheusRule, against the Prometheus
 // Operator's CRDs), which must also render onto each overlay. Then, per overlay, it really applies the RBAC objects

@@ -26,6 +26,7 @@ lint: setup-node
 
 ## test-unit: fast tests, no servers (< 1 minute); then the examples' own tests (examples/, through their runtimes)
 test-unit: setup-node
+	@$(ROOT)/scripts/setup.sh kustomize
 	@$(VITEST) run --project unit
 	@$(VITEST) run --project examples
 
@@ -34,7 +35,8 @@ test-integration: setup
 	@scripts/reap.sh
 	@$(VITEST) run --project integration; rc=$$?; scripts/reap.sh; exit $$rc
 
-## test-deploy: every overlay dry-run-applied to a real kube-apiserver with the real CRDs; RBAC table confirmed
+## test-deploy: the documented install steps applied for real (kustomize + kubectl) to fresh kube-apiservers with the
+## prerequisites' CRDs; every overlay dry-run-applied with the real CRDs; RBAC table confirmed
 test-deploy: setup
 	@node scripts/gen-config-reference.ts --check
 	@$(VITEST) run --project integration test/integration/deploy-

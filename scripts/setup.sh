@@ -6,7 +6,7 @@
 # packages (apt) and the Go/Maven/npm download caches in $HOME.
 #
 # Usage: scripts/setup.sh [step...]   (default: all steps)
-# Steps: apt node npm examples kube etcd kwok promtool kafka kafka-cds sushy
+# Steps: apt node npm examples kube etcd kwok kustomize promtool kafka kafka-cds sushy
 # (examples: the @fastfence/events package and `npm ci` in each examples/<name>, through
 # scripts/examples.ts, which keeps its own input hashes: a no-op when nothing changed.)
 #
@@ -26,6 +26,9 @@ NODE_VERSION=24.22.3
 KUBE_VERSION="$(cat "$ROOT/tools/kube/VERSION")"
 ETCD_VERSION="$(cat "$ROOT/tools/etcd/VERSION")"
 KWOK_VERSION=v0.7.0
+# The kustomize CLI that renders knative/ for every test and script (v5.8.2: the newest whose
+# go.mod this machine's Go 1.26 builds; v5.8.3 needs Go 1.27).
+KUSTOMIZE_VERSION=v5.8.2
 PROMTOOL_VERSION="$(cat "$ROOT/tools/promtool/VERSION")"
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/tools/kafka/pom.xml")"
 SUSHY_VERSION="$(sed -n 's/^sushy-tools==//p' "$ROOT/tools/sushy/requirements.txt")"
@@ -119,6 +122,10 @@ build_kube() {
 }
 build_etcd() { cd "$ROOT/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$CACHE/bin/etcd" . && "$CACHE/bin/etcd" --version; }
 build_kwok() { GOBIN="$CACHE/bin" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" && "$CACHE/bin/kwok" --version; }
+build_kustomize() {
+  GOBIN="$CACHE/bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+  "$CACHE/bin/kustomize" version
+}
 # promtool (checks and unit-tests the PrometheusRule of knative/components/monitoring):
 # the Prometheus module pinned as a `tool` of tools/promtool/go.mod (go.sum checked in),
 # because `go install …@version` refuses Prometheus's own main module (exclude lines).
@@ -172,11 +179,11 @@ preflight() {
           missing+=("Node.js >= 22, or npm (to install Node $NODE_VERSION into .cache/)")
         fi ;;
       npm|examples) command -v npm >/dev/null || missing+=("npm (ships with Node.js)") ;;
-      kube|etcd|kwok|promtool)
-        if ! command -v go >/dev/null; then missing+=("Go >= 1.24 (builds kube-apiserver, etcd, kwok, promtool)")
+      kube|etcd|kwok|kustomize|promtool)
+        if ! command -v go >/dev/null; then missing+=("Go >= 1.26 (builds kube-apiserver, etcd, kwok, kustomize, promtool)")
         else
           v="$(go env GOVERSION 2>/dev/null | sed 's/^go//')"
-          version_ge "${v:-0}" 1.24 || missing+=("Go >= 1.24 (found ${v:-unknown})")
+          version_ge "${v:-0}" 1.26 || missing+=("Go >= 1.26 (found ${v:-unknown})")
         fi ;;
       kafka|kafka-cds)
         if ! command -v java >/dev/null; then missing+=("Java 17 or newer (the Kafka broker)")
@@ -200,7 +207,7 @@ preflight() {
   fi
 }
 
-steps=("$@"); ((${#steps[@]})) || steps=(apt node npm examples kube etcd kwok promtool kafka kafka-cds sushy)
+steps=("$@"); ((${#steps[@]})) || steps=(apt node npm examples kube etcd kwok kustomize promtool kafka kafka-cds sushy)
 preflight "${steps[@]}"
 for s in "${steps[@]}"; do
   case "$s" in
@@ -211,6 +218,7 @@ for s in "${steps[@]}"; do
     kube) run kube "$KUBE_VERSION-$(sha256sum "$ROOT/tools/kube/go.sum" "$ROOT/tools/kube/main.go" | sha256sum | cut -c1-12)" build_kube ;;
     etcd) run etcd "$ETCD_VERSION-$(sha256sum "$ROOT/tools/etcd/go.sum" | cut -c1-12)" build_etcd ;;
     kwok) run kwok "$KWOK_VERSION" build_kwok ;;
+    kustomize) run kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
     promtool) run promtool "$PROMTOOL_VERSION-nosd-$(sha256sum "$ROOT/tools/promtool/go.sum" | cut -c1-12)" build_promtool ;;
     kafka) run kafka "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" | cut -c1-12)" fetch_kafka ;;
     kafka-cds) run kafka-cds "$KAFKA_VERSION-$(sha256sum "$ROOT/tools/kafka/pom.xml" "$ROOT/harness/env/kafka-cds.ts" | sha256sum | cut -c1-12)" build_kafka_cds ;;

@@ -24,8 +24,12 @@ export function readManifests(
         .sort()
         .map((f) => join(path, f))
     : [path];
+  // kustomization files (knative/base/crds has one) describe a build, not an API object
+  const notKustomize = (o: KubernetesObject) => o.kind !== "Kustomization" && o.kind !== "Component";
   return files.flatMap((f) =>
-    (loadAllYaml(readFileSync(f, "utf8")) as KubernetesObject[]).filter((o) => o && o.kind && filter(o)),
+    (loadAllYaml(readFileSync(f, "utf8")) as KubernetesObject[]).filter(
+      (o) => o && o.kind && notKustomize(o) && filter(o),
+    ),
   );
 }
 

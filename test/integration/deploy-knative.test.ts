@@ -1,7 +1,9 @@
 // make test-deploy: the deployment manifests against a real kube-apiserver. Installs the
 // real third-party CRDs (third_party/crds: Knative, Strimzi, metal3, medik8s, KubeVirt,
-// OpenShift machine API) and the project's CRDs, then applies every object of every
-// overlay (and knative/examples) with server-side dry-run and strict field validation
+// OpenShift machine API, OLM, the OpenShift Serverless operator) and the project's CRDs
+// (knative/base/crds), then applies every object of every overlay, with the optional
+// Components its rows of docs/rbac.md describe (the Kafka cluster; upstream: metal3), and of
+// knative/examples with server-side dry-run and strict field validation
 // (create, or patch when it exists), and so the optional monitoring component
 // (knative/components/monitoring: PodMonitors and a PrometheusRule, against the Prometheus
 // Operator's CRDs), which must also render onto each overlay. Then, per overlay, it really applies the RBAC objects
@@ -27,7 +29,14 @@ import {
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
 import { THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../../harness/env/index.ts";
-import { groupOf, objectId, readYamlDocs, render, type KubeObject } from "../../knative/render.ts";
+import {
+  groupOf,
+  objectId,
+  readYamlDocs,
+  render,
+  renderWith,
+  type KubeObject,
+} from "../../harness/kustomize.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 
@@ -114,13 +123,19 @@ function crdsUnder(dir: string): V1CustomResourceDefinition[] {
 }
 
 const MONITORING = join(ROOT, "knative/components/monitoring");
+const KAFKA_CLUSTER = join(ROOT, "knative/kafka-cluster");
+const METAL3 = join(ROOT, "knative/components/metal3");
+/** Each overlay with the optional Components that its rows of docs/rbac.md describe. */
+const WITH_COMPONENTS: Record<(typeof OVERLAYS)[number], string[]> = {
+  openshift: [KAFKA_CLUSTER],
+  vanilla: [KAFKA_CLUSTER, METAL3],
+};
 const RENDERED: Record<string, KubeObject[]> = {
   ...Object.fromEntries(
-    [...OVERLAYS, "examples"].map((o) => [
-      o,
-      render(join(ROOT, "knative", o === "examples" ? "examples" : `overlays/${o}`)),
-    ]),
+    OVERLAYS.map((o) => [o, renderWith([join(ROOT, "knative/overlays", o)], WITH_COMPONENTS[o])]),
   ),
+  crds: render(join(ROOT, "knative/base/crds")),
+  examples: render(join(ROOT, "knative/examples")),
   // the component on its own: its objects are dry-run once, not once per overlay
   monitoring: render(MONITORING),
 };
@@ -281,7 +296,10 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
   it("monitoring: the component renders onto each overlay, scraping pods the overlay has", () => {
     for (const overlay of OVERLAYS) {
       const base = RENDERED[overlay]!;
-      const all = render(MONITORING, base);
+      const all = renderWith(
+        [join(ROOT, "knative/overlays", overlay)],
+        [...WITH_COMPONENTS[overlay], MONITORING],
+      );
       expect(all.length).toBe(base.length + RENDERED.monitoring!.length);
       const components = new Set(
         base.flatMap((o) => {
@@ -306,9 +324,9 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
       .remediationTemplate;
     expect(ref.kind.endsWith("Template")).toBe(true);
     const base = RENDERED.openshift!;
-    const kinds = base
-      .filter((o) => o.kind === "CustomResourceDefinition")
-      .map((o) => (o.spec as { names: { kind: string } }).names.kind);
+    const kinds = RENDERED.crds!.filter((o) => o.kind === "CustomResourceDefinition").map(
+      (o) => (o.spec as { names: { kind: string } }).names.kind,
+    );
     expect(kinds).toContain(ref.kind);
     expect(kinds).toContain(ref.kind.slice(0, -"Template".length));
     expect(

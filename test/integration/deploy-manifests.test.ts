@@ -11,7 +11,7 @@ import { stage as detect } from "../../functions/detect/handler.ts";
 import { stage as fence } from "../../functions/fence/handler.ts";
 import { stage as recover } from "../../functions/recover/handler.ts";
 import { stage as remediate } from "../../functions/remediate-workloads/handler.ts";
-import { applyJsonPatch, mergePatch, render, type KubeObject } from "../../knative/render.ts";
+import { render, type KubeObject } from "../../harness/kustomize.ts";
 
 const ROOT = join(import.meta.dirname, "../..");
 const STAGES = [detect, confirm, fence, remediate, recover];
@@ -96,6 +96,37 @@ for (const overlay of OVERLAYS) {
           ),
           `${st.name} spread constraint`,
         ).toBe(true);
+      }
+    });
+
+    it("critical stages: a PodDisruptionBudget, the PriorityClass, 5 s not-ready/unreachable tolerations", () => {
+      const pdbs = objs.filter((o) => o.kind === "PodDisruptionBudget") as (KubeObject & {
+        spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } };
+      })[];
+      const pc = objs.find((o) => o.kind === "PriorityClass" && o.metadata.name === "fastfence-critical") as
+        (KubeObject & { value: number }) | undefined;
+      const source = objs.find(
+        (o) => o.kind === "PriorityClass" && o.metadata.name === "fastfence-node-critical",
+      )!;
+      expect(pc?.value).toBeGreaterThan(0);
+      expect(pc!.value).toBeLessThan((source as KubeObject & { value: number }).value);
+      for (const st of STAGES) {
+        const spec = ksvcs.find((k) => k.metadata.name === st.name)!.spec.template.spec;
+        const pdb = pdbs.find((p) => p.spec.selector.matchLabels["serving.knative.dev/service"] === st.name);
+        if (!st.critical) {
+          expect(pdb, st.name).toBeUndefined();
+          expect(spec.priorityClassName, st.name).toBeUndefined();
+          continue;
+        }
+        expect(pdb?.spec.minAvailable, st.name).toBe(1);
+        expect(spec.priorityClassName, st.name).toBe("fastfence-critical");
+        for (const key of ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"])
+          expect(spec.tolerations, `${st.name} ${key}`).toContainEqual({
+            key,
+            operator: "Exists",
+            effect: "NoExecute",
+            tolerationSeconds: 5,
+          });
       }
     });
 
@@ -187,23 +218,7 @@ for (const overlay of OVERLAYS) {
   });
 }
 
-describe("knative/render.ts", () => {
-  it("applies JSON merge patches and RFC 6902 operations", () => {
-    expect(mergePatch({ a: 1, b: { c: 2, d: 3 } }, { b: { c: null, e: [1] } })).toEqual({
-      a: 1,
-      b: { d: 3, e: [1] },
-    });
-    expect(
-      applyJsonPatch({ a: [1, 2] }, [
-        { op: "replace", path: "/a/0", value: 9 },
-        { op: "add", path: "/a/-", value: 3 },
-      ]),
-    ).toEqual({
-      a: [9, 2, 3],
-    });
-    expect(() => applyJsonPatch({ a: 1 }, [{ op: "replace", path: "/b", value: 2 }])).toThrow();
-  });
-
+describe("knative/overlays", () => {
   it("the openshift overlay runs fence with the fence-agents image, the others with the plain one", () => {
     const objs = render(join(ROOT, "knative/overlays/openshift"));
     const images = Object.fromEntries(
@@ -239,6 +254,28 @@ describe("knative/kafka-cluster", () => {
       (k) => !EXCEPTIONS.has(k) && FORBIDDEN.some((p) => k.startsWith(p)),
     );
     expect(refused).toEqual([]);
+  });
+
+  it("is rack-aware by node, one broker per node: a node's death takes one replica of each partition", () => {
+    const spec = kafka.spec as unknown as { kafka: { rack?: { topologyKey: string }; version: string } };
+    expect(spec.kafka.rack?.topologyKey).toBe("kubernetes.io/hostname");
+    expect(spec.kafka.version).toBe("4.2.1");
+    const pool = render(join(ROOT, "knative/kafka-cluster")).find(
+      (o) => o.kind === "KafkaNodePool",
+    ) as KubeObject & {
+      spec: {
+        template: {
+          pod: {
+            affinity: {
+              podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { topologyKey: string }[] };
+            };
+          };
+        };
+      };
+    };
+    const anti =
+      pool.spec.template.pod.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+    expect(anti.map((t) => t.topologyKey)).toContain("kubernetes.io/hostname");
   });
 
   it("keeps durability (RF 3, min ISR 2, no unclean election) and the failover settings", () => {

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { dump } from "js-yaml";
 import { afterAll, describe, expect, it } from "vitest";
-import { render } from "../../knative/render.ts";
+import { render } from "../../harness/kustomize.ts";
 
 const pexec = promisify(execFile);
 const ROOT = join(import.meta.dirname, "../..");

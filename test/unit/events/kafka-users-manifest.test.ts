@@ -10,7 +10,7 @@ import { load } from "js-yaml";
 import { describe, expect, it } from "vitest";
 import { aclTable, kafkaUserName, sortAcls, type KafkaPrincipal } from "../../../events/kafka-acls.ts";
 import { readKafkaUsers } from "../../../harness/env/kafka-auth.ts";
-import { render, type KubeObject } from "../../../knative/render.ts";
+import { render, type KubeObject } from "../../../harness/kustomize.ts";
 
 const ROOT = join(import.meta.dirname, "../../..");
 const runtimeConfig = load(readFileSync(join(ROOT, "knative/base/runtime-config.yaml"), "utf8")) as {

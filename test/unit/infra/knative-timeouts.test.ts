@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { crdSchemas } from "../../../core/crdschema.ts";
 import { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "../../../core/policy.ts";
-import { KNATIVE_DIR, render, type KubeObject } from "../../../knative/render.ts";
+import { KNATIVE_DIR, render, type KubeObject } from "../../../harness/kustomize.ts";
 
 /** ISO-8601 durations as Knative writes them (PT300S, PT5M, PT0.05S), in ms. */
 function isoMs(d: string): number {

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { load } from "js-yaml";
 import { describe, expect, it } from "vitest";
 import { createFunctionMetrics, createSourceMetrics } from "../../../infra/metrics.ts";
-import { render } from "../../../knative/render.ts";
+import { render } from "../../../harness/kustomize.ts";
 
 const ROOT = join(import.meta.dirname, "../../..");
 

@@ -1,4 +1,4 @@
-// `fastfence lab up|down|status|crash|hang|resume|partition|heal|partial|bmc-fault|fn-crash|power-on`:
+// `fastfence lab up|down|status|crash|hang|resume|partition|heal|partial|bmc-fault|power-loss|isolate|fn-crash|power-on`:
 // drives the simulated compact cluster (lab/). `up` starts the lab controller daemon
 // (lab/controller.ts) detached and waits until it is ready; the fault commands talk to
 // its loopback control endpoint; `down` asks it to stop and then removes whatever
@@ -28,7 +28,16 @@ const BMC_KINDS = ["mixed", "ipmi", "redfish"] as const;
 const PARTIAL_MODES = ["peers", "api"] as const;
 const BMC_FAULTS = ["unreachable", "slow", "lying", "stuck", "none"] as const satisfies readonly BmcFault[];
 /** Subcommands that take just a NODE. */
-const NODE_ACTIONS = ["crash", "hang", "resume", "partition", "heal", "power-on"] as const;
+const NODE_ACTIONS = [
+  "crash",
+  "hang",
+  "resume",
+  "partition",
+  "heal",
+  "power-loss",
+  "isolate",
+  "power-on",
+] as const;
 
 const UP_ARGS = defineCommand({
   command: "lab up",
@@ -84,6 +93,8 @@ const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
   hang NODE | resume NODE                 SIGSTOP / SIGCONT every process of the node
   partition NODE | heal NODE              the node's link down / up (heal also clears partial partitions)
   partial NODE --mode peers|api           reaches the API but not its peers (peers), or the reverse (api)
+  power-loss NODE                         the node and its BMC die together (undo: bmc-fault none, power-on)
+  isolate NODE                            cut off from peers, API and BMC, still running (undo: heal, bmc-fault none)
   bmc-fault NODE --fault unreachable|slow|lying|stuck|none
   fn-crash NODE [--functions a,b] [--source]   crash function replicas on a healthy node
   power-on NODE                           power a fenced node back on through its BMC

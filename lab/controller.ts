@@ -2,9 +2,10 @@
 // (it owns the control plane, the Redfish BMC emulators, ipmi_sim and the API relay),
 // then serves a small control endpoint on 127.0.0.1 (port recorded in state.json) for
 // the other `fastfence lab` commands: status, crash, hang, resume, partition, heal,
-// partial, bmc-fault, fn-crash, power-on, down. On SIGTERM/SIGINT or POST /down it tears
+// partial, bmc-fault, power-loss, isolate, fn-crash, power-on, down. On SIGTERM/SIGINT or POST /down it tears
 // everything down and exits. Never listens beyond loopback for control.
 import { createServer } from "node:http";
+import { isolate, powerLoss } from "./faults.ts";
 import { Lab, type BmcFault } from "./lab.ts";
 import { readState, tearDownOnSignals, writeState } from "./state.ts";
 
@@ -43,6 +44,8 @@ async function main(): Promise<void> {
     "/resume": async (q) => ({ at: l.resume(need(q, "node")) }),
     "/partition": async (q) => ({ at: await l.partition(need(q, "node")) }),
     "/heal": async (q) => ({ at: await l.heal(need(q, "node")) }),
+    "/power-loss": async (q) => ({ at: await powerLoss(l, need(q, "node")) }),
+    "/isolate": async (q) => ({ at: await isolate(l, need(q, "node")) }),
     "/partial": async (q) => ({
       at: await l.partialPartition(need(q, "node"), (q.get("mode") ?? "peers") as "peers" | "api"),
     }),

@@ -1,7 +1,8 @@
 // Fault injection on lab nodes: crash (SIGKILL every process but the launcher; power stays
 // on), hang/resume (SIGSTOP/SIGCONT the node's PID namespace), full partition/heal (the
 // host-side veth down/up), partial partitions (blackhole routes inside the node's
-// namespace), BMC faults, and a function-only crash on a healthy node (its agent's
+// namespace), BMC faults, power-loss (node and BMC die together), isolate (node cut off
+// from peers, API and BMC, still running), and a function-only crash on a healthy node (its agent's
 // control endpoint). Each fault is noted with its time. It never signals a process
 // outside a lab node's namespace, and never fences or powers anything off itself.
 import { sleep } from "../harness/env/base.ts";
@@ -58,10 +59,34 @@ export function resume(lab: FaultTarget, name: string): number {
   return Date.now();
 }
 
-export async function partition(lab: FaultTarget, name: string): Promise<number> {
+export async function partition(lab: FaultTarget, name: string, kind = "partition"): Promise<number> {
   const t0 = Date.now();
   await setLink(lab.node(name).veth, false);
-  note(lab, lab.node(name), "partition", t0);
+  note(lab, lab.node(name), kind, t0);
+  return t0;
+}
+
+/**
+ * power-loss: the node and its BMC die together (a PSU, PDU or chassis failure): the BMC
+ * stops answering, then every process of the node is killed. Undo: `bmc-fault NODE --fault
+ * none`, then `power-on NODE`.
+ */
+export async function powerLoss(lab: FaultTarget, name: string): Promise<number> {
+  const t0 = Date.now();
+  await bmcFault(lab, name, "unreachable");
+  await crash(lab, name, "power-loss");
+  return t0;
+}
+
+/**
+ * isolate: the node is cut off from its peers, the API and its BMC network at once, and
+ * its processes keep running (only its own watchdog can stop them). Undo: `heal NODE` and
+ * `bmc-fault NODE --fault none`.
+ */
+export async function isolate(lab: FaultTarget, name: string): Promise<number> {
+  const t0 = Date.now();
+  await bmcFault(lab, name, "unreachable");
+  await partition(lab, name, "isolate");
   return t0;
 }
 

@@ -6,7 +6,9 @@
 // sets the reboot.metal3.io hold before the power-off (the Bare Metal Operator must not
 // power it back on) and clears it before a power-on or when an incident ends
 // (releaseHolds). An attempt is "off-confirmed" only when the driver read the power state
-// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts).
+// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts). Just before each
+// level's off command it takes the action's last look (infra/fence/last-look.ts): a node
+// that responds again stops the round with an "abandoned" attempt and no off command.
 // Rotated credentials: every power action (a powerOff round, a powerOn, the prepare head
 // start) reads its levels' Secrets as they are now (one GET per Secret), so an updated
 // Secret is used by the next action without a restart. Drivers are kept per Secret content
@@ -41,6 +43,7 @@ import type { Logger } from "../log.ts";
 import type { PowerExecutor } from "../runtime/stage-executor.ts";
 import type { Clock } from "../../core/clock.ts";
 import { DriverPool, type DriverUse } from "./driver-pool.ts";
+import { lookBeforeOff, type LookDeps } from "./last-look.ts";
 
 type PowerOff = Extract<Action, { kind: "powerOff" }>;
 
@@ -60,7 +63,9 @@ export interface PowerExecutorOptions {
   /** Secret-free notes (a driver replaced after its Secret changed). */
   log?: Logger;
   /** Counts and times every BMC call (fastfence_bmc_calls_total, fastfence_bmc_call_duration_seconds). */
-  metrics?: Pick<BmcMetrics, "bmcCalls" | "bmcCallSeconds">;
+  metrics?: Pick<BmcMetrics, "bmcCalls" | "bmcCallSeconds"> & Partial<Pick<BmcMetrics, "lastLooks">>;
+  /** The last look's TCP probe (tests); default source/tcp-probe.ts. */
+  probe?: LookDeps["probe"];
 }
 
 /** Driver options from a policy level's string map (documented in docs/bmc.md). */
@@ -86,6 +91,7 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly log: Logger | undefined;
   private readonly metrics: PowerExecutorOptions["metrics"];
   private readonly pool = new DriverPool();
+  private readonly look: LookDeps;
   /** Secret reads prepare started, by action and Secret, until that action's powerOff takes them. */
   private readonly headStarts = new Map<string, { at: number; read: Promise<BmcCredentials> }>();
 
@@ -104,6 +110,13 @@ export class BmcPowerExecutor implements PowerExecutor {
     this.driverFor = opts.driverFor ?? driverForAddress;
     this.log = opts.log;
     this.metrics = opts.metrics;
+    this.look = {
+      kube,
+      namespace: secretNamespace,
+      ...(opts.log ? { log: opts.log } : {}),
+      ...(opts.metrics?.lastLooks ? { lastLooks: opts.metrics.lastLooks } : {}),
+      ...(opts.probe ? { probe: opts.probe } : {}),
+    };
   }
 
   /**
@@ -244,6 +257,9 @@ export class BmcPowerExecutor implements PowerExecutor {
         roundEndsAt: start + a.timeoutMs,
         signal,
         sleep: (ms, s) => this.clock.sleep(ms, s),
+        ...(a.look
+          ? { beforeOff: (level: number) => lookBeforeOff(this.look, a.look!, a.incident, level) }
+          : {}),
       });
       return outcome.attempts;
     } finally {

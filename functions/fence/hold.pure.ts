@@ -1,8 +1,8 @@
 // fence, the rounds that send no power command: a round a hold for planned work stops
 // (core/planned.ts; the incident keeps its phase and says why), a round in Observe mode
 // (the incident is Closed, saying which level fence would have used), and a round the last
-// look abandoned because the node responds (last-look.pure.ts: the incident is Closed when
-// the node is back, else FenceFailed with the reason). Also the fence.failed event's data.
+// look abandoned because the node responds (last-look.pure.ts: FenceFailed with the reason;
+// recover closes it once the look saw the node back). Also the fence.failed event's data.
 // Pure: no I/O; it never asks for a power action.
 import {
   OBSERVED_REASON,
@@ -99,12 +99,13 @@ export interface AbandonedRound {
 }
 
 /**
- * A round abandoned by the last look (nothing was powered off in it). When the look found
- * the node back (the incident's boot ID, Ready, heartbeat renewed) the incident is Closed with
- * the look's reason: it frees its storm-guard slot and nothing is released (S1). Otherwise
- * (it answers but is not Ready yet, or it rebooted) the round ends FenceFailed with the
- * reason, like any round without a read-back Off: the next round, after the backoff, looks
- * again and is abandoned again while the node responds; recover closes a rebooted node's.
+ * A round abandoned by the last look (nothing was powered off in it) ends FenceFailed with the
+ * look's reason (NodeResponding, NodeRebooted), like any round without a read-back Off, and
+ * nothing is released (S1). When the look found the node back (the incident's boot ID, Ready,
+ * heartbeat renewed) recover closes the incident (functions/recover/resync.pure.ts: only
+ * recover may close one); until then, or when it answers but is not back yet, the next round
+ * after the backoff looks again and is abandoned again while the node responds; recover
+ * closes a rebooted node's incident when it is Ready with its new boot ID.
  */
 export function abandonedRound(r: AbandonedRound): Decision {
   const { inc, st, rv, attempts, looked, release, policy, now } = r;
@@ -112,23 +113,16 @@ export function abandonedRound(r: AbandonedRound): Decision {
   const node = inc.spec.nodeName;
   const look = looked.lastLook!;
   const why = looked.message ?? `${node} responded in the last look`;
-  if (look.back) {
-    const status = transition(st, "Closed", iso(now), { attempts, reason: look.reason, message: why });
-    return processed(`${node} is back: round ${st.round} abandoned, incident closed`, [
-      { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
-      release,
-    ]);
-  }
   const final = st.round >= policy.fencing.maxRounds;
   const retryNotBefore = final ? undefined : iso(now + policy.fencing.retryBackoffMs);
   const status = transition(st, "FenceFailed", iso(now), {
     attempts,
     reason: look.reason,
-    message: `round ${st.round}/${policy.fencing.maxRounds} abandoned: ${why}${final ? "; giving up" : ""}`,
+    message: `round ${st.round}/${policy.fencing.maxRounds} abandoned: ${why}${look.back ? "; recover closes the incident" : final ? "; giving up" : ""}`,
     retryNotBefore,
   });
   return processed(
-    `fencing ${node} round ${st.round} abandoned (${look.reason})`,
+    `fencing ${node} round ${st.round} abandoned (${look.reason}${look.back ? ", node back" : ""})`,
     [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
     [
       outgoing(

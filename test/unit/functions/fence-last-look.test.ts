@@ -1,9 +1,10 @@
 // fence's last look before an off command (issue 18): the pure verdict on what the fencing
 // replica's own probe and reads saw, the plan a round's powerOff carries, and how a round the
-// look abandoned is recorded (Closed when the node is back, FenceFailed otherwise; nothing
-// powered off, nothing released).
+// look abandoned is recorded (FenceFailed with the reason; nothing powered off, nothing
+// released), and recover closing the incident of a node the look found back.
 import { describe, expect, test } from "vitest";
 import { decide } from "../../../functions/fence/handler.ts";
+import { resync as recoverResync, resyncWants } from "../../../functions/recover/resync.pure.ts";
 import {
   heartbeatState,
   lastLook,
@@ -197,13 +198,13 @@ describe("a round the last look abandoned", () => {
   const statusOf = (d: ReturnType<typeof run>) =>
     (d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status;
 
-  test("the node is back → Closed with NodeResponding; Lease released; nothing released (S1)", () => {
+  test("the node is back → FenceFailed NodeResponding saying recover closes it; Lease released; nothing released (S1)", () => {
     const d = run([abandoned(true)]);
     expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus", "releaseLease"]);
-    expect(statusOf(d)).toMatchObject({ phase: "Closed", reason: "NodeResponding" });
+    expect(statusOf(d)).toMatchObject({ phase: "FenceFailed", reason: "NodeResponding" });
+    expect(statusOf(d).message).toContain("recover closes the incident");
     expect(statusOf(d).powerOffConfirmedAt).toBeUndefined();
     expect(statusOf(d).attempts.at(-1)).toMatchObject({ result: "abandoned", lastLook: { back: true } });
-    expect(d.emit).toEqual([]);
   });
   test("responding but not back → FenceFailed NodeResponding, retried after the backoff (the next round looks again)", () => {
     const d = run([abandoned(false)]);
@@ -236,5 +237,51 @@ describe("a round the last look abandoned", () => {
   });
   test("an Off read back wins over a later abandon record (cannot happen, but S1 decides)", () => {
     expect(statusOf(run([offAttempt(1, 1000), abandoned(true)])).phase).toBe("FencedOff");
+  });
+});
+
+describe("recover closes an incident whose node the last look found back", () => {
+  const looked = (back: boolean): Attempt => ({
+    ...offAttempt(1, 1000, { result: "abandoned", message: "last look: a answered" }),
+    commandAt: undefined,
+    readBackState: undefined,
+    readBackAt: undefined,
+    lastLook: { reason: "NodeResponding", probe: "answered", heartbeat: back ? "renewed" : "silent", back },
+  });
+  const failed = (back: boolean, reason = "NodeResponding") =>
+    confirmed("a", 0, {
+      phase: "FenceFailed",
+      round: 1,
+      reason,
+      attempts: [looked(back)],
+      retryNotBefore: at(3000),
+    });
+  const run = (inc: ReturnType<typeof failed>, n = node("a", { ready: "True" })) =>
+    recoverResync({
+      event: { kind: "resync", incident: inc.metadata.name, node: "a" },
+      view: view({ incident: inc, node: n }),
+      now: T0 + 2500,
+      self: FENCE,
+    });
+  test("back in the look and Ready with the incident's boot now → Closed NodeResponding, nothing else", () => {
+    const inc = failed(true);
+    expect(resyncWants(inc)).toBe(true);
+    const d = run(inc);
+    expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus"]);
+    expect((d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status).toMatchObject({
+      phase: "Closed",
+      reason: "NodeResponding",
+    });
+  });
+  test("not back in the look, not Ready now, or another boot → left to fence's next round", () => {
+    expect(run(failed(false)).outcome).toMatchObject({ kind: "ignored", code: "NotDue" });
+    expect(run(failed(true), node("a", { ready: "Unknown" })).outcome).toMatchObject({
+      kind: "ignored",
+      code: "NotDue",
+    });
+    expect(run(failed(true), node("a", { ready: "True", bootId: "other" })).outcome).toMatchObject({
+      kind: "ignored",
+    });
+    expect(resyncWants(failed(true, "PowerOffNotConfirmed"))).toBe(false);
   });
 });

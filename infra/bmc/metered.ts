@@ -37,6 +37,8 @@ export interface BmcMetrics {
   bmcUp: Gauge<"node" | "level" | "driver">;
   /** The last health check's result of the node's level: one series per level, value 1. */
   bmcCheckResult: Gauge<"node" | "level" | "driver" | "result">;
+  /** 1 for each way a node's fencing level reaches its BMC insecurely (plain-http, no-cert-check), allowed by its insecure: true. */
+  bmcInsecure: Gauge<"node" | "level" | "driver" | "mode">;
   /** fence's last looks before an off command, by result (go, NodeResponding, NodeRebooted). */
   lastLooks: Counter<"result">;
 }
@@ -68,6 +70,12 @@ export function createBmcMetrics(registry: Registry): BmcMetrics {
       name: "fastfence_bmc_check_result",
       help: "Result of the last BMC health check of the node's fencing level (value 1; auth-failed: credentials rejected).",
       labelNames: ["node", "level", "driver", "result"],
+      registers: [registry],
+    }),
+    bmcInsecure: new Gauge({
+      name: "fastfence_bmc_insecure",
+      help: "1 for each way a node's fencing level reaches its BMC insecurely (mode plain-http or no-cert-check), allowed by the level's insecure: true; set by the BMC health check.",
+      labelNames: ["node", "level", "driver", "mode"],
       registers: [registry],
     }),
     lastLooks: new Counter({

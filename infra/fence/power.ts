@@ -23,7 +23,8 @@
 // fastfence_bmc_calls_total{driver,operation,result}, fastfence_bmc_call_duration_seconds).
 // Credentials are never logged, returned, or put into a key, a label or a message.
 import type { Action } from "../../core/decision.ts";
-import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
+import { FastfenceError, InvalidInputError, asFastfenceError } from "../../core/errors.ts";
+import { describeModes, insecureLevelProblem, insecureModes } from "../../core/level-security.ts";
 import type { Attempt } from "../../core/incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel as PolicyLevel } from "../../core/policy.ts";
 import {
@@ -150,10 +151,17 @@ export class BmcPowerExecutor implements PowerExecutor {
    */
   private async driverForLevel(level: PolicyLevel, read: Promise<BmcCredentials>): Promise<DriverUse> {
     const ref = this.secretOf(level);
+    refuseInsecure(level);
     const creds = await read;
     const slot = `${level.address}|${secretName(ref)}|${JSON.stringify(level.options ?? {})}`;
     const options = levelOptions(level.options, level.timeoutMs);
     const u = this.pool.use(slot, creds, (c) => {
+      const modes = insecureModes(level);
+      if (modes.length)
+        this.log?.warn(
+          { incident: "none", node: "none", target: level.address, insecure: modes },
+          `BMC level is insecure (${describeModes(modes)}, allowed by insecure: true): its traffic can be read or changed on the network`,
+        );
       const d = namingSecret(this.driverFor(level.address, c, options), ref);
       return this.metrics ? meteredDriver(d, level.driver, this.metrics) : d;
     });
@@ -167,7 +175,7 @@ export class BmcPowerExecutor implements PowerExecutor {
 
   async prepare(a: PowerOff, signal: AbortSignal): Promise<void> {
     const level = a.levels[0];
-    if (!level) return;
+    if (!level || insecureLevelProblem(level, "")) return; // the power-off reports the refusal
     const ref = this.secretOf(level);
     const now = this.clock.now();
     for (const [k, hs] of this.headStarts) if (now - hs.at > HEAD_START_MAX_AGE_MS) this.headStarts.delete(k); // never taken
@@ -195,6 +203,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     a: PowerOff,
     callTimeoutMs: number,
   ): Promise<{ levels: DriverLevel[]; uses: DriverUse[] }> {
+    a.levels.forEach(refuseInsecure); // before any Secret is read
     const reads = new Map<string, Promise<BmcCredentials>>();
     const readOnce = (ref: SecretRef) => {
       let r = reads.get(secretName(ref));
@@ -299,6 +308,15 @@ export class BmcPowerExecutor implements PowerExecutor {
   releaseHolds(incident: string, policy: FencingPolicySpec): Promise<string[]> {
     return this.metal3.releaseIncident(incident, policy.fencing.discovery === "Metal3");
   }
+}
+
+/**
+ * Plain HTTP or no certificate checks only on a level that says insecure: true: the policy
+ * reader and discovery refuse such a level already; one that reaches here anyway is refused too.
+ */
+function refuseInsecure(level: PolicyLevel): void {
+  const problem = insecureLevelProblem(level, `fencing level ${level.driver} ${level.address}`);
+  if (problem) throw new InvalidInputError("FF_INVALID_CONFIG", problem);
 }
 
 function discoveredHosts(levels: readonly PolicyLevel[]): { namespace: string; name: string }[] {

@@ -93,8 +93,8 @@ export interface LastLookPlan {
   probe?: { host: string; port: number; timeoutMs: number };
   /** The node's heartbeat Lease and the fastfence namespace it lives in is the adapter's. */
   heartbeatLease: string;
-  /** The heartbeat Lease as read when the round started (absent: it did not exist). */
-  baseline?: HeartbeatRead;
+  /** The heartbeat Lease as read when the round started ("absent": it did not exist; undefined: not read). */
+  baseline?: HeartbeatRead | "absent";
   /** The incident's suspicion (RFC 3339, detect's clock). */
   suspectedAt: string;
   /** The policy's corroboration.maxClockSkewMs. */
@@ -165,8 +165,8 @@ export interface View {
   observers?: Readonly<Record<string, ObserverInfo>>;
   /** The node's kubelet Lease (kube-node-lease/<node>, ViewRequest.kubeletLease), read from the API. */
   kubeletLease?: LeaseInfo;
-  /** The node's own heartbeat Lease (ViewRequest.heartbeatLease); absent: not read, or it does not exist. */
-  heartbeat?: HeartbeatRead;
+  /** The node's own heartbeat Lease (ViewRequest.heartbeatLease; "absent": read, there is none); undefined: not read. */
+  heartbeat?: HeartbeatRead | "absent";
   /**
    * Identities (service-account user names) whose Confirmed incidents may be fenced (S6).
    * From the deployment's configuration, never from an event.

@@ -47,7 +47,8 @@ export function lookPlan(inc: NodeFence, st: NodeFenceStatus, node: NodeInfo, vi
 /**
  * Whether the node renewed its heartbeat since the incident began. Either proof suffices:
  * (a) on this replica's own timeline: the Lease changed (a new resourceVersion, or it was
- * created) between the read when the round started and this one; only the node's own
+ * created) between the read when the round started and this one (a round whose view did
+ * not read the Lease has no baseline: (a) does not apply); only the node's own
  * identity may write it, so that is a sign of life seen after the round began; (b) the
  * Lease's renewTime, on the node's clock, is later than the incident's suspicion, on
  * detect's clock, by more than the policy's clock-skew bound: written after the node was
@@ -56,7 +57,9 @@ export function lookPlan(inc: NodeFence, st: NodeFenceStatus, node: NodeInfo, vi
 export function heartbeatState(plan: LastLookPlan, lease: LookSeen["lease"]): LastLook["heartbeat"] {
   if (lease === "unread") return "unread";
   if (!lease) return "silent";
-  if (!plan.baseline || lease.resourceVersion !== plan.baseline.resourceVersion) return "renewed";
+  // (a) only with a baseline read when the round started (undefined: none was read)
+  if (plan.baseline === "absent") return "renewed";
+  if (plan.baseline && lease.resourceVersion !== plan.baseline.resourceVersion) return "renewed";
   const renew = ms(lease.renewTime);
   const suspected = ms(plan.suspectedAt);
   if (Number.isFinite(renew) && Number.isFinite(suspected) && renew > suspected + plan.maxClockSkewMs)

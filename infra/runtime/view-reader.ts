@@ -83,8 +83,8 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
           : Promise.resolve(undefined),
         plannedRead,
         req.heartbeatLease
-          ? readLease(ad.kube, ad.leaseNamespace, heartbeatLeaseName(req.node)).then(
-              (l) => l && heartbeatReadOf(l),
+          ? readLease(ad.kube, ad.leaseNamespace, heartbeatLeaseName(req.node)).then((l) =>
+              l ? heartbeatReadOf(l) : ("absent" as const),
             )
           : Promise.resolve(undefined),
       ]);

@@ -3,7 +3,7 @@
 // look abandoned is recorded (FenceFailed with the reason; nothing powered off, nothing
 // released), and recover closing the incident of a node the look found back.
 import { describe, expect, test } from "vitest";
-import { decide } from "../../../functions/fence/handler.ts";
+import { decide, locateResync } from "../../../functions/fence/handler.ts";
 import { resync as recoverResync, resyncWants } from "../../../functions/recover/resync.pure.ts";
 import {
   heartbeatState,
@@ -56,10 +56,16 @@ describe("heartbeatState: renewed since the incident began", () => {
     [
       "created since the round started → renewed",
       { resourceVersion: "9" },
-      { baseline: undefined },
+      { baseline: "absent" },
       "renewed",
     ],
-    ["absent now and then → silent", undefined, { baseline: undefined }, "silent"],
+    [
+      "no baseline (the round's view did not read the Lease) → only rule (b) applies",
+      { resourceVersion: "9", renewTime: at(-500) },
+      { baseline: undefined },
+      "silent",
+    ],
+    ["absent now and then → silent", undefined, { baseline: "absent" }, "silent"],
     ["not read in time → unread, never renewed", "unread", {}, "unread"],
     [
       "renewTime after the suspicion beyond the skew bound → renewed",
@@ -166,6 +172,10 @@ describe("the plan a round carries", () => {
     );
     expect(annotated.probe).toMatchObject({ host: "127.0.0.1", port: 4000 });
     expect(lookPlan(inc, inc.status!, node("a"), view({})).probe).toBeUndefined();
+    // the re-drive reads the baseline too (a round the reconciler starts looks the same)
+    expect(locateResync({ kind: "resync", incident: inc.metadata.name, node: "a" }).heartbeatLease).toBe(
+      true,
+    );
   });
 });
 

@@ -5,7 +5,7 @@
 // ID, the incident ends Closed with reason NodeResponding, freeing its storm-guard slot.
 // Nothing was powered off and nothing is released or untainted. Only recover may close an
 // incident (knative/base/admission/nodefence-status-policy.yaml). No I/O.
-import { statusOf, transition } from "../../core/incident.ts";
+import { statusOf, transition, type NodeFenceStatus } from "../../core/incident.ts";
 import {
   ignored,
   iso,
@@ -19,12 +19,21 @@ import {
 /** status.reason of a round fence's last look abandoned because the node responds. */
 export const NODE_RESPONDING = "NodeResponding";
 
+/**
+ * Whether fence's last round was abandoned by a look that found the node back. Read from the
+ * attempts, which only fence writes (status.reason is free text any writer may set).
+ */
+export function lookFoundBack(st: NodeFenceStatus): boolean {
+  const last = st.attempts.at(-1);
+  return st.phase === "FenceFailed" && last?.result === "abandoned" && last.lastLook?.back === true;
+}
+
 export function closeBack({ view, now, event }: DecideInput<Resync>): Decision {
   const inc = view.incident!;
   const st = statusOf(inc);
   const name = event.incident;
   const last = st.attempts.at(-1);
-  if (st.phase !== "FenceFailed" || last?.result !== "abandoned" || last.lastLook?.back !== true)
+  if (!last || !lookFoundBack(st))
     return ignored(
       "NotDue",
       `incident ${name}: fence's last look has not found ${inc.spec.nodeName} back yet`,

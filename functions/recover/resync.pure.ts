@@ -15,7 +15,7 @@ import {
   type NodeFence,
   type Phase,
 } from "../../core/incident.ts";
-import { closeBack, NODE_RESPONDING } from "./back.pure.ts";
+import { closeBack, lookFoundBack } from "./back.pure.ts";
 import {
   ignored,
   iso,
@@ -36,7 +36,7 @@ const MAX_REASON = 256;
 /** A release-slot request, or an observed incident to close: nothing else needs recover's resync. */
 export function resyncWants(inc: NodeFence): boolean {
   const st = statusOf(inc);
-  if (st.phase === "FenceFailed" && st.reason === NODE_RESPONDING) return true;
+  if (lookFoundBack(st)) return true;
   return st.phase === "Confirmed"
     ? st.reason === OBSERVED_REASON
     : inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] !== undefined;
@@ -56,7 +56,7 @@ export function resync(input: DecideInput<Resync>): Decision {
   if (!RECOVER_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
   if (st.phase === "Confirmed") return closeObserved(input);
-  if (st.reason === NODE_RESPONDING) return closeBack(input);
+  if (lookFoundBack(st)) return closeBack(input);
   const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   if (why === undefined)
     return ignored(

@@ -292,6 +292,8 @@ describe("recover closes an incident whose node the last look found back", () =>
     expect(run(failed(true), node("a", { ready: "True", bootId: "other" })).outcome).toMatchObject({
       kind: "ignored",
     });
-    expect(resyncWants(failed(true, "PowerOffNotConfirmed"))).toBe(false);
+    expect(resyncWants(failed(false))).toBe(false);
+    // the attempts (fence's own) decide, not the free-text reason
+    expect(resyncWants(failed(true, "SomethingElse"))).toBe(true);
   });
 });

@@ -83,7 +83,7 @@ export interface HeartbeatRead {
 /**
  * What fence's last look before an off command needs (functions/fence/last-look.pure.ts):
  * where to probe, which Lease to read and what it was when the round started, and the
- * incident's boot ID and suspicion time. Carried by the powerOff action.
+ * incident's boot ID and confirmation time. Carried by the powerOff action.
  */
 export interface LastLookPlan {
   node: string;
@@ -95,8 +95,11 @@ export interface LastLookPlan {
   heartbeatLease: string;
   /** The heartbeat Lease as read when the round started ("absent": it did not exist; undefined: not read). */
   baseline?: HeartbeatRead | "absent";
-  /** The incident's suspicion (RFC 3339, detect's clock). */
-  suspectedAt: string;
+  /**
+   * When the incident was confirmed (RFC 3339, confirm's clock): a heartbeat renewal dated
+   * later, beyond the skew bound, was written after the node was found dead.
+   */
+  confirmedAt: string;
   /** The policy's corroboration.maxClockSkewMs. */
   maxClockSkewMs: number;
 }

@@ -243,7 +243,8 @@ export function startRound(r: RoundStart): Decision {
       holder: self.replica,
       levels,
       timeoutMs: policy.timeouts.powerOffTimeoutMs,
-      look: lookPlan(inc, st, node, view),
+      // A person's request fences a node that may well be up: no last look (operator.pure.ts)
+      ...(inc.spec.operatorRequest ? {} : { look: lookPlan(inc, st, node, view) }),
     },
   ];
   return processed(`fencing ${node.name} round ${round}`, actions);

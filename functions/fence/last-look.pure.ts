@@ -28,7 +28,9 @@ export type LookVerdict =
 export function lookPlan(inc: NodeFence, st: NodeFenceStatus, node: NodeInfo, view: View): LastLookPlan {
   const policy = view.policy;
   const addr = node.probeAddress;
-  const suspectedAt = st.timestamps.suspected ?? st.timestamps.confirmed ?? inc.metadata.creationTimestamp;
+  // Not the suspicion: an incident may stay Suspected through a partition the heartbeat veto
+  // saw (the node alive and renewing), so only the confirmation dates the silence.
+  const confirmedAt = st.timestamps.confirmed ?? st.timestamps.fencing ?? "";
   return {
     node: node.name,
     bootId: inc.spec.bootId,
@@ -39,7 +41,7 @@ export function lookPlan(inc: NodeFence, st: NodeFenceStatus, node: NodeInfo, vi
       : {}),
     heartbeatLease: heartbeatLeaseName(node.name),
     ...(view.heartbeat ? { baseline: view.heartbeat } : {}),
-    suspectedAt: suspectedAt ?? "",
+    confirmedAt,
     maxClockSkewMs: policy.corroboration.maxClockSkewMs,
   };
 }
@@ -50,9 +52,11 @@ export function lookPlan(inc: NodeFence, st: NodeFenceStatus, node: NodeInfo, vi
  * created) between the read when the round started and this one (a round whose view did
  * not read the Lease has no baseline: (a) does not apply); only the node's own
  * identity may write it, so that is a sign of life seen after the round began; (b) the
- * Lease's renewTime, on the node's clock, is later than the incident's suspicion, on
- * detect's clock, by more than the policy's clock-skew bound: written after the node was
- * suspected. A Lease not read in time is "unread", never "renewed".
+ * Lease's renewTime, on the node's clock, is later than the incident's confirmation, on
+ * confirm's clock, by more than the policy's clock-skew bound: written after the node was
+ * found dead (confirm's heartbeat veto covers the time before). Not the suspicion time: an
+ * incident can stay Suspected through a partition while the node renews. A Lease not read
+ * in time is "unread", never "renewed".
  */
 export function heartbeatState(plan: LastLookPlan, lease: LookSeen["lease"]): LastLook["heartbeat"] {
   if (lease === "unread") return "unread";
@@ -61,8 +65,8 @@ export function heartbeatState(plan: LastLookPlan, lease: LookSeen["lease"]): La
   if (plan.baseline === "absent") return "renewed";
   if (plan.baseline && lease.resourceVersion !== plan.baseline.resourceVersion) return "renewed";
   const renew = ms(lease.renewTime);
-  const suspected = ms(plan.suspectedAt);
-  if (Number.isFinite(renew) && Number.isFinite(suspected) && renew > suspected + plan.maxClockSkewMs)
+  const confirmed = ms(plan.confirmedAt);
+  if (Number.isFinite(renew) && Number.isFinite(confirmed) && renew > confirmed + plan.maxClockSkewMs)
     return "renewed";
   return "silent";
 }

@@ -107,7 +107,7 @@ describe("the look's effects (loopback only)", () => {
     bootId: "b1",
     probe: { host: "127.0.0.1", port: p, timeoutMs: 200 },
     heartbeatLease: "fastfence-alive-a",
-    suspectedAt: new Date(0).toISOString(),
+    confirmedAt: new Date(0).toISOString(),
     maxClockSkewMs: 2000,
   });
 

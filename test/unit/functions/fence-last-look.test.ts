@@ -34,7 +34,7 @@ const plan = (extra: Partial<LastLookPlan> = {}): LastLookPlan => ({
   probe: { host: "10.0.0.1", port: 10250, timeoutMs: 250 },
   heartbeatLease: "fastfence-alive-a",
   baseline: { resourceVersion: "7", renewTime: at(-500) },
-  suspectedAt: at(0),
+  confirmedAt: at(0),
   maxClockSkewMs: 2000,
   ...extra,
 });
@@ -68,21 +68,21 @@ describe("heartbeatState: renewed since the incident began", () => {
     ["absent now and then → silent", undefined, { baseline: "absent" }, "silent"],
     ["not read in time → unread, never renewed", "unread", {}, "unread"],
     [
-      "renewTime after the suspicion beyond the skew bound → renewed",
+      "renewTime after the confirmation beyond the skew bound → renewed",
       { resourceVersion: "7", renewTime: at(2001) },
       {},
       "renewed",
     ],
     [
-      "renewTime after the suspicion within the skew bound → silent",
+      "renewTime after the confirmation within the skew bound → silent",
       { resourceVersion: "7", renewTime: at(2000) },
       {},
       "silent",
     ],
     [
-      "no suspicion time known → only the own-timeline rule",
+      "no confirmation time known → only the own-timeline rule",
       { resourceVersion: "7", renewTime: at(9000) },
-      { suspectedAt: "" },
+      { confirmedAt: "" },
       "silent",
     ],
   ];
@@ -139,7 +139,7 @@ describe("the plan a round carries", () => {
       { incident: name, node: "a", bootId: BOOT_A, confirmedAt: at(0), observers: ["b", "c"] },
       { incident: name },
     );
-  test("probe address of the node (policy port filling in), baseline Lease, suspicion, skew bound", () => {
+  test("probe address of the node (policy port filling in), baseline Lease, confirmation, skew bound", () => {
     const inc = confirmed("a");
     const d = decide({
       event: ev(inc.metadata.name),
@@ -160,7 +160,7 @@ describe("the plan a round carries", () => {
       probe: { host: "10.0.0.1", port: p.probe.port, timeoutMs: p.probe.timeoutMs },
       heartbeatLease: "fastfence-alive-a",
       baseline: { resourceVersion: "7", renewTime: at(-500) },
-      suspectedAt: at(-100),
+      confirmedAt: at(0),
       maxClockSkewMs: p.corroboration.maxClockSkewMs,
     });
     // the annotation's port wins over the policy's
@@ -176,6 +176,32 @@ describe("the plan a round carries", () => {
     expect(locateResync({ kind: "resync", incident: inc.metadata.name, node: "a" }).heartbeatLease).toBe(
       true,
     );
+  });
+
+  test("an incident suspected long before (a partition the veto saw) dates the silence from its confirmation", () => {
+    // suspected 60 s before confirmation, the node renewing meanwhile: not a renewal since
+    const inc = confirmed("a", 0, { timestamps: { suspected: at(-60_000), confirmed: at(0) } });
+    const plan = lookPlan(inc, inc.status!, node("a"), view({ heartbeat: { resourceVersion: "7" } }));
+    expect(plan.confirmedAt).toBe(at(0));
+    expect(heartbeatState(plan, { resourceVersion: "7", renewTime: at(-1_000) })).toBe("silent");
+  });
+
+  test("an operator's request gets no last look: the node may well be up", () => {
+    const inc = confirmed("a", 0, { reason: "OperatorRequested", evidence: [] });
+    inc.spec.operatorRequest = { by: "alice", reason: "disk errors", at: at(0) };
+    const d = decide({
+      event: ev(inc.metadata.name),
+      view: view({
+        incident: inc,
+        node: node("a", { probeAddress: { host: "10.0.0.1" } }),
+        trustedConfirmers: TRUSTED,
+      }),
+      now: T0 + 1000,
+      self: FENCE,
+    });
+    const off = d.actions.find((a): a is Extract<Action, { kind: "powerOff" }> => a.kind === "powerOff");
+    expect(off).toBeDefined();
+    expect(off!.look).toBeUndefined();
   });
 });
 

@@ -19,7 +19,7 @@
 // leaves the previous values and tries again next interval.
 import type { Clock } from "../../core/clock.ts";
 import { asFastfenceError } from "../../core/errors.ts";
-import { insecureModes, type InsecureMode } from "../../core/level-security.ts";
+import { describeModes, insecureModes, type InsecureMode } from "../../core/level-security.ts";
 import { resolveLevels, type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { BmcCredentialsError, namingSecret, readBmcCredentials, type SecretRef } from "../bmc/credentials.ts";
 import { discoverLevels, type Metal3Api } from "../bmc/metal3.ts";
@@ -134,6 +134,11 @@ export function startBmcHealthCheck(o: BmcHealthOptions): BmcHealthCheck {
       o.metrics.bmcCheckResult.remove({ ...labels, result: before.result });
     for (const mode of before?.insecure ?? []) o.metrics.bmcInsecure.remove({ ...labels, mode });
     for (const mode of r.insecure) o.metrics.bmcInsecure.set({ ...labels, mode }, 1);
+    if (r.insecure.length && !before?.insecure.length)
+      o.log.warn(
+        { incident: "none", node: r.node, level: r.level, driver: r.driver, insecure: r.insecure },
+        `BMC health check: this fencing level is insecure (${describeModes(r.insecure)}), allowed by its insecure: true`,
+      );
     o.metrics.bmcCheckResult.set({ ...labels, result: r.result }, 1);
     o.metrics.bmcUp.set(labels, r.result === "ok" ? 1 : 0);
     current.set(key, r);

@@ -22,6 +22,7 @@ import { powerOffAndConfirm, type BmcDriver } from "../infra/bmc/driver.ts";
 import { KubeMetal3Api, discoverNodeHost, levelFromHost } from "../infra/bmc/metal3.ts";
 import { driverForAddress, parseBmcAddress, redactAddress, type BmcOptions } from "../infra/bmc/settings.ts";
 import { levelOptions } from "../infra/fence/power.ts";
+import { describeModes, insecureLevelProblem, insecureModes } from "../core/level-security.ts";
 import { Kube, KubeApiError } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
@@ -61,7 +62,9 @@ const HELP = `Usage: fastfence bmc <status|off|on|check> (--url URL | --node NAM
                           (default $FASTFENCE_NAMESPACE or "fastfence-system")
   --credentials-file F    with --url: JSON {"username":..,"password":..} or username=/password= lines
                           (default: FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD)
-  --insecure              skip TLS verification (Redfish)
+  --insecure              allow an insecure BMC: plain HTTP (redfish+http://) or no TLS
+                          certificate checks; without it (or, with --node, the level's
+                          insecure: true) such an address is refused
   --ca FILE               PEM CA bundle for the BMC's certificate (Redfish)
   --timeout-ms N          budget for the whole action (default 30000)
   --poll-ms N             read-back interval for off (default 200)
@@ -283,6 +286,8 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     } catch (err) {
       return usage(`--url: ${err instanceof FastfenceError ? err.message : "not a BMC address"}`);
     }
+    const problem = insecureLevelProblem({ address, insecure: v.insecure === true }, "--url");
+    if (problem) return usage(problem.replace("the level sets insecure: true", "--insecure is given"));
     const c = readCredentials(v["credentials-file"], process.env);
     if (typeof c === "string") return usage(c);
     creds = c;
@@ -301,13 +306,16 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
   const target = redactAddress(address);
-  if (from && !structured) console.log(`${v.node}: ${target} from ${from}`);
+  // Plain HTTP or no certificate checks, as allowed by the level's insecure: true or --insecure.
+  const insecure = insecureModes({ address, options: options.insecure ? { insecure: "true" } : {} });
+  const warn = insecure.length ? ` — INSECURE: ${describeModes(insecure)}` : "";
+  if (from && !structured) console.log(`${v.node}: ${target} from ${from}${warn}`);
   const out = (human: string, obj: Record<string, unknown>) =>
     console.log(
       render(
         parsed.output,
-        { action, target, ...(v.node ? { node: v.node, from } : {}), ...obj },
-        () => human,
+        { action, target, ...(v.node ? { node: v.node, from } : {}), insecure, ...obj },
+        () => `${human}${warn}`,
       ),
     );
   const started = Date.now();
@@ -354,6 +362,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
         render(parsed.output, {
           action,
           target,
+          insecure,
           ok: false,
           code: fe?.code ?? "FF_INTERNAL",
           error: fe?.message ?? "unexpected error",
@@ -361,7 +370,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
       );
     else
       console.error(
-        `fastfence bmc ${action}: ${fe?.code ?? "FF_INTERNAL"}: ${fe?.message ?? "unexpected error"}`,
+        `fastfence bmc ${action}: ${fe?.code ?? "FF_INTERNAL"}: ${fe?.message ?? "unexpected error"}${warn}`,
       );
     return EXIT.failed;
   } finally {

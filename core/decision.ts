@@ -22,6 +22,7 @@
 // This module declares types and tiny helpers only; it must never perform I/O.
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
+import type { ProbeTarget } from "./probe-address.ts";
 import type { IgnoreCode, RejectCode } from "./reasons.ts";
 
 /**
@@ -66,6 +67,39 @@ export interface NodeInfo {
    * fastfence pause, the machine-config daemon's state and configs); others are left out.
    */
   annotations?: Readonly<Record<string, string>>;
+  /** Where the node is probed (core/probe-address.ts; port absent: the policy's); absent: no address. */
+  probeAddress?: ProbeTarget;
+}
+
+/** A node's heartbeat Lease (fastfence-alive-<node>) as one read saw it. */
+export interface HeartbeatRead {
+  resourceVersion: string;
+  /** RFC 3339 (renewTime, written with the node's clock). */
+  renewTime?: string;
+}
+
+/**
+ * What fence's last look before an off command needs (functions/fence/last-look.pure.ts):
+ * where to probe, which Lease to read and what it was when the round started, and the
+ * incident's boot ID and confirmation time. Carried by the powerOff action.
+ */
+export interface LastLookPlan {
+  node: string;
+  /** The incident's boot ID. */
+  bootId: string;
+  /** The node's probe address and the policy's probe timeout; absent: the node has no address. */
+  probe?: { host: string; port: number; timeoutMs: number };
+  /** The node's heartbeat Lease and the fastfence namespace it lives in is the adapter's. */
+  heartbeatLease: string;
+  /** The heartbeat Lease as read when the round started ("absent": it did not exist; undefined: not read). */
+  baseline?: HeartbeatRead | "absent";
+  /**
+   * When the incident was confirmed (RFC 3339, confirm's clock): a heartbeat renewal dated
+   * later, beyond the skew bound, was written after the node was found dead.
+   */
+  confirmedAt: string;
+  /** The policy's corroboration.maxClockSkewMs. */
+  maxClockSkewMs: number;
 }
 
 /** The per-node fencing Lease as read (coordination.k8s.io/v1). */
@@ -132,6 +166,8 @@ export interface View {
   observers?: Readonly<Record<string, ObserverInfo>>;
   /** The node's kubelet Lease (kube-node-lease/<node>, ViewRequest.kubeletLease), read from the API. */
   kubeletLease?: LeaseInfo;
+  /** The node's own heartbeat Lease (ViewRequest.heartbeatLease; "absent": read, there is none); undefined: not read. */
+  heartbeat?: HeartbeatRead | "absent";
   /**
    * Identities (service-account user names) whose Confirmed incidents may be fenced (S6).
    * From the deployment's configuration, never from an event.
@@ -242,6 +278,8 @@ export type Action =
       /** Policy levels, or discovered ones (BareMetalHost: Secret in the host's namespace, hold annotation). */
       levels: ResolvedFencingLevel[];
       timeoutMs: number;
+      /** The last look before each off command (absent: none, e.g. an old caller's action). */
+      look?: LastLookPlan;
     }
   | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
   | { kind: "setTaint"; node: string; taint: Taint }
@@ -324,6 +362,8 @@ export interface ViewRequest {
   observers?: boolean;
   /** Read the node's kubelet Lease (View.kubeletLease). */
   kubeletLease?: boolean;
+  /** Read the node's heartbeat Lease fastfence-alive-<node> (View.heartbeat). */
+  heartbeatLease?: boolean;
   /** Discover the node's fencing levels (View.discoveredLevels / discoveryError) when the policy opts in. */
   discovery?: boolean;
   /** Read planned work and other remediators for the node (View.planned). */

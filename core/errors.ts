@@ -17,6 +17,7 @@ export type ErrorCode =
   | "FF_BMC_TIMEOUT"
   | "FF_BMC_STILL_ON"
   | "FF_BMC_PROTOCOL"
+  | "FF_NODE_RESPONDING"
   | "FF_CANCELLED"
   | "FF_INTERNAL";
 

@@ -4,6 +4,7 @@
 // knative/base/crds/nodefence.yaml uses these field names. Pure: no I/O, no clock.
 import { z } from "zod";
 import { FastfenceError } from "./errors.ts";
+import { AttemptSchema } from "./attempt.ts";
 
 export const NODEFENCE_GROUP = "fastfence.io";
 export const NODEFENCE_VERSION = "v1alpha1";
@@ -111,6 +112,19 @@ export const PHASE_TIMESTAMP_KEY = {
 
 const Time = z.iso.datetime({ offset: true });
 
+export {
+  ATTEMPT_RESULTS,
+  AttemptSchema,
+  LAST_LOOK_REASONS,
+  LastLookSchema,
+  POWER_STATES,
+  type Attempt,
+  type AttemptResult,
+  type LastLook,
+  type LastLookReason,
+  type PowerState,
+} from "./attempt.ts";
+
 export const EVIDENCE_KINDS = ["probe", "condition", "lease"] as const;
 export type EvidenceKind = (typeof EVIDENCE_KINDS)[number];
 
@@ -153,41 +167,6 @@ export const EvidenceSchema = z.object({
   proof: ProofSchema.optional(),
 });
 export type Evidence = z.infer<typeof EvidenceSchema>;
-
-export const POWER_STATES = ["On", "Off", "PoweringOn", "PoweringOff", "Unknown"] as const;
-export type PowerState = (typeof POWER_STATES)[number];
-
-export const ATTEMPT_RESULTS = [
-  "off-confirmed",
-  "still-on",
-  "unreachable",
-  "auth-failed",
-  "timeout",
-  "error",
-] as const;
-export type AttemptResult = (typeof ATTEMPT_RESULTS)[number];
-
-/** One power-off try at one level, with what was read back afterwards (S1). */
-export const AttemptSchema = z.object({
-  round: z.int().min(1),
-  /** Index into the node's fencing levels (0 = first). */
-  level: z.int().min(0),
-  driver: z.enum(["redfish", "ipmi", "fence-agent"]),
-  /** Who drove it (lease holder identity). */
-  by: z.string().min(1),
-  startedAt: Time,
-  /** When the off command was acknowledged by the BMC (absent if it never was). */
-  commandAt: Time.optional(),
-  finishedAt: Time,
-  result: z.enum(ATTEMPT_RESULTS),
-  /** Power state read back from the BMC after the command. */
-  readBackState: z.enum(POWER_STATES).optional(),
-  readBackAt: Time.optional(),
-  /** FastfenceError code on failure. */
-  errorCode: z.string().optional(),
-  message: z.string().optional(),
-});
-export type Attempt = z.infer<typeof AttemptSchema>;
 
 /**
  * An authorised person's request to fence the node (`fastfence fence NODE --reason`): it

@@ -8,6 +8,7 @@
 // as a zod refinement, with the same messages (core/timeout-chain.ts). Pure: no I/O, never
 // reads the clock.
 import { z } from "zod";
+import { insecureLevelProblem } from "./level-security.ts";
 import {
   LEVELS_IN_CHAIN,
   MAX_POWER_OFF_TIMEOUT_MS,
@@ -128,22 +129,31 @@ export const FENCING_DRIVERS = ["redfish", "ipmi", "fence-agent"] as const;
 export type FencingDriver = (typeof FENCING_DRIVERS)[number];
 
 /** One way to power a node off: tried in order, the next one is the escalation. */
-export const FencingLevelSchema = z.object({
-  driver: z.enum(FENCING_DRIVERS),
-  // BMC address, e.g. "redfish+https://10.0.0.5/redfish/v1/Systems/1" or "ipmi://10.0.0.5:623".
-  address: z.string().min(1),
-  // Name of a Secret (in the fastfence namespace) with `username` and `password`.
-  credentialsSecret: z.string().min(1),
-  // Time for this level: getting the BMC ready (Redfish discovery and login, when not done
-  // yet), the off command and the read-back until Off. Unit: ms. Default 20000. Must be
-  // above timeouts.bmcCallTimeoutMs and at most timeouts.powerOffTimeoutMs; a level that
-  // starts late in a round gets only what is left of the round. Longer lets a slow BMC
-  // (a cold Redfish session is about 5 requests) finish; shorter escalates to the next
-  // level sooner when this one hangs.
-  timeoutMs: z.int().min(100).max(MAX_POWER_OFF_TIMEOUT_MS).default(20_000),
-  // Driver options (e.g. fence agent name, cipher suite "3", insecure TLS).
-  options: z.record(z.string(), z.string()).optional(),
-});
+export const FencingLevelSchema = z
+  .object({
+    driver: z.enum(FENCING_DRIVERS),
+    // BMC address, e.g. "redfish+https://10.0.0.5/redfish/v1/Systems/1" or "ipmi://10.0.0.5:623".
+    address: z.string().min(1),
+    // Name of a Secret (in the fastfence namespace) with `username` and `password`.
+    credentialsSecret: z.string().min(1),
+    // Time for this level: getting the BMC ready (Redfish discovery and login, when not done
+    // yet), the off command and the read-back until Off. Unit: ms. Default 20000. Must be
+    // above timeouts.bmcCallTimeoutMs and at most timeouts.powerOffTimeoutMs; a level that
+    // starts late in a round gets only what is left of the round. Longer lets a slow BMC
+    // (a cold Redfish session is about 5 requests) finish; shorter escalates to the next
+    // level sooner when this one hangs.
+    timeoutMs: z.int().min(100).max(MAX_POWER_OFF_TIMEOUT_MS).default(20_000),
+    // Driver options (e.g. fence agent name, cipher suite "3", insecure "true": no certificate checks).
+    options: z.record(z.string(), z.string()).optional(),
+    // Allow this level to reach its BMC insecurely: a plain-HTTP address (redfish+http://) or
+    // options.insecure "true". Without it such a level is refused. Logged, exported
+    // (fastfence_bmc_insecure) and shown by `fastfence bmc check` as insecure.
+    insecure: z.boolean().optional(),
+  })
+  .superRefine((level, ctx) => {
+    const problem = insecureLevelProblem(level, "this fencing level");
+    if (problem) ctx.addIssue({ code: "custom", path: ["insecure"], message: problem });
+  });
 export type FencingLevel = z.infer<typeof FencingLevelSchema>;
 
 /**

@@ -36,6 +36,7 @@ import { ObserverKey } from "./observer-key.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { NodeObserved } from "../events/schemas.ts";
 import { tcpProbe } from "./tcp-probe.ts";
+import { probeAddress } from "../core/probe-address.ts";
 
 export interface EventSourceConfig {
   /** This replica's id (pod name). */
@@ -80,22 +81,7 @@ function snapshot(n: V1Node): NodeSnapshot {
   };
 }
 
-/** Annotation overriding where a node is probed ("host:port"), e.g. a management network. */
-export const PROBE_ADDRESS_ANNOTATION = "fastfence.io/probe-address";
-
-function probeAddress(n: V1Node, defaultPort: number): { host: string; port: number } | undefined {
-  const override = n.metadata?.annotations?.[PROBE_ADDRESS_ANNOTATION];
-  if (override) {
-    const i = override.lastIndexOf(":");
-    const port = Number(override.slice(i + 1));
-    if (i > 0 && Number.isInteger(port) && port > 0 && port < 65536)
-      return { host: override.slice(0, i), port };
-  }
-  const host =
-    n.status?.addresses?.find((a) => a.type === "InternalIP")?.address ?? n.status?.addresses?.[0]?.address;
-  if (!host) return undefined;
-  return { host, port: defaultPort };
-}
+export { PROBE_ADDRESS_ANNOTATION } from "../core/probe-address.ts";
 
 export async function startEventSource(opts: {
   kubeConfig: KubeConfig;

@@ -8,7 +8,9 @@
 // on a fresh policy (a hold stops it: hold.pure.ts; Observe mode records, never powers).
 // The power-off's result comes back into `decide` (input.result): `onPowerOffResult` makes
 // FencedOff only of a read-back of exactly Off after the command; anything else is
-// FenceFailed with the reason (retried after a backoff, final after maxRounds). No I/O.
+// FenceFailed with the reason (retried after a backoff, final after maxRounds). Every
+// powerOff carries a last-look plan (last-look.pure.ts): a round the look abandoned because
+// the node responds powers nothing off and ends as hold.pure.ts abandonedRound says. No I/O.
 import {
   OBSERVED_REASON,
   OPERATOR_REQUESTED_REASON,
@@ -39,13 +41,15 @@ import type { ErrorCode } from "../../core/errors.ts";
 import type { RejectCode } from "../../core/reasons.ts";
 import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
-import { heldRound, observed } from "./hold.pure.ts";
+import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts";
+import { lookPlan } from "./last-look.pure.ts";
 
 export { liveHolder } from "../../core/decision.ts";
+export { failedData } from "./hold.pure.ts";
 import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
-import type { FenceFailed, NodeFenced } from "../../events/schemas.ts";
+import type { NodeFenced } from "../../events/schemas.ts";
 
 export function locate(event: FfEvent): ViewRequest {
   const d = event.data as { incident?: string };
@@ -57,6 +61,7 @@ export function locate(event: FfEvent): ViewRequest {
     discovery: true,
     planned: true,
     freshPolicy: true,
+    heartbeatLease: true,
   };
 }
 
@@ -238,6 +243,8 @@ export function startRound(r: RoundStart): Decision {
       holder: self.replica,
       levels,
       timeoutMs: policy.timeouts.powerOffTimeoutMs,
+      // A person's request fences a node that may well be up: no last look (operator.pure.ts)
+      ...(inc.spec.operatorRequest ? {} : { look: lookPlan(inc, st, node, view) }),
     },
   ];
   return processed(`fencing ${node.name} round ${round}`, actions);
@@ -305,6 +312,7 @@ const RESULT_CODES: Record<Attempt["result"], ErrorCode> = {
   "auth-failed": "FF_BMC_AUTH_FAILED",
   timeout: "FF_BMC_TIMEOUT",
   error: "FF_BMC_PROTOCOL",
+  abandoned: "FF_NODE_RESPONDING",
 };
 
 export function onPowerOffResult(input: PowerOffResultInput): Decision {
@@ -325,6 +333,8 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
     holder: self.replica,
   };
   const ok = confirmingAttempt(result.attempts);
+  const looked = result.attempts.find((a) => a.result === "abandoned" && a.lastLook);
+  if (!ok && looked) return abandonedRound({ inc, st, rv, attempts, looked, release, policy, now });
   if (ok) {
     const at = ok.readBackAt!;
     const status = transition(st, "FencedOff", iso(now), {
@@ -375,26 +385,4 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
       ),
     ],
   );
-}
-
-/** The fence.failed event's data for a failed round (`final`: no round follows). */
-export function failedData(
-  inc: NodeFence,
-  status: NodeFenceStatus,
-  reason: string,
-  code: string,
-  attempts: Attempt[],
-  final: boolean,
-): FenceFailed {
-  return {
-    incident: inc.metadata.name,
-    node: inc.spec.nodeName,
-    bootId: inc.spec.bootId,
-    round: Math.max(status.round, 1),
-    reason,
-    code,
-    attempts,
-    final,
-    ...(status.retryNotBefore && !final ? { retryNotBefore: status.retryNotBefore } : {}),
-  };
 }

@@ -1,13 +1,29 @@
 // fence, the rounds that send no power command: a round a hold for planned work stops
-// (core/planned.ts; the incident keeps its phase and says why) and a round in Observe mode
-// (the incident is Closed, saying which level fence would have used). Pure: no I/O; it
-// never asks for a power action.
-import { OBSERVED_REASON, type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
-import { ignored, iso, outgoing, processed, type Decision, type NodeInfo } from "../../core/decision.ts";
+// (core/planned.ts; the incident keeps its phase and says why), a round in Observe mode
+// (the incident is Closed, saying which level fence would have used), and a round the last
+// look abandoned because the node responds (last-look.pure.ts: FenceFailed with the reason;
+// recover closes it once the look saw the node back). Also the fence.failed event's data.
+// Pure: no I/O; it never asks for a power action.
+import {
+  OBSERVED_REASON,
+  transition,
+  type Attempt,
+  type NodeFence,
+  type NodeFenceStatus,
+} from "../../core/incident.ts";
+import {
+  ignored,
+  iso,
+  outgoing,
+  processed,
+  type Action,
+  type Decision,
+  type NodeInfo,
+} from "../../core/decision.ts";
 import type { Hold } from "../../core/planned.ts";
-import type { ResolvedFencingLevel } from "../../core/policy.ts";
+import type { FencingPolicySpec, ResolvedFencingLevel } from "../../core/policy.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
-import type { FenceObserved } from "../../events/schemas.ts";
+import type { FenceFailed, FenceObserved } from "../../events/schemas.ts";
 
 /**
  * A round that a hold stops before any power command: the incident keeps its phase and
@@ -65,4 +81,78 @@ export function observed(
     [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }],
     [outgoing(EVENT_TYPES.fenceObserved, node.name, name, data)],
   );
+}
+
+/** A round the last look stopped before an off command, as onPowerOffResult hands it over. */
+export interface AbandonedRound {
+  inc: NodeFence;
+  st: NodeFenceStatus;
+  rv: string;
+  /** The incident's attempts with this round's appended. */
+  attempts: Attempt[];
+  /** The attempt the look abandoned (result "abandoned", with lastLook). */
+  looked: Attempt;
+  /** Releases this replica's fencing Lease. */
+  release: Action;
+  policy: FencingPolicySpec;
+  now: number;
+}
+
+/**
+ * A round abandoned by the last look (nothing was powered off in it) ends FenceFailed with the
+ * look's reason (NodeResponding, NodeRebooted), like any round without a read-back Off, and
+ * nothing is released (S1). When the look found the node back (the incident's boot ID, Ready,
+ * heartbeat renewed) recover closes the incident (functions/recover/resync.pure.ts: only
+ * recover may close one); until then, or when it answers but is not back yet, the next round
+ * after the backoff looks again and is abandoned again while the node responds; recover
+ * closes a rebooted node's incident when it is Ready with its new boot ID.
+ */
+export function abandonedRound(r: AbandonedRound): Decision {
+  const { inc, st, rv, attempts, looked, release, policy, now } = r;
+  const name = inc.metadata.name;
+  const node = inc.spec.nodeName;
+  const look = looked.lastLook!;
+  const why = looked.message ?? `${node} responded in the last look`;
+  const final = st.round >= policy.fencing.maxRounds;
+  const retryNotBefore = final ? undefined : iso(now + policy.fencing.retryBackoffMs);
+  const status = transition(st, "FenceFailed", iso(now), {
+    attempts,
+    reason: look.reason,
+    message: `round ${st.round}/${policy.fencing.maxRounds} abandoned: ${why}${look.back ? "; recover closes the incident" : final ? "; giving up" : ""}`,
+    retryNotBefore,
+  });
+  return processed(
+    `fencing ${node} round ${st.round} abandoned (${look.reason}${look.back ? ", node back" : ""})`,
+    [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
+    [
+      outgoing(
+        EVENT_TYPES.fenceFailed,
+        node,
+        name,
+        failedData(inc, status, why, "FF_NODE_RESPONDING", [looked], final),
+      ),
+    ],
+  );
+}
+
+/** The fence.failed event's data for a failed round (`final`: no round follows). */
+export function failedData(
+  inc: NodeFence,
+  status: NodeFenceStatus,
+  reason: string,
+  code: string,
+  attempts: Attempt[],
+  final: boolean,
+): FenceFailed {
+  return {
+    incident: inc.metadata.name,
+    node: inc.spec.nodeName,
+    bootId: inc.spec.bootId,
+    round: Math.max(status.round, 1),
+    reason,
+    code,
+    attempts,
+    final,
+    ...(status.retryNotBefore && !final ? { retryNotBefore: status.retryNotBefore } : {}),
+  };
 }

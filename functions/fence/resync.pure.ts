@@ -36,6 +36,7 @@ export function locateResync(r: Resync): ViewRequest {
     discovery: true,
     planned: true,
     freshPolicy: true,
+    heartbeatLease: true, // the last look's baseline (last-look.pure.ts)
   };
 }
 

@@ -4,7 +4,8 @@
 // round will follow): a round under way or due is never cut off this way. Nothing is
 // released on the node (S1: its power-off was never read back); the workloads stay until
 // the node comes back or someone deals with them. It also closes an incident fence
-// observed in Observe mode (Confirmed, reason Observed). No I/O.
+// observed in Observe mode (Confirmed, reason Observed), and one whose node fence's last look
+// found back before any power-off (FenceFailed, reason NodeResponding: back.pure.ts). No I/O.
 import {
   OBSERVED_REASON,
   RELEASE_SLOT_ANNOTATION,
@@ -14,6 +15,7 @@ import {
   type NodeFence,
   type Phase,
 } from "../../core/incident.ts";
+import { closeBack, lookFoundBack } from "./back.pure.ts";
 import {
   ignored,
   iso,
@@ -34,6 +36,7 @@ const MAX_REASON = 256;
 /** A release-slot request, or an observed incident to close: nothing else needs recover's resync. */
 export function resyncWants(inc: NodeFence): boolean {
   const st = statusOf(inc);
+  if (lookFoundBack(st)) return true;
   return st.phase === "Confirmed"
     ? st.reason === OBSERVED_REASON
     : inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] !== undefined;
@@ -53,6 +56,7 @@ export function resync(input: DecideInput<Resync>): Decision {
   if (!RECOVER_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
   if (st.phase === "Confirmed") return closeObserved(input);
+  if (lookFoundBack(st)) return closeBack(input);
   const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   if (why === undefined)
     return ignored(

@@ -70,6 +70,18 @@ export interface PipelineCluster {
   /** Undo partitionFromPeers. */
   healPartition(node: string): Promise<void>;
   /**
+   * The node hangs (a long pause, a hung NIC): its kubelet (kwok) is frozen, its probed port
+   * stops answering and its replicas stop renewing anything (they are stopped: nothing of a
+   * hung node runs). Its BMC stays up and reports On; its boot ID does not change.
+   */
+  hang(node: string): Promise<number>;
+  /**
+   * A hung node runs again with the same boot ID: its kubelet thaws, its probed port
+   * answers, then its replicas run again (new pod names, fresh consumer groups) and its
+   * event source renews its heartbeat Lease.
+   */
+  resume(node: string): Promise<void>;
+  /**
    * Bring a crashed or powered-off node back as a reboot does: its BMC reads On, its
    * probed (kubelet) port answers, then its kubelet (kwok) runs again with a new boot ID in status.nodeInfo.bootID and is Ready, then its
    * event-source and function replicas run again as new pods (new names: replicaName).
@@ -303,6 +315,23 @@ export async function startPipelineCluster(
       crashReplicas: async (name, which) => {
         if (which.cutApi) relays.get(name)!.cut();
         await stopReplicas(nodes.get(name)!, which);
+      },
+      hang: async (name) => {
+        const p = nodes.get(name)!;
+        const t0 = Date.now();
+        kwok.byName(name).freeze();
+        await p.listener.kill();
+        await stopReplicas(p, everything);
+        return t0;
+      },
+      resume: async (name) => {
+        const p = nodes.get(name)!;
+        kwok.byName(name).thaw();
+        spawnListener(p);
+        await waitUntil(`${name}'s port answers`, () => answers(p.probePort), 10_000, 50);
+        p.boots++;
+        await startReplicas(replicaEnv, p);
+        await Promise.all(replicasReady(p));
       },
       partitionFromPeers: async (name) => nodes.get(name)!.listener.kill(),
       healPartition: async (name) => spawnListener(nodes.get(name)!),

@@ -31,6 +31,7 @@ export function redfishLevel(host: string, port: number, node: string): FencingL
     address: `redfish+http://${host}:${port}/redfish/v1/Systems/${node}`,
     credentialsSecret: `bmc-${node}`,
     timeoutMs: 5000,
+    insecure: true, // the lab's Redfish speaks plain HTTP on loopback: allowed only explicitly
   };
 }
 

@@ -183,6 +183,11 @@ export interface ConfirmOptions {
   callTimeoutMs?: number;
   /** Re-send the off command when a read-back still says on after this many reads (0 = never). */
   resendOffEvery?: number;
+  /**
+   * Called once the driver is ready, just before the (first) off command: fence's last look
+   * (infra/fence/last-look.ts). What it throws ends the call before any off command.
+   */
+  beforeOff?: () => Promise<void>;
 }
 
 export interface Readback {
@@ -267,6 +272,10 @@ export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions
     await driver.off({ timeoutMs: callBudget(), signal: opts.signal });
   };
 
+  if (opts.beforeOff) {
+    await opts.beforeOff();
+    if (opts.signal?.aborted) throw opts.signal.reason;
+  }
   const commandAt = opts.now();
   await issueOff();
   let onReads = 0;

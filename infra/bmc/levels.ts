@@ -2,6 +2,8 @@
 // fence agent). Each level runs powerOffAndConfirm within its own budget, cut to what is
 // left of the round's (a level is never started once the round's budget is spent); an
 // error or a timeout moves on to the next level; success only when power-off was read back (S1).
+// Just before each level's off command the caller's last look (beforeOff) may abandon the
+// round: then no off command is sent at that level or any later one.
 // Every try is returned as the NodeFence Attempt itself (core/incident.ts: round, level,
 // driver, holder, times, result, read-back, error code), the record the incident stores:
 // nothing translates it afterwards. Attempts carry codes and secret-free messages only.
@@ -9,7 +11,7 @@
 // call it makes (prepare, off, each status read) a span under the level's, carrying the
 // driver, the secret-free target and the result: never a credential.
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
-import type { Attempt } from "../../core/incident.ts";
+import type { Attempt, LastLook } from "../../core/incident.ts";
 import { traceChild, tracingActive } from "../tracing.ts";
 import {
   attemptResultOf,
@@ -38,6 +40,18 @@ export interface FenceOutcome {
   attempts: Attempt[];
 }
 
+/** The last look's answer before a level's off command: go, or abandon with what it saw. */
+export type OffGateVerdict = { go: true } | { go: false; look: LastLook; message: string };
+
+/** A round the last look stopped before an off command (never retried within the round). */
+export class RoundAbandoned extends FastfenceError {
+  readonly look: LastLook;
+  constructor(look: LastLook, message: string) {
+    super("FF_NODE_RESPONDING", message);
+    this.look = look;
+  }
+}
+
 export interface FenceRound {
   /** The incident's fencing round (1-based), recorded on every attempt. */
   round: number;
@@ -52,6 +66,11 @@ export interface FenceRound {
   roundEndsAt?: number;
   signal?: AbortSignal;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /**
+   * fence's last look, asked just before each level's off command (level 0-based): an
+   * abandon ends the round there, with an attempt of result "abandoned" and no off command.
+   */
+  beforeOff?: (level: number) => Promise<OffGateVerdict>;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -106,6 +125,7 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
           now: opts.now,
           signal: ac.signal,
           sleep: opts.sleep,
+          ...(opts.beforeOff ? { beforeOff: () => gate(opts.beforeOff!, i) } : {}),
         });
       const r = traced
         ? await traceChild("fastfence.bmc power-off level", level, run, (o) => ({
@@ -125,6 +145,11 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
       });
       return { confirmed: true, level: i, attempts };
     } catch (err) {
+      if (err instanceof RoundAbandoned) {
+        const { look, message } = err;
+        attempts.push({ ...base, finishedAt: iso(opts.now()), result: "abandoned", message, lastLook: look });
+        break; // nothing was powered off; no later level may be either
+      }
       const cancelled = opts.signal?.aborted === true;
       const fe = err instanceof FastfenceError ? err : undefined;
       const errorCode: ErrorCode = fe?.code ?? (ac.signal.aborted ? "FF_BMC_TIMEOUT" : "FF_INTERNAL");
@@ -143,6 +168,12 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
     }
   }
   return { confirmed: false, attempts };
+}
+
+/** Asks the last look; an abandon is thrown so that powerOffAndConfirm sends no off command. */
+async function gate(look: (level: number) => Promise<OffGateVerdict>, level: number): Promise<void> {
+  const v = await look(level);
+  if (!v.go) throw new RoundAbandoned(v.look, v.message);
 }
 
 /** The driver with each call a span under the current one (only built while tracing). */

@@ -1,18 +1,18 @@
-// BMC discovery from metal3 BareMetalHost objects (metal3.io/v1alpha1): which host backs
-// a node, and that host's spec.bmc (address, credentialsName, disableCertificateVerification).
-// The mapping never trusts what a node can write about itself (issue 13): not its
-// annotations or labels, and not its spec.providerID (a kubelet chooses it when it
-// registers its Node, and may delete and re-register its own Node). It goes through
-// objects only the machine controllers write: the one Machine whose status.nodeRef names
-// the node (OpenShift machine.openshift.io, or Cluster API cluster.x-k8s.io → its
-// Metal3Machine), then that object's "metal3.io/BareMetalHost" annotation, or the host
-// whose spec.consumerRef points back at it; both must agree when both are there. Also the
-// reboot.metal3.io annotation that keeps the Bare Metal Operator from powering a fenced
-// host back on while an incident is open. Pure functions, plus KubeMetal3Api: thin
-// reads/patches through infra/kube/client.ts. Names a host's credentials Secret but never
-// reads it (that is credentials.ts): no credential in a level, log or error.
+// BMC discovery from metal3 BareMetalHost objects (metal3.io/v1alpha1): which host backs a node, and that
+// host's spec.bmc (address, credentialsName, disableCertificateVerification). The mapping never trusts
+// what a node can write about itself (issue 13): not its annotations or labels, and not its
+// spec.providerID (a kubelet chooses it when it registers its Node, and may delete and re-register its own
+// Node). It goes through objects only the machine controllers write: the one Machine whose status.nodeRef
+// names the node (OpenShift machine.openshift.io, or Cluster API cluster.x-k8s.io → its Metal3Machine),
+// then that object's "metal3.io/BareMetalHost" annotation, or the host whose spec.consumerRef points back
+// at it; both must agree when both are there. Also the reboot.metal3.io annotation that keeps the Bare
+// Metal Operator from powering a fenced host back on while an incident is open. Pure functions, plus
+// KubeMetal3Api: thin reads/patches through infra/kube/client.ts. Names a host's credentials Secret but
+// never reads it (that is credentials.ts): no credential in a level, log or error. Plain HTTP or no
+// certificate checks need the host's disableCertificateVerification.
 import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { FastfenceError, type ErrorCode } from "../../core/errors.ts";
+import { insecureLevelProblem } from "../../core/level-security.ts";
 import { FencingLevelSchema, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { KubeApiError, type Kube } from "../kube/client.ts";
 import type { BmcSettings } from "./settings.ts";
@@ -203,17 +203,19 @@ export async function discoverNodeHost(
 export function levelFromHost(settings: BmcSettings, host: BareMetalHostLike): ResolvedFencingLevel {
   const ns = host.metadata?.namespace ?? "default";
   const name = host.metadata?.name ?? "?";
-  if (!settings.credentialsSecret)
-    throw new Metal3DiscoveryError(
-      "FF_INVALID_CONFIG",
-      `BareMetalHost ${ns}/${name} has no spec.bmc.credentialsName`,
-    );
-  const level = FencingLevelSchema.parse({
+  const bad = (why: string) =>
+    new Metal3DiscoveryError("FF_INVALID_CONFIG", `BareMetalHost ${ns}/${name} ${why}`);
+  if (!settings.credentialsSecret) throw bad("has no spec.bmc.credentialsName");
+  const insecure = settings.options?.insecure === true; // disableCertificateVerification
+  const candidate = {
     driver: parseBmcAddress(settings.address).protocol,
     address: settings.address,
     credentialsSecret: settings.credentialsSecret.name,
-    ...(settings.options?.insecure ? { options: { insecure: "true" } } : {}),
-  });
+    ...(insecure ? { options: { insecure: "true" }, insecure: true } : {}),
+  };
+  const problem = insecureLevelProblem(candidate, "spec.bmc.address");
+  if (problem) throw bad(`${problem} (set spec.bmc.disableCertificateVerification)`);
+  const level = FencingLevelSchema.parse(candidate);
   return { ...level, discovered: { kind: "BareMetalHost", namespace: ns, name } };
 }
 

@@ -1,7 +1,8 @@
 // BMC metrics: every call a BMC driver makes for fastfence (status read, off, on, cycle,
 // prepare) counted by driver, operation and result, and timed, through one wrapper
 // (meteredDriver) that the power executor and the BMC health check put around each driver
-// they build. Also the BMC health gauges the health check (infra/fence/health.ts) sets.
+// they build. Also the BMC health gauges the health check (infra/fence/health.ts) sets, and
+// the count of fence's last looks before an off command (infra/fence/last-look.ts).
 // Results are a small fixed vocabulary taken from the typed BMC errors (auth-failed,
 // unreachable, timeout, ...), never a message, an address or a credential; the wrapper
 // changes no outcome: it returns and throws exactly what the driver does.
@@ -36,6 +37,10 @@ export interface BmcMetrics {
   bmcUp: Gauge<"node" | "level" | "driver">;
   /** The last health check's result of the node's level: one series per level, value 1. */
   bmcCheckResult: Gauge<"node" | "level" | "driver" | "result">;
+  /** 1 for each way a node's fencing level reaches its BMC insecurely (plain-http, no-cert-check), allowed by its insecure: true. */
+  bmcInsecure: Gauge<"node" | "level" | "driver" | "mode">;
+  /** fence's last looks before an off command, by result (go, NodeResponding, NodeRebooted). */
+  lastLooks: Counter<"result">;
 }
 
 const CALL_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20];
@@ -65,6 +70,18 @@ export function createBmcMetrics(registry: Registry): BmcMetrics {
       name: "fastfence_bmc_check_result",
       help: "Result of the last BMC health check of the node's fencing level (value 1; auth-failed: credentials rejected).",
       labelNames: ["node", "level", "driver", "result"],
+      registers: [registry],
+    }),
+    bmcInsecure: new Gauge({
+      name: "fastfence_bmc_insecure",
+      help: "1 for each way a node's fencing level reaches its BMC insecurely (mode plain-http or no-cert-check), allowed by the level's insecure: true; set by the BMC health check.",
+      labelNames: ["node", "level", "driver", "mode"],
+      registers: [registry],
+    }),
+    lastLooks: new Counter({
+      name: "fastfence_last_look_total",
+      help: "fence's last looks at a node just before an off command, by result: go (still unreachable) or the reason the round was abandoned (NodeResponding, NodeRebooted).",
+      labelNames: ["result"],
       registers: [registry],
     }),
   };

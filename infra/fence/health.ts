@@ -3,7 +3,8 @@
 // levels for the node, core/policy.ts resolveLevels, with metal3 discovery when the policy
 // opts in) — a login and one status read per level, nothing that changes power — and
 // exports the result per node and level: fastfence_bmc_up{node,level,driver} and
-// fastfence_bmc_check_result{node,level,driver,result}, where a BMC that rejects the
+// fastfence_bmc_check_result{node,level,driver,result} (and fastfence_bmc_insecure{node,level,
+// driver,mode} for a level allowed to use plain HTTP or no certificate checks), where a BMC that rejects the
 // credentials (auth-failed) is told apart from one that does not answer (unreachable,
 // timeout) and from a Secret that is missing or unusable (credentials). So a wrong password
 // is an alert within one interval, not a surprise during the next fencing.
@@ -18,6 +19,7 @@
 // leaves the previous values and tries again next interval.
 import type { Clock } from "../../core/clock.ts";
 import { asFastfenceError } from "../../core/errors.ts";
+import { describeModes, insecureModes, type InsecureMode } from "../../core/level-security.ts";
 import { resolveLevels, type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
 import { BmcCredentialsError, namingSecret, readBmcCredentials, type SecretRef } from "../bmc/credentials.ts";
 import { discoverLevels, type Metal3Api } from "../bmc/metal3.ts";
@@ -59,6 +61,8 @@ export interface CheckReport {
   level: number;
   driver: string;
   result: BmcCheckResult;
+  /** How the level reaches its BMC insecurely (allowed by its insecure: true); empty: securely. */
+  insecure: InsecureMode[];
 }
 
 /** A level the pass could not check (its Secret could not be read for a transient reason). */
@@ -128,6 +132,13 @@ export function startBmcHealthCheck(o: BmcHealthOptions): BmcHealthCheck {
     const labels = { node: r.node, level: String(r.level), driver: r.driver };
     if (before && before.result !== r.result)
       o.metrics.bmcCheckResult.remove({ ...labels, result: before.result });
+    for (const mode of before?.insecure ?? []) o.metrics.bmcInsecure.remove({ ...labels, mode });
+    for (const mode of r.insecure) o.metrics.bmcInsecure.set({ ...labels, mode }, 1);
+    if (r.insecure.length && !before?.insecure.length)
+      o.log.warn(
+        { incident: "none", node: r.node, level: r.level, driver: r.driver, insecure: r.insecure },
+        `BMC health check: this fencing level is insecure (${describeModes(r.insecure)}), allowed by its insecure: true`,
+      );
     o.metrics.bmcCheckResult.set({ ...labels, result: r.result }, 1);
     o.metrics.bmcUp.set(labels, r.result === "ok" ? 1 : 0);
     current.set(key, r);
@@ -150,6 +161,7 @@ export function startBmcHealthCheck(o: BmcHealthOptions): BmcHealthCheck {
       const labels = { node: r.node, level: String(r.level), driver: r.driver };
       o.metrics.bmcCheckResult.remove({ ...labels, result: r.result });
       o.metrics.bmcUp.remove(labels);
+      for (const mode of r.insecure) o.metrics.bmcInsecure.remove({ ...labels, mode });
       current.delete(key);
     }
   }
@@ -171,7 +183,13 @@ export function startBmcHealthCheck(o: BmcHealthOptions): BmcHealthCheck {
         seen.add(`${t.node}|${t.index}|${t.level.driver}`);
         const result = await check(t.level, policy);
         if (result === NOT_CHECKED) continue; // the previous value stands
-        const r = { node: t.node, level: t.index, driver: t.level.driver, result };
+        const r = {
+          node: t.node,
+          level: t.index,
+          driver: t.level.driver,
+          result,
+          insecure: insecureModes(t.level),
+        };
         record(r);
         reports.push(r);
       }

@@ -6,7 +6,9 @@
 // sets the reboot.metal3.io hold before the power-off (the Bare Metal Operator must not
 // power it back on) and clears it before a power-on or when an incident ends
 // (releaseHolds). An attempt is "off-confirmed" only when the driver read the power state
-// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts).
+// back as Off after the command (S1, infra/bmc/driver.ts and levels.ts). Just before each
+// level's off command it takes the action's last look (infra/fence/last-look.ts): a node
+// that responds again stops the round with an "abandoned" attempt and no off command.
 // Rotated credentials: every power action (a powerOff round, a powerOn, the prepare head
 // start) reads its levels' Secrets as they are now (one GET per Secret), so an updated
 // Secret is used by the next action without a restart. Drivers are kept per Secret content
@@ -21,7 +23,8 @@
 // fastfence_bmc_calls_total{driver,operation,result}, fastfence_bmc_call_duration_seconds).
 // Credentials are never logged, returned, or put into a key, a label or a message.
 import type { Action } from "../../core/decision.ts";
-import { FastfenceError, asFastfenceError } from "../../core/errors.ts";
+import { FastfenceError, InvalidInputError, asFastfenceError } from "../../core/errors.ts";
+import { describeModes, insecureLevelProblem, insecureModes } from "../../core/level-security.ts";
 import type { Attempt } from "../../core/incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel as PolicyLevel } from "../../core/policy.ts";
 import {
@@ -41,6 +44,7 @@ import type { Logger } from "../log.ts";
 import type { PowerExecutor } from "../runtime/stage-executor.ts";
 import type { Clock } from "../../core/clock.ts";
 import { DriverPool, type DriverUse } from "./driver-pool.ts";
+import { lookBeforeOff, type LookDeps } from "./last-look.ts";
 
 type PowerOff = Extract<Action, { kind: "powerOff" }>;
 
@@ -60,7 +64,9 @@ export interface PowerExecutorOptions {
   /** Secret-free notes (a driver replaced after its Secret changed). */
   log?: Logger;
   /** Counts and times every BMC call (fastfence_bmc_calls_total, fastfence_bmc_call_duration_seconds). */
-  metrics?: Pick<BmcMetrics, "bmcCalls" | "bmcCallSeconds">;
+  metrics?: Pick<BmcMetrics, "bmcCalls" | "bmcCallSeconds"> & Partial<Pick<BmcMetrics, "lastLooks">>;
+  /** The last look's TCP probe (tests); default source/tcp-probe.ts. */
+  probe?: LookDeps["probe"];
 }
 
 /** Driver options from a policy level's string map (documented in docs/bmc.md). */
@@ -86,6 +92,7 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly log: Logger | undefined;
   private readonly metrics: PowerExecutorOptions["metrics"];
   private readonly pool = new DriverPool();
+  private readonly look: LookDeps;
   /** Secret reads prepare started, by action and Secret, until that action's powerOff takes them. */
   private readonly headStarts = new Map<string, { at: number; read: Promise<BmcCredentials> }>();
 
@@ -104,6 +111,13 @@ export class BmcPowerExecutor implements PowerExecutor {
     this.driverFor = opts.driverFor ?? driverForAddress;
     this.log = opts.log;
     this.metrics = opts.metrics;
+    this.look = {
+      kube,
+      namespace: secretNamespace,
+      ...(opts.log ? { log: opts.log } : {}),
+      ...(opts.metrics?.lastLooks ? { lastLooks: opts.metrics.lastLooks } : {}),
+      ...(opts.probe ? { probe: opts.probe } : {}),
+    };
   }
 
   /**
@@ -137,10 +151,17 @@ export class BmcPowerExecutor implements PowerExecutor {
    */
   private async driverForLevel(level: PolicyLevel, read: Promise<BmcCredentials>): Promise<DriverUse> {
     const ref = this.secretOf(level);
+    refuseInsecure(level);
     const creds = await read;
     const slot = `${level.address}|${secretName(ref)}|${JSON.stringify(level.options ?? {})}`;
     const options = levelOptions(level.options, level.timeoutMs);
     const u = this.pool.use(slot, creds, (c) => {
+      const modes = insecureModes(level);
+      if (modes.length)
+        this.log?.warn(
+          { incident: "none", node: "none", target: level.address, insecure: modes },
+          `BMC level is insecure (${describeModes(modes)}, allowed by insecure: true): its traffic can be read or changed on the network`,
+        );
       const d = namingSecret(this.driverFor(level.address, c, options), ref);
       return this.metrics ? meteredDriver(d, level.driver, this.metrics) : d;
     });
@@ -154,7 +175,7 @@ export class BmcPowerExecutor implements PowerExecutor {
 
   async prepare(a: PowerOff, signal: AbortSignal): Promise<void> {
     const level = a.levels[0];
-    if (!level) return;
+    if (!level || insecureLevelProblem(level, "")) return; // the power-off reports the refusal
     const ref = this.secretOf(level);
     const now = this.clock.now();
     for (const [k, hs] of this.headStarts) if (now - hs.at > HEAD_START_MAX_AGE_MS) this.headStarts.delete(k); // never taken
@@ -182,6 +203,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     a: PowerOff,
     callTimeoutMs: number,
   ): Promise<{ levels: DriverLevel[]; uses: DriverUse[] }> {
+    a.levels.forEach(refuseInsecure); // before any Secret is read
     const reads = new Map<string, Promise<BmcCredentials>>();
     const readOnce = (ref: SecretRef) => {
       let r = reads.get(secretName(ref));
@@ -244,6 +266,9 @@ export class BmcPowerExecutor implements PowerExecutor {
         roundEndsAt: start + a.timeoutMs,
         signal,
         sleep: (ms, s) => this.clock.sleep(ms, s),
+        ...(a.look
+          ? { beforeOff: (level: number) => lookBeforeOff(this.look, a.look!, a.incident, level) }
+          : {}),
       });
       return outcome.attempts;
     } finally {
@@ -283,6 +308,15 @@ export class BmcPowerExecutor implements PowerExecutor {
   releaseHolds(incident: string, policy: FencingPolicySpec): Promise<string[]> {
     return this.metal3.releaseIncident(incident, policy.fencing.discovery === "Metal3");
   }
+}
+
+/**
+ * Plain HTTP or no certificate checks only on a level that says insecure: true: the policy
+ * reader and discovery refuse such a level already; one that reaches here anyway is refused too.
+ */
+function refuseInsecure(level: PolicyLevel): void {
+  const problem = insecureLevelProblem(level, `fencing level ${level.driver} ${level.address}`);
+  if (problem) throw new InvalidInputError("FF_INVALID_CONFIG", problem);
 }
 
 function discoveredHosts(levels: readonly PolicyLevel[]): { namespace: string; name: string }[] {

@@ -5,7 +5,7 @@
 // expired by its own renewTime + leaseDurationSeconds.
 import type { V1Lease } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
-import type { LeaseInfo, ObserverInfo } from "../../core/decision.ts";
+import type { HeartbeatRead, LeaseInfo, ObserverInfo } from "../../core/decision.ts";
 import { OBSERVER_KEY_ANNOTATION, OBSERVER_PREVIOUS_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
@@ -181,6 +181,15 @@ export function leaseInfoOf(l: V1Lease): LeaseInfo {
     ...(l.spec?.holderIdentity ? { holder: l.spec.holderIdentity } : {}),
     ...(renew ? { renewTime: new Date(renew as unknown as string).toISOString() } : {}),
     durationMs: (l.spec?.leaseDurationSeconds ?? 0) * 1000,
+  };
+}
+
+/** A heartbeat Lease as one read saw it: its resourceVersion and renewTime (View.heartbeat). */
+export function heartbeatReadOf(l: V1Lease): HeartbeatRead {
+  const renew = l.spec?.renewTime;
+  return {
+    resourceVersion: l.metadata?.resourceVersion ?? "",
+    ...(renew ? { renewTime: new Date(renew as unknown as string).toISOString() } : {}),
   };
 }
 

@@ -6,6 +6,7 @@
 import { PatchStrategy, setHeaderOptions, type V1Node, type V1Taint } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
 import { PLANNED_ANNOTATIONS } from "../../core/planned.ts";
+import { probeTargetOf, type ProbeTarget } from "../../core/probe-address.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 
 export const OUT_OF_SERVICE_TAINT: V1Taint = {
@@ -27,12 +28,15 @@ export interface NodeInfo {
   unschedulable: boolean;
   /** Only the annotations that say planned work (core/planned.ts PLANNED_ANNOTATIONS). */
   annotations: Record<string, string>;
+  /** Where the node is probed (core/probe-address.ts); absent: no address. */
+  probeAddress?: ProbeTarget;
 }
 
 export function nodeInfo(n: V1Node): NodeInfo {
   const status = n.status?.conditions?.find((c) => c.type === "Ready")?.status;
   const ready = status === "True" || status === "False" ? status : "Unknown";
   const labels = n.metadata?.labels ?? {};
+  const probe = probeTargetOf(n);
   return {
     name: n.metadata?.name ?? "",
     bootId: n.status?.nodeInfo?.bootID ?? "",
@@ -42,6 +46,7 @@ export function nodeInfo(n: V1Node): NodeInfo {
     resourceVersion: n.metadata?.resourceVersion ?? "",
     unschedulable: n.spec?.unschedulable === true,
     annotations: plannedAnnotations(n.metadata?.annotations),
+    ...(probe ? { probeAddress: probe } : {}),
   };
 }
 

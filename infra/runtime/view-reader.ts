@@ -1,14 +1,16 @@
 // Reads the view a pure stage asks for (core/decision.ts ViewRequest) in one go: the node,
 // the incident, the node's fencing Lease (its raw object kept for a takeLease to write
 // without reading again), the cluster lists and admission ledger, observer heartbeats, the
-// kubelet Lease, planned work for the node, and the node's discovered fencing levels when asked. Reads only: it never
-// writes, and it never decides what a view means.
+// kubelet Lease, the node's own heartbeat Lease, planned work for the node, and the node's
+// discovered fencing levels when asked. Reads only: it never writes, and it never decides
+// what a view means.
 import type { V1Lease } from "@kubernetes/client-node";
 import type { NodeInfo, View, ViewRequest } from "../../core/decision.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
 import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
 import { readLedger } from "../kube/admission-ledger.ts";
-import { leaseInfoOf, readLease, readLeaseInfo, readObserverInfos } from "../kube/lease.ts";
+import { heartbeatLeaseName } from "../../core/decision.ts";
+import { heartbeatReadOf, leaseInfoOf, readLease, readLeaseInfo, readObserverInfos } from "../kube/lease.ts";
 import type { NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { StageAdapters, StageWorld } from "./stage-executor.ts";
 
@@ -26,6 +28,7 @@ export function toCoreNode(n: KubeNodeInfo): NodeInfo {
     labels: n.labels,
     ...(n.unschedulable ? { unschedulable: true } : {}),
     ...(Object.keys(n.annotations ?? {}).length ? { annotations: n.annotations } : {}),
+    ...(n.probeAddress ? { probeAddress: n.probeAddress } : {}),
   };
 }
 
@@ -58,27 +61,33 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
       req.planned && ad.planned
         ? nodeRead.then((n) => (n ? ad.planned!.forNode(n, now) : undefined))
         : Promise.resolve(undefined);
-    const [node, incident, lease, cluster, nodeList, observers, kubeletLease, planned] = await Promise.all([
-      nodeRead,
-      req.incident
-        ? ad.incidents.get(req.incident)
-        : req.openIncidentOfNode
-          ? ad.incidents.openForNode(req.node, req.exceptBootId)
+    const [node, incident, lease, cluster, nodeList, observers, kubeletLease, planned, heartbeat] =
+      await Promise.all([
+        nodeRead,
+        req.incident
+          ? ad.incidents.get(req.incident)
+          : req.openIncidentOfNode
+            ? ad.incidents.openForNode(req.node, req.exceptBootId)
+            : Promise.resolve(undefined),
+        req.lease
+          ? readLease(ad.kube, ad.leaseNamespace, req.lease).then((l) => {
+              leases.set(req.lease!, l);
+              return l && leaseInfoOf(l);
+            })
           : Promise.resolve(undefined),
-      req.lease
-        ? readLease(ad.kube, ad.leaseNamespace, req.lease).then((l) => {
-            leases.set(req.lease!, l);
-            return l && leaseInfoOf(l);
-          })
-        : Promise.resolve(undefined),
-      req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
-      req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
-      req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
-      req.kubeletLease
-        ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
-        : Promise.resolve(undefined),
-      plannedRead,
-    ]);
+        req.cluster ? readCluster() : Promise.resolve({ nodes: [], openIncidents: [] }),
+        req.nodeList && !req.cluster ? ad.nodes.list() : Promise.resolve(undefined),
+        req.observers ? readObserverInfos(ad.kube, ad.leaseNamespace) : Promise.resolve(undefined),
+        req.kubeletLease
+          ? readLeaseInfo(ad.kube, KUBELET_LEASE_NAMESPACE, req.node)
+          : Promise.resolve(undefined),
+        plannedRead,
+        req.heartbeatLease
+          ? readLease(ad.kube, ad.leaseNamespace, heartbeatLeaseName(req.node)).then((l) =>
+              l ? heartbeatReadOf(l) : ("absent" as const),
+            )
+          : Promise.resolve(undefined),
+      ]);
     const view: View = {
       ...(incident ? { incident } : {}),
       ...(node ? { node: toCoreNode(node) } : {}),
@@ -86,6 +95,7 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
       ...(observers ? { observers } : {}),
       ...(kubeletLease ? { kubeletLease } : {}),
       ...(planned ? { planned } : {}),
+      ...(heartbeat ? { heartbeat } : {}),
       ...cluster,
       ...(nodeList ? { nodes: nodeList.map(toCoreNode) } : {}),
       policy,

@@ -82,6 +82,7 @@ const env = withEnv(async (scope) => {
               driver: "redfish",
               address: `redfish+http://127.0.0.1:${redfish.port}${redfish.systemPath}`,
               credentialsSecret: "bmc-redfish",
+              insecure: true,
             },
           ],
         },

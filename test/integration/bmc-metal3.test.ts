@@ -258,6 +258,7 @@ describe("metal3 BareMetalHost discovery", () => {
         credentialsSecret: "worker-0-bmc",
         timeoutMs: 20_000, // the default level timeout
         options: { insecure: "true" },
+        insecure: true, // disableCertificateVerification: the host's explicit insecure setting
         discovered: { kind: "BareMetalHost", namespace: HOST_NS, name: "worker-0" },
       },
     ]);

@@ -65,6 +65,7 @@ async function round(
               driver: "redfish",
               address: `redfish+http://127.0.0.1:${bmc.port}${bmc.systemPath}`,
               credentialsSecret: `bmc-${NODE}`,
+              insecure: true,
               ...(levelMs !== undefined ? { timeoutMs: levelMs } : {}),
             },
           ],

@@ -139,6 +139,7 @@ const levels = [
     driver: "redfish" as const,
     address: "redfish+http://127.0.0.1:8000/redfish/v1/Systems/1",
     credentialsSecret: "bmc",
+    insecure: true,
   },
 ];
 const policySpec = (extra: FencingPolicySpecInput): FencingPolicySpecInput => ({

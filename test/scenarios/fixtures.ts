@@ -71,6 +71,7 @@ export function policy(overrides: FencingPolicySpecInput = {}): FencingPolicySpe
               driver: "redfish",
               address: "redfish+http://127.0.0.1:8000/redfish/v1/Systems/1",
               credentialsSecret: "bmc",
+              insecure: true,
             },
             { driver: "ipmi", address: "ipmi://127.0.0.1:623", credentialsSecret: "bmc" },
           ],

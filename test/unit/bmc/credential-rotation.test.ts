@@ -118,6 +118,7 @@ function setup(
             address:
               l.driver === "ipmi" ? `ipmi://10.0.0.${i}` : `redfish+http://10.0.0.${i}/redfish/v1/Systems/1`,
             credentialsSecret: l.secret,
+            ...(l.driver === "ipmi" ? {} : { insecure: true }),
           })),
         },
       ],

@@ -94,12 +94,24 @@ function setup() {
       nodes: [
         {
           nodeSelector: { names: ["node-a"] },
-          levels: [{ driver: "redfish", address: "redfish+http://bmc-a/", credentialsSecret: "bmc-a" }],
+          levels: [
+            {
+              driver: "redfish",
+              address: "redfish+http://bmc-a/",
+              credentialsSecret: "bmc-a",
+              insecure: true,
+            },
+          ],
         },
         {
           nodeSelector: { matchLabels: { "node-restriction.kubernetes.io/bmc": "b" } },
           levels: [
-            { driver: "redfish", address: "redfish+http://bmc-b/", credentialsSecret: "bmc-b" },
+            {
+              driver: "redfish",
+              address: "redfish+http://bmc-b/",
+              credentialsSecret: "bmc-b",
+              insecure: true,
+            },
             { driver: "ipmi", address: "ipmi://bmc-b-ipmi", credentialsSecret: "bmc-b-ipmi" },
           ],
         },
@@ -157,6 +169,12 @@ describe("BMC health check", () => {
       line(t, "fastfence_bmc_check_result", 'node="node-a",level="0",driver="redfish",result="ok"'),
     ).toMatch(/ 1$/);
     expect(t).not.toContain("node-c");
+    // the plain-HTTP Redfish levels (allowed by insecure: true) are exported as insecure, IPMI is not
+    expect(
+      line(t, "fastfence_bmc_insecure", 'node="node-a",level="0",driver="redfish",mode="plain-http"'),
+    ).toMatch(/ 1$/);
+    expect(t).not.toMatch(/fastfence_bmc_insecure\{[^}]*driver="ipmi"/);
+    expect(reports.find((r) => r.driver === "ipmi")?.insecure).toEqual([]);
     // every status read and login is counted by driver, operation and result
     expect(line(t, "fastfence_bmc_calls_total", 'driver="redfish",operation="status",result="ok"')).toMatch(
       / 2$/,

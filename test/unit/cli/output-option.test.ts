@@ -96,6 +96,7 @@ describe("offline commands print parseable documents", T, () => {
       "status",
       "--url",
       "redfish+http://127.0.0.1:1/redfish/v1/Systems/1",
+      "--insecure",
       "--timeout-ms",
       "1000",
     ];
@@ -106,6 +107,24 @@ describe("offline commands print parseable documents", T, () => {
     const y = await fastfence([...argv, "-o", "yaml"], env);
     expect(y.status).toBe(EXIT.failed);
     expect(load(y.stdout)).toMatchObject({ ok: false, code: "FF_BMC_UNREACHABLE" });
+  });
+
+  it("bmc: plain HTTP only with --insecure, and then shown as insecure", async () => {
+    const env = { FASTFENCE_BMC_USERNAME: "u", FASTFENCE_BMC_PASSWORD: "p" };
+    const url = "redfish+http://127.0.0.1:1/redfish/v1/Systems/1";
+    const refused = await fastfence(["bmc", "check", "--url", url, "--timeout-ms", "1000"], env);
+    expect(refused.status).toBe(EXIT.usage);
+    expect(refused.stderr).toContain(
+      "--url (redfish+http://127.0.0.1:1/redfish/v1/Systems/1) uses plain HTTP",
+    );
+    expect(refused.stderr).toContain("--insecure");
+    const allowed = await fastfence(
+      ["bmc", "check", "--url", url, "--insecure", "--timeout-ms", "1000", "-o", "json"],
+      env,
+    );
+    expect(JSON.parse(allowed.stdout)).toMatchObject({ ok: false, insecure: ["plain-http"] });
+    const text = await fastfence(["bmc", "check", "--url", url, "--insecure", "--timeout-ms", "1000"], env);
+    expect(text.stderr).toMatch(/FF_BMC_UNREACHABLE.*INSECURE: plain HTTP/);
   });
 
   it("trace -o json gets past the option layer (then needs Kafka: exit 2 naming --brokers)", async () => {
@@ -133,6 +152,7 @@ describe("deprecated aliases", T, () => {
       "check",
       "--url",
       "redfish+http://127.0.0.1:1/redfish/v1/Systems/1",
+      "--insecure",
       "--timeout-ms",
       "1000",
     ];

@@ -16,6 +16,7 @@ const HOST_LEVEL: ResolvedFencingLevel = {
   address: "redfish+http://127.0.0.1:9000/redfish/v1/Systems/a",
   credentialsSecret: "a-bmc",
   timeoutMs: 10_000,
+  insecure: true,
   discovered: { kind: "BareMetalHost", namespace: "metal3", name: "a" },
 };
 

@@ -467,7 +467,8 @@ describe("stale view: a guarded write that loses re-reads and decides again", ()
     const r = await fenceHandler(w)(fenceRequest(), w.ctx);
     expect(r).toEqual({ outcome: expect.objectContaining({ kind: "ignored" }), emit: [] });
     expect(writes(w)).toEqual([`leases.acquire ${LEASE} fence-0`]);
-    expect(w.c.count("kube.readLease")).toBe(2); // re-read: the second view shows the holder
+    // re-read: the second view shows the holder (each view also reads the heartbeat Lease: 2 × 2)
+    expect(w.c.count("kube.readLease")).toBe(4);
     expect(w.c.incident(NAME)?.status?.phase).toBe("Confirmed");
     expect(w.c.leases.get(LEASE)?.holder).toBe(OTHER_FENCE.replica);
     expect(w.c.power.get("a")).toBe("On");

@@ -1,0 +1,120 @@
+// The last look before the power goes off (issue 18, Build 1), on the real stack (real
+// kube-apiserver, Kafka, every stage as its own identity, a lab Redfish BMC per node):
+// (a) a node hangs and comes back (same boot ID) after confirmation but before the off
+//     command — the BMC is slow, so the round's Redfish session takes seconds — and is not
+//     powered off: the look abandons the round, the incident ends Closed with NodeResponding;
+// (b) the same in a retry round: round 1 fails (the BMC answers 500 to everything), the node
+//     comes back during the backoff, round 2's look abandons it before any off command;
+// (c) a plain crash is still fenced and released, the look's cost printed.
+// "Not powered off" means the node's BMC carried out no power command at all (its reset log
+// is empty) and still reads On.
+import { describe, expect, it } from "vitest";
+import { incidentName, type NodeFence } from "../../core/incident.ts";
+import { startPipelineCluster, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
+import { incidents, waitFor } from "./pipeline-helpers.ts";
+
+const BACKOFF_MS = 4_000;
+const env = withEnv(async (scope) =>
+  scope.add(
+    await startPipelineCluster({
+      policy: {
+        probe: { intervalMs: 200 },
+        reconcile: { intervalMs: 1_000 },
+        fencing: { retryBackoffMs: BACKOFF_MS },
+      },
+    }),
+  ),
+);
+
+async function incidentOf(c: PipelineCluster, name: string, ok: (i: NodeFence) => boolean, ms = 30_000) {
+  return waitFor(
+    `${name}: ${ok.toString()}`,
+    async () => (await incidents(c)).find((i) => i.metadata.name === name && ok(i)),
+    ms,
+    50,
+  );
+}
+
+const summary = (i: NodeFence) =>
+  i
+    .status!.attempts.map(
+      (a) => `r${a.round}/l${a.level}:${a.result}${a.lastLook ? `(${JSON.stringify(a.lastLook)})` : ""}`,
+    )
+    .join(", ");
+
+describe("the last look before the off command", () => {
+  it("(a) a node that comes back between confirmation and the off command is not powered off", async () => {
+    const c = env();
+    const node = "node-a";
+    const bmc = c.nodes.get(node)!.bmc;
+    const name = incidentName(node, c.kwok.byName(node).bootId);
+    const mark = bmc.stats.resets.length;
+    bmc.faults.latencyMs = 1_200; // a cold session (discovery + login) takes seconds: a wide window
+    const t0 = await c.hang(node);
+    const fencing = await incidentOf(c, name, (i) => i.status?.phase === "Fencing");
+    const tFencing = Date.now();
+    await c.resume(node);
+    const tResumed = Date.now();
+    bmc.faults.latencyMs = 0;
+    const closed = await incidentOf(c, name, (i) => i.status?.phase === "Closed", 40_000);
+    const tClosed = Date.now();
+    console.log(
+      `(a) hang → Fencing ${tFencing - t0} ms; resumed ${tResumed - tFencing} ms later; Closed ${tClosed - tResumed} ms after the resume (${closed.status!.reason}: ${closed.status!.message}); attempts: ${summary(closed)}`,
+    );
+    expect(fencing.status!.round).toBe(1);
+    expect(closed.status!.reason).toBe("NodeResponding");
+    expect(bmc.stats.resets.slice(mark)).toEqual([]); // no power command carried out
+    expect(bmc.power).toBe("On");
+    const looked = closed.status!.attempts.filter((a) => a.result === "abandoned");
+    expect(looked.length).toBeGreaterThanOrEqual(1);
+    expect(looked.at(-1)!.lastLook).toMatchObject({ reason: "NodeResponding", back: true });
+    expect(closed.status!.attempts.every((a) => a.commandAt === undefined)).toBe(true);
+    expect(closed.status!.powerOffConfirmedAt).toBeUndefined();
+  });
+
+  it("(b) the look guards a retry round: back during the backoff, round 2 sends no off command", async () => {
+    const c = env();
+    const node = "node-b";
+    const bmc = c.nodes.get(node)!.bmc;
+    const name = incidentName(node, c.kwok.byName(node).bootId);
+    const mark = bmc.stats.resets.length;
+    bmc.faults.http5xx = 500; // round 1 fails: every request answered 500, nothing carried out
+    const t0 = await c.hang(node);
+    const failed = await incidentOf(c, name, (i) => i.status?.phase === "FenceFailed");
+    const tFailed = Date.now();
+    bmc.faults.http5xx = 0;
+    await c.resume(node);
+    const tResumed = Date.now();
+    const closed = await incidentOf(c, name, (i) => i.status?.phase === "Closed", 40_000);
+    console.log(
+      `(b) hang → round 1 FenceFailed ${tFailed - t0} ms (${failed.status!.reason}); resumed ${tResumed - tFailed} ms later (backoff ${BACKOFF_MS} ms); Closed ${Date.now() - tResumed} ms after the resume; attempts: ${summary(closed)}`,
+    );
+    expect(tResumed - tFailed).toBeLessThan(BACKOFF_MS); // back before round 2 started
+    expect(closed.status!.reason).toBe("NodeResponding");
+    expect(closed.status!.round).toBeGreaterThanOrEqual(2);
+    expect(bmc.stats.resets.slice(mark)).toEqual([]);
+    expect(bmc.power).toBe("On");
+    const last = closed.status!.attempts.at(-1)!;
+    expect(last).toMatchObject({ result: "abandoned", lastLook: { reason: "NodeResponding" } });
+    expect(last.round).toBeGreaterThanOrEqual(2);
+  });
+
+  it("(c) a crash is still fenced and released, the look included", async () => {
+    const c = env();
+    const node = "node-c";
+    const bmc = c.nodes.get(node)!.bmc;
+    const name = incidentName(node, c.kwok.byName(node).bootId);
+    const t0 = await c.crash(node);
+    const released = await incidentOf(c, name, (i) => i.status?.phase === "Released", 30_000);
+    const took = Date.now() - t0;
+    const st = released.status!;
+    const proof = st.attempts.find((a) => a.result === "off-confirmed")!;
+    const confirmedAt = Date.parse(st.timestamps.confirmed!);
+    console.log(
+      `(c) crash → Released ${took} ms; confirmed → off command ${Date.parse(proof.commandAt!) - confirmedAt} ms (round start → off command ${Date.parse(proof.commandAt!) - Date.parse(proof.startedAt)} ms, the look included); attempts: ${summary(released)}`,
+    );
+    expect(bmc.stats.resets.map((r) => r.type)).toContain("ForceOff");
+    expect(st.attempts.some((a) => a.result === "abandoned")).toBe(false);
+  });
+});

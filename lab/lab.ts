@@ -156,7 +156,7 @@ export class Lab {
     await this.seedFencing(n);
 
     const agent = this.opts.fastfence ?? true;
-    if (this.opts.watchdog && agent) this.watchdogs = startLabWatchdogs(this);
+    if (this.opts.watchdog && agent) this.watchdogs = startLabWatchdogs(this, this.log);
     for (const x of this.nodes)
       writeNodeLaunch(x, {
         ...(this.opts.watchdog && agent ? { watchdog: labWatchdogConfig(x) } : {}),

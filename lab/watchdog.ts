@@ -90,9 +90,10 @@ export function labWatchdogConfig(x: LabNode): WatchdogAgentConfig {
 }
 
 /** One started emulated watchdog per node; expiry kills the node's processes (noted "watchdog-reset"). */
-export function startLabWatchdogs(lab: FaultTarget): EmulatedWatchdog[] {
+export function startLabWatchdogs(lab: FaultTarget, log: (line: string) => void): EmulatedWatchdog[] {
   return lab.nodes.map((x) => {
     const wd = new EmulatedWatchdog(fifoOf(x), LAB_WATCHDOG.timeoutMs, () => {
+      log(`watchdog of ${x.name} expired: killing its processes (watchdog-reset)`);
       void crash(lab, x.name, "watchdog-reset");
     });
     wd.start();

@@ -16,6 +16,7 @@ import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import { NAMESPACE, sleep, startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
+import { waitFor } from "./pipeline-helpers.ts";
 import {
   commandsSince,
   createNodeMaintenance,
@@ -354,7 +355,15 @@ describe("planned work is not failure", () => {
     expect(st.confirmedBy).toBe(`system:serviceaccount:${NAMESPACE}:fastfence-confirm`);
     expect(st.attempts.find((a) => a.result === "off-confirmed")?.readBackState).toBe("Off");
     expect(st.evidence).toEqual([]);
-    const chain = selectChain(await readEvents(c), req.name);
+    // Released is written before remediate-workloads' event reaches Kafka: read until it is there.
+    const chain = await waitFor(
+      "the incident's events in Kafka",
+      async () => {
+        const ch = selectChain(await readEvents(c), req.name);
+        return ch.some((e) => e.type === EVENT_TYPES.workloadsReleased) ? ch : undefined;
+      },
+      15_000,
+    );
     const requested = chain.find((e) => e.type === EVENT_TYPES.fenceRequested);
     expect(requested?.data).toMatchObject({ node: "node-b", requestedBy: "alice", observers: [] });
     const types = chain.map((e) => e.type);

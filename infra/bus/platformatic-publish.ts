@@ -37,6 +37,8 @@ export class PlatformaticPublisher {
       idempotent: false,
       serializers: { key: stringSerializer, headerKey: stringSerializer, headerValue: stringSerializer },
     });
+    // Failures reach the caller through send(); an "error" event without a listener would throw.
+    this.producerP.on("error", () => undefined);
     return this.producerP;
   }
 

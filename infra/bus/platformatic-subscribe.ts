@@ -19,6 +19,8 @@ const MAX_UNSETTLED = 4;
 const QUEUE_HIGH = 2 * BATCH_SLICE;
 /** Pause before a failed or crashed consumer is rebuilt, ms. */
 const REBUILD_MS = 500;
+/** Tries of a subscription's first start, REBUILD_MS apart. */
+const START_TRIES = 10;
 
 /** The bus settings consumers use (KafkaBusConfig, defaults applied). */
 export interface ConsumerSettings extends ClientSettings {
@@ -112,6 +114,7 @@ function pump(stream: Stream, opts: SubscribeOptions) {
   })();
   return {
     failed,
+    fail,
     stop: async () => {
       stopped = true;
       wake?.();
@@ -164,6 +167,11 @@ export class PlatformaticSubscriptions {
         autocommit: false,
       });
       consumer.on("consumer:group:join", () => resolveReady());
+      // The library emits "error" when a re-join fails (it then stops heartbeating: this
+      // consumer is done); an EventEmitter without a listener would throw it instead.
+      consumer.on("error", (err: unknown) => {
+        if (current?.consumer === consumer) current.pump.fail(err);
+      });
       consumer.on("consumer:heartbeat:error", (e) =>
         log?.debug(
           { incident: "none", node: "none", groupId: opts.groupId, err: e.error },
@@ -211,7 +219,17 @@ export class PlatformaticSubscriptions {
         rebuild = setTimeout(() => void restartLater(), 2 * REBUILD_MS);
       }
     };
-    await start();
+    // The first start is retried for a while: right after the cluster starts, the group
+    // coordinator is not available until __consumer_offsets has leaders.
+    for (let tries = 1; ; tries++) {
+      try {
+        await start();
+        break;
+      } catch (err) {
+        if (tries >= START_TRIES) throw err;
+        await sleep(REBUILD_MS);
+      }
+    }
     const close = async () => {
       closed = true;
       clearTimeout(rebuild);

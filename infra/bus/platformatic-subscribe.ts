@@ -36,12 +36,23 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.
 const bounded = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => undefined), sleep(ms)]);
 const commit = (m: Message) => void (m.commit() as Promise<void>).catch(() => undefined);
 
+/** What pump() uses of a consumer stream (a MessagesStream; a stand-in in unit tests). */
+export interface RecordStream {
+  on(event: "data", listener: (m: Message) => void): unknown;
+  on(event: "error" | "close", listener: (err?: unknown) => void): unknown;
+  pause(): unknown;
+  resume(): unknown;
+  isPaused(): boolean;
+}
+
 /**
  * Takes records from the stream and hands them to the subscriber, in order per partition;
- * resolves `failed` with the first error (handler, settle, stream). stop() ends it after
- * the batch under way and its outcomes.
+ * a record's offset is committed once its handler resolved (onRecord), or once its
+ * batch's `settled` and every earlier batch's of that partition resolved (onBatch), at
+ * most MAX_UNSETTLED batches being unsettled. Resolves `failed` with the first error
+ * (handler, settle, stream). stop() ends it after the batch under way and its outcomes.
  */
-function pump(stream: Stream, opts: SubscribeOptions) {
+export function pump(stream: RecordStream, opts: SubscribeOptions) {
   const queue: Message[] = [];
   let wake: (() => void) | undefined;
   let stopped = false;
@@ -58,7 +69,7 @@ function pump(stream: Stream, opts: SubscribeOptions) {
     if (queue.length >= QUEUE_HIGH) stream.pause();
     wake?.();
   });
-  stream.on("error", fail);
+  stream.on("error", (err) => fail(err));
   stream.on("close", () => fail(new Error("the consumer stream closed")));
   /** Per partition: the promise of its last batch's outcomes. */
   const lastSettled = new Map<string, Promise<void>>();

@@ -13,7 +13,7 @@ import { encodeHttp, encodeKafka } from "../events/codec.ts";
 import { envelope, type FfEvent } from "../events/envelope.ts";
 import type { PureStage } from "../functions/contract.ts";
 import { findStage, stageNames } from "../functions/registry.ts";
-import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import type { Bus, TopicSpec } from "../infra/bus/bus.ts";
 import { KubeMetal3Api } from "../infra/bmc/metal3.ts";
@@ -177,16 +177,19 @@ export async function hostFunction(opts: {
   if (!bus && (needBus || config.FASTFENCE_KAFKA_BROKERS)) {
     if (!config.FASTFENCE_KAFKA_BROKERS)
       throw new FastfenceError("FF_INVALID_CONFIG", "FASTFENCE_KAFKA_BROKERS is required for --kafka");
-    bus = new KafkaJsBus({
-      brokers: config.FASTFENCE_KAFKA_BROKERS,
-      clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`,
-      sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
-      hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
-      metadataMaxAgeMs: config.FASTFENCE_KAFKA_METADATA_MAX_AGE_MS,
-      acks: config.FASTFENCE_KAFKA_ACKS,
-      security: kafkaSecurityFrom(config, log),
-      log,
-    });
+    bus = createKafkaBus(
+      {
+        brokers: config.FASTFENCE_KAFKA_BROKERS,
+        clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`,
+        sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
+        hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
+        metadataMaxAgeMs: config.FASTFENCE_KAFKA_METADATA_MAX_AGE_MS,
+        acks: config.FASTFENCE_KAFKA_ACKS,
+        security: kafkaSecurityFrom(config, log),
+        log,
+      },
+      config.FASTFENCE_KAFKA_CLIENT,
+    );
   }
   const dispatch = { handlerTimeoutMs: config.FASTFENCE_HANDLER_TIMEOUT_MS };
   const tracing = await createTracing(config, { stage: def.name, replica: config.FASTFENCE_REPLICA });

@@ -42,7 +42,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   const { KubeConfig } = await import("@kubernetes/client-node");
   const { createSourceMetrics } = await import("../infra/metrics.ts");
   const { systemClock } = await import("../core/clock.ts");
-  const { KafkaJsBus } = await import("../infra/bus/kafkajs-bus.ts");
+  const { createKafkaBus } = await import("../infra/bus/kafka-bus.ts");
   const { kafkaSecurityFrom } = await import("../infra/bus/kafka-security.ts");
   const { Kube } = await import("../infra/kube/client.ts");
   const { PolicyReader } = await import("../infra/kube/policy.ts");
@@ -52,12 +52,15 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   kc.loadFromDefault();
   const log = createLogger("event-source").child({ replica: config.FASTFENCE_REPLICA });
   const policy = await new PolicyReader(new Kube(kc), config.FASTFENCE_POLICY).get(Date.now());
-  const bus = new KafkaJsBus({
-    brokers: config.FASTFENCE_KAFKA_BROKERS,
-    clientId: `fastfence-source-${config.FASTFENCE_REPLICA}`,
-    security: kafkaSecurityFrom(config, log),
-    log,
-  });
+  const bus = createKafkaBus(
+    {
+      brokers: config.FASTFENCE_KAFKA_BROKERS,
+      clientId: `fastfence-source-${config.FASTFENCE_REPLICA}`,
+      security: kafkaSecurityFrom(config, log),
+      log,
+    },
+    config.FASTFENCE_KAFKA_CLIENT,
+  );
   const { registry, ...metrics } = createSourceMetrics();
   let ready = false;
   const server =

@@ -38,7 +38,7 @@ export async function stackCheckCommand(argv: string[]): Promise<number> {
   const envMod = await import("../harness/env/index.ts");
   const { startIpmiSim } = await import("../harness/env/bmc-ipmi-sim.ts");
   const { startSushy } = await import("../harness/env/bmc-sushy.ts");
-  const { KafkaJsBus } = await import("../infra/bus/kafkajs-bus.ts");
+  const { createKafkaBus } = await import("../infra/bus/kafka-bus.ts");
   const bin = (n: string) => join(envMod.BIN, n);
   const version = (cmd: string, args: string[]) => {
     try {
@@ -92,7 +92,7 @@ export async function stackCheckCommand(argv: string[]): Promise<number> {
     );
     t = Date.now();
     const kafka = scope.add(await envMod.startKafka({ brokers: 1 }));
-    const bus = new KafkaJsBus({
+    const bus = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "stack-check",
       security: kafka.clientSecurity("admin"),

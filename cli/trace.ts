@@ -10,7 +10,7 @@
 import { BROKER_TOPIC, TOPICS, parseEvent } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
-import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import { loadRuntimeConfig } from "../infra/config.ts";
 import { createLogger } from "../infra/log.ts";
@@ -63,8 +63,12 @@ export async function traceCommand(argv: string[]): Promise<number> {
   // TLS/SASL from the FASTFENCE_KAFKA_* settings (the audit principal's credentials);
   // warnings go to stderr so -o json stays clean.
   const log = createLogger("trace", { destination: process.stderr });
-  const security = kafkaSecurityFrom(loadRuntimeConfig(process.env), log);
-  const bus = new KafkaJsBus({ brokers, clientId: "fastfence-trace", security });
+  const runtime = loadRuntimeConfig(process.env);
+  const security = kafkaSecurityFrom(runtime, log);
+  const bus = createKafkaBus(
+    { brokers, clientId: "fastfence-trace", security },
+    runtime.FASTFENCE_KAFKA_CLIENT,
+  );
   try {
     const topics = values.topic?.length ? values.topic : await defaultTopics(bus);
     if (!topics.length) {
@@ -117,7 +121,7 @@ export async function traceCommand(argv: string[]): Promise<number> {
 }
 
 /** The topics fastfence events can be on, in either deployment mode, that exist. */
-async function defaultTopics(bus: KafkaJsBus): Promise<string[]> {
+async function defaultTopics(bus: KafkaBus): Promise<string[]> {
   const catalog = new Set<string>(Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter));
   catalog.add(BROKER_TOPIC);
   const single = process.env.FASTFENCE_KAFKA_TOPIC;

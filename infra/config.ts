@@ -115,6 +115,12 @@ export const RuntimeConfigSchema = z
     // after a broker death) or "leader" (faster through a broker death, may lose a record
     // acknowledged just before its leader died).
     FASTFENCE_KAFKA_ACKS: z.enum(["all", "leader"]).default("all"),
+    // The Kafka client library behind the bus (infra/bus/kafka-bus.ts): "kafkajs" (default;
+    // the client the customer's design names, unmaintained, with failover fixes of its
+    // internals) or "platformatic" (@platformatic/kafka, maintained; every connect,
+    // request and metadata age bounded by the same settings). Same contract and settings;
+    // the measured comparison through a frozen and a killed broker is in docs/design.md.
+    FASTFENCE_KAFKA_CLIENT: z.enum(["kafkajs", "platformatic"]).default("kafkajs"),
     // ---- Kafka transport security (infra/bus/kafka-security.ts; docs/deploy-knative.md).
     // Without TLS and a client identity the bus refuses to start, naming what is missing,
     // unless FASTFENCE_KAFKA_INSECURE=true. Secrets are read from files (Secret mounts),

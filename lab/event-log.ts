@@ -7,7 +7,7 @@ import { parseEvent, TOPICS } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { sleep } from "../harness/env/base.ts";
-import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
 import { labKafkaSecurity } from "./kafka.ts";
 import type { Lab } from "./lab.ts";
 import { NAMESPACE } from "./types.ts";
@@ -42,7 +42,7 @@ export interface EventLog {
 /** Read the event log (pipeline topics, optionally observations) and the dead letters. */
 export async function readEventLog(lab: Lab, withObservations = false): Promise<EventLog> {
   // the read-only audit principal, as `fastfence trace` reads
-  const bus = new KafkaJsBus({
+  const bus = createKafkaBus({
     brokers: lab.brokers,
     clientId: `lab-reader-${Date.now()}`,
     security: labKafkaSecurity("audit"),

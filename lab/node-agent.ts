@@ -12,7 +12,7 @@ import { writeFileSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { systemClock } from "../core/clock.ts";
-import { KafkaJsBus } from "../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import type { Component } from "../events/catalog.ts";
 import { applyKafkaAcls, readKafkaUsers } from "../harness/env/kafka-auth.ts";
@@ -77,7 +77,7 @@ async function retry<T>(what: string, fn: () => Promise<T>, tries = 240, everyMs
 interface Replicas {
   source?: EventSource;
   fns: HostedFunction[];
-  buses: KafkaJsBus[];
+  buses: KafkaBus[];
 }
 
 async function stopReplicas(r: Replicas): Promise<void> {
@@ -97,7 +97,7 @@ async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise
       FASTFENCE_NODE_NAME: cfg.node,
       ...labKafkaEnv(c),
     });
-    const srcBus = new KafkaJsBus({
+    const srcBus = createKafkaBus({
       brokers: cfg.brokers,
       clientId: replica("source"),
       security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
@@ -123,7 +123,7 @@ async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise
         ...componentEnv(fn as Component),
         FASTFENCE_REPLICA: replica(fn),
       });
-      const bus = new KafkaJsBus({
+      const bus = createKafkaBus({
         brokers: cfg.brokers,
         clientId: replica(fn),
         sessionTimeoutMs: 3000,
@@ -173,7 +173,7 @@ async function main(): Promise<void> {
   kc.loadFromFile(cfg.kubeconfig);
   const adminSecurity = labKafkaSecurity("admin");
   step("creating topics");
-  const admin = new KafkaJsBus({
+  const admin = createKafkaBus({
     brokers: cfg.brokers,
     clientId: `lab-admin-${cfg.node}`,
     security: adminSecurity,

@@ -45,6 +45,10 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
   const nodeEnv = {
     NODE_OPTIONS: "--disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning",
     FASTFENCE_LOG_LEVEL: process.env.FASTFENCE_LAB_LOG_LEVEL ?? "warn",
+    // The Kafka client of the node's buses (infra/bus/kafka-bus.ts), for both-client trials.
+    ...(process.env.FASTFENCE_KAFKA_CLIENT
+      ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
+      : {}),
   };
   const launcherCfg = {
     node: x.name,

@@ -19,7 +19,7 @@ import {
 import { connect } from "node:net";
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../../core/policy.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import { pipelineTopics } from "../../app/host.ts";
 import { PROBE_ADDRESS_ANNOTATION } from "../../source/event-source.ts";
@@ -246,7 +246,7 @@ export async function startPipelineCluster(
     const custom = kc.makeApiClient(CustomObjectsApi);
     await createFencingPolicy(custom, policy);
 
-    const admin = new KafkaJsBus({
+    const admin = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "test-admin",
       security: kafka.clientSecurity("admin"),

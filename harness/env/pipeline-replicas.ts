@@ -6,7 +6,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { systemClock } from "../../core/clock.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import type { Logger } from "../../infra/log.ts";
 import { hostFunction, type HostedFunction } from "../../app/host.ts";
@@ -26,7 +26,7 @@ export interface SimNodeParts {
   bmc: LabRedfishServer;
   source?: EventSource;
   functions: HostedFunction[];
-  buses: KafkaJsBus[];
+  buses: KafkaBus[];
   /** Set when the node was crashed or powered off. */
   downAt?: number;
   /** How often it was rebooted (0: its first boot). */
@@ -59,7 +59,7 @@ export function replicaName(parts: SimNodeParts, fn: string): string {
 export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promise<void> {
   const { kafka, log } = env;
   const replica = (fn: string) => replicaName(parts, fn);
-  const srcBus = new KafkaJsBus({
+  const srcBus = createKafkaBus({
     brokers: kafka.bootstrap,
     clientId: replica("source"),
     security: kafka.clientSecurity("event-source"),
@@ -87,7 +87,7 @@ export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promi
     },
   });
   for (const fn of stageNames()) {
-    const bus = new KafkaJsBus({
+    const bus = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: replica(fn),
       sessionTimeoutMs: 3000,

@@ -1,5 +1,5 @@
 // The event bus interface every runtime and tool uses; the Kafka client behind it is an
-// implementation detail (infra/bus/kafkajs-bus.ts). Keep this small: publish, group
+// implementation detail (kafkajs-bus.ts or platformatic-bus.ts, chosen in kafka-bus.ts). Keep this small: publish, group
 // subscribe, read a topic from the beginning (for `fastfence trace`), create topics.
 // This module declares types only; it must never perform I/O.
 import type { KafkaRecord } from "../../events/codec.ts";

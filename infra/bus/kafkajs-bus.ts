@@ -9,73 +9,16 @@ import { Kafka, logLevel } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { Logger } from "../log.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
-import type { Bus, BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
+import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { existingTopics, readTopics } from "./kafkajs-reader.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
-import type { KafkaSecurity } from "./kafka-security.ts";
+import type { KafkaBus, KafkaBusConfig } from "./kafka-config.ts";
 
-export interface KafkaBusConfig {
-  /** Comma-separated host:port list. Several brokers: a dead one is skipped. */
-  brokers: string;
-  /** Client id sent to the broker, e.g. "fastfence-detect-<pod>". */
-  clientId: string;
-  /**
-   * Consumer group session timeout, ms. Default 6000 (the broker's default
-   * group.min.session.timeout.ms). Lower means a dead consumer's partitions move
-   * sooner, but a long GC pause or CPU starvation can cause needless rebalances.
-   * The broker must allow it (group.min.session.timeout.ms).
-   */
-  sessionTimeoutMs?: number;
-  /** Heartbeat interval, ms. Default sessionTimeoutMs / 3. */
-  heartbeatIntervalMs?: number;
-  /**
-   * Per-request timeout, ms. Default 1000. A request to a dead broker (metadata, produce)
-   * is given up on after this and retried elsewhere; after a node death every client's
-   * first metadata refresh may pick that broker, so this bounds the detection stall. Too
-   * low for a loaded broker causes needless retries.
-   */
-  requestTimeoutMs?: number;
-  /** TCP connect timeout, ms. Default 1000 (a dead node's address never answers). */
-  connectionTimeoutMs?: number;
-  /**
-   * Longest age of the client's partition-leader map, ms. Default 1000. kafkajs refreshes
-   * it only when it expires or on a "not leader" answer, not when a leader's broker stops
-   * answering: until the next refresh a consumer keeps fetching from the dead broker, and
-   * every failed fetch stops all of its fetches (healthy brokers too) for a backoff. So this
-   * bounds the consumer stall after a broker death (plus the controller's
-   * broker.session.timeout.ms to move the leaders). Each refresh is one small Metadata
-   * request per client; 1 s costs nothing measurable. Higher (kafkajs: 300000) means a
-   * stall of up to that long.
-   */
-  metadataMaxAgeMs?: number;
-  /**
-   * Hedged publishing, ms. Default 300. A record goes to one partition (round-robin; events
-   * need no cross-partition order, the incident state is in the API); if that partition's
-   * leader has not acknowledged within this time (it may sit on a dead node), the same
-   * record is also sent to the next partition, and so on (up to 3), and later records
-   * start elsewhere for a few seconds. Duplicates are harmless (every consumer write is
-   * resourceVersion-guarded; consumers skip copies of an event they handled). 0 turns
-   * hedging off.
-   */
-  hedgeAfterMs?: number;
-  /**
-   * Acknowledgement: "all" (default; every in-sync replica — a record survives a broker
-   * loss, but a dead follower delays acks until the controller fences it, about
-   * broker.session.timeout.ms) or "leader" (faster through a broker death, but a record
-   * acknowledged just before its leader dies can be lost).
-   */
-  acks?: "all" | "leader";
-  /**
-   * TLS and SASL (kafka-security.ts, from the FASTFENCE_KAFKA_* settings). Required, so
-   * every caller decides: `{}` is a plaintext, unauthenticated connection.
-   */
-  security: KafkaSecurity;
-  log?: Logger;
-}
+export type { KafkaBusConfig } from "./kafka-config.ts";
 
-export class KafkaJsBus implements Bus {
+export class KafkaJsBus implements KafkaBus {
   private readonly kafka: Kafka;
   private readonly publisher: HedgedPublisher;
   private readonly subscriptions: GroupSubscriptions;

@@ -1,13 +1,13 @@
-// The Kafka bus (kafkajs) against a real Apache Kafka 4 broker in KRaft mode: a
+// The Kafka bus, on both clients (kafkajs and @platformatic/kafka), against a real Apache Kafka 4 broker in KRaft mode: a
 // CloudEvent produced in binary content mode is consumed back in a consumer group with
 // its ce_* headers intact, and the bus keeps working across a broker restart; with three
 // brokers, past a dead partition leader (hedging) and a dead group coordinator (the
-// failover fixes in infra/bus/kafkajs-failover.ts).
+// failover fixes in infra/bus/kafkajs-failover.ts; bounded requests in platformatic-*.ts).
 import { describe, expect, it } from "vitest";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { Kafka, logLevel } from "kafkajs";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus, KAFKA_CLIENTS, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
 import { startKafka } from "../../harness/env/index.ts";
@@ -39,7 +39,7 @@ function testEvent(n: number): FfEvent {
 }
 
 /** Publish, retrying (up to 21 tries, `pauseMs` apart) while the cluster recovers from a broker loss. */
-async function publishRetrying(bus: KafkaJsBus, topic: string, ev: FfEvent, pauseMs: number): Promise<void> {
+async function publishRetrying(bus: KafkaBus, topic: string, ev: FfEvent, pauseMs: number): Promise<void> {
   for (let i = 0; ; i++) {
     try {
       await bus.publish(topic, [encodeKafka(ev)]);
@@ -56,7 +56,7 @@ async function publishRetrying(bus: KafkaJsBus, topic: string, ev: FfEvent, paus
  * the group has consumed it. Returns the subscription and the set of `n`s it has seen.
  */
 async function consumingGroup(
-  bus: KafkaJsBus,
+  bus: KafkaBus,
   groupId: string,
   topic: string,
 ): Promise<{ sub: Subscription; seen: Set<number> }> {
@@ -73,25 +73,28 @@ async function consumingGroup(
   return { sub, seen };
 }
 
-describe("kafkajs bus on Kafka 4", () => {
+describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
   it("round-trips a CloudEvent in binary mode through a consumer group, headers intact", async () => {
-    const bus = new KafkaJsBus({
-      brokers: env().kafka.bootstrap,
-      clientId: "bus-test",
-      security: env().kafka.clientSecurity("admin"),
-    });
+    const bus = createKafkaBus(
+      {
+        brokers: env().kafka.bootstrap,
+        clientId: "bus-test",
+        security: env().kafka.clientSecurity("admin"),
+      },
+      client,
+    );
     try {
-      await bus.ensureTopics([{ topic: "t.roundtrip", partitions: 3, replicationFactor: 1 }]);
+      await bus.ensureTopics([{ topic: `t.roundtrip-${client}`, partitions: 3, replicationFactor: 1 }]);
       const got: BusRecord[] = [];
       const sub = await bus.subscribe({
-        groupId: "g-roundtrip",
-        topics: ["t.roundtrip"],
+        groupId: `g-roundtrip-${client}`,
+        topics: [`t.roundtrip-${client}`],
         fromBeginning: true,
         onRecord: async (r) => void got.push(r),
       });
       await sub.ready;
       const sent = testEvent(1);
-      await bus.publish("t.roundtrip", [encodeKafka(sent)]);
+      await bus.publish(`t.roundtrip-${client}`, [encodeKafka(sent)]);
       const rec = await until("the record", () => got[0]);
       expect(rec.key).toBe("node-a");
       expect(rec.headers["ce_specversion"]).toBe("1.0");
@@ -117,22 +120,25 @@ describe("kafkajs bus on Kafka 4", () => {
 
   it("keeps producing and consuming across a broker restart", async () => {
     const { kafka } = env();
-    const bus = new KafkaJsBus({
-      brokers: kafka.bootstrap,
-      clientId: "bus-restart",
-      security: kafka.clientSecurity("admin"),
-    });
+    const bus = createKafkaBus(
+      {
+        brokers: kafka.bootstrap,
+        clientId: "bus-restart",
+        security: kafka.clientSecurity("admin"),
+      },
+      client,
+    );
     try {
-      await bus.ensureTopics([{ topic: "t.restart", partitions: 1, replicationFactor: 1 }]);
-      const { sub, seen } = await consumingGroup(bus, "g-restart", "t.restart");
+      await bus.ensureTopics([{ topic: `t.restart-${client}`, partitions: 1, replicationFactor: 1 }]);
+      const { sub, seen } = await consumingGroup(bus, `g-restart-${client}`, `t.restart-${client}`);
       await kafka.brokers[0]!.stop();
       await kafka.brokers[0]!.start();
       // the producer reconnects (its retries outlast the restart) ...
-      await publishRetrying(bus, "t.restart", testEvent(2), 500);
+      await publishRetrying(bus, `t.restart-${client}`, testEvent(2), 500);
       // ... and the group consumer receives what was produced after the restart.
       await until("event 2 after the restart", () => (seen.has(2) ? true : undefined), 60_000);
       expect([...seen].sort()).toEqual([1, 2]);
-      const all = await bus.readAll(["t.restart"]);
+      const all = await bus.readAll([`t.restart-${client}`]);
       expect(all.map((r) => (decodeKafka(r).data as { n: number }).n)).toEqual([1, 2]);
       await sub.close();
     } finally {
@@ -141,100 +147,114 @@ describe("kafkajs bus on Kafka 4", () => {
   });
 });
 
-describe("hedged publishing (stall source 1: a partition leader on a dead broker)", () => {
-  const three = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
+describe.each(KAFKA_CLIENTS)(
+  "%s: hedged publishing (stall source 1: a partition leader on a dead broker)",
+  (client) => {
+    const three = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
 
-  it("gets a record through well before the request timeout when the first partition's leader is dead", async () => {
-    const { kafka } = three();
-    const admin = new KafkaJsBus({
-      brokers: kafka.bootstrap,
-      clientId: "hedge-admin",
-      security: kafka.clientSecurity("admin"),
-    });
-    await admin.ensureTopics([
-      { topic: "t.hedge", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
-    ]);
-    await admin.close();
-    const bus = new KafkaJsBus({
-      brokers: kafka.bootstrap,
-      clientId: "hedge",
-      security: kafka.clientSecurity("admin"),
-      hedgeAfterMs: 200,
-      requestTimeoutMs: 5000,
-      acks: "leader",
-    });
-    try {
-      for (let i = 0; i < 3; i++) await bus.publish("t.hedge", [encodeKafka(testEvent(i))]); // warm: metadata, connections
-      await kafka.brokers[0]!.freeze(); // a hung broker: no RST, requests to it just hang
-      const times: number[] = [];
-      for (let i = 0; i < 6; i++) {
-        const t = Date.now();
-        await bus.publish("t.hedge", [encodeKafka(testEvent(10 + i))]);
-        times.push(Date.now() - t);
-      }
-      console.log(`publish times with one broker frozen (ms): ${times.join(", ")}`);
-      // Every record got through well inside the 5 s request timeout, whichever partition came first.
-      expect(Math.max(...times)).toBeLessThan(1000);
-    } finally {
-      kafka.brokers[0]!.thaw();
-      await bus.close();
-    }
-  });
-
-  it("a consumer whose group coordinator dies joins the new one and keeps consuming", async () => {
-    const { kafka } = three();
-    const lines: string[] = [];
-    const log = createLogger("bus-test", {
-      level: "warn",
-      destination: { write: (l: string) => void lines.push(l) },
-    });
-    const bus = new KafkaJsBus({
-      brokers: kafka.bootstrap,
-      clientId: "coord",
-      sessionTimeoutMs: 3000,
-      security: kafka.clientSecurity("admin"),
-      log,
-    });
-    const groupId = "g-coordinator-death";
-    const admin = new Kafka({
-      clientId: "coord-admin",
-      brokers: kafka.bootstrap.split(","),
-      ...kafka.clientSecurity("admin"),
-      logLevel: logLevel.NOTHING,
-    }).admin();
-    try {
-      await bus.ensureTopics([
-        { topic: "t.coord", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
+    it("gets a record through well before the request timeout when the first partition's leader is dead", async () => {
+      const { kafka } = three();
+      const admin = createKafkaBus(
+        {
+          brokers: kafka.bootstrap,
+          clientId: "hedge-admin",
+          security: kafka.clientSecurity("admin"),
+        },
+        client,
+      );
+      await admin.ensureTopics([
+        { topic: "t.hedge", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
       ]);
-      const { sub, seen } = await consumingGroup(bus, groupId, "t.coord");
-      // The group's coordinator is the leader of __consumer_offsets partition
-      // |Java hashCode(groupId)| mod offsets.topic.num.partitions (6 here), as Kafka's Utils.abs.
-      let h = 0;
-      for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
-      await admin.connect();
-      const md = await admin.fetchTopicMetadata({ topics: ["__consumer_offsets"] });
-      const coordinator = md.topics[0]!.partitions.find((p) => p.partitionId === Math.abs(h) % 6)!.leader;
-      await admin.disconnect();
-      await kafka.brokers[coordinator - 1]!.kill();
-      const t = Date.now();
-      await publishRetrying(bus, "t.coord", testEvent(2), 250);
-      await until("event 2 after the coordinator died", () => (seen.has(2) ? true : undefined), 20_000);
-      console.log(`record consumed ${Date.now() - t} ms after the coordinator (broker ${coordinator}) died`);
-      // Heartbeats still going to the dead broker would let the new coordinator expire the
-      // member after the session timeout; instead it re-joined the new one and stays.
-      await new Promise((r) => setTimeout(r, 3000 + 2000));
-      await admin.connect();
-      const { groups } = await admin.describeGroups([groupId]);
-      expect(groups[0]?.state).toBe("Stable");
-      expect(groups[0]?.members).toHaveLength(1);
-      // kafkajs may still restart the consumer once on a transient answer of the new
-      // coordinator (e.g. COORDINATOR_LOAD_IN_PROGRESS while it loads the group); never
-      // because it kept heartbeating a dead broker until its retries ran out.
-      expect(lines.filter((l) => l.includes("KafkaJSNumberOfRetriesExceeded"))).toEqual([]);
-      await sub.close();
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-      await bus.close();
-    }
-  });
-});
+      await admin.close();
+      const bus = createKafkaBus(
+        {
+          brokers: kafka.bootstrap,
+          clientId: "hedge",
+          security: kafka.clientSecurity("admin"),
+          hedgeAfterMs: 200,
+          requestTimeoutMs: 5000,
+          acks: "leader",
+        },
+        client,
+      );
+      try {
+        for (let i = 0; i < 3; i++) await bus.publish("t.hedge", [encodeKafka(testEvent(i))]); // warm: metadata, connections
+        await kafka.brokers[0]!.freeze(); // a hung broker: no RST, requests to it just hang
+        const times: number[] = [];
+        for (let i = 0; i < 6; i++) {
+          const t = Date.now();
+          await bus.publish("t.hedge", [encodeKafka(testEvent(10 + i))]);
+          times.push(Date.now() - t);
+        }
+        console.log(`publish times with one broker frozen (ms): ${times.join(", ")}`);
+        // Every record got through well inside the 5 s request timeout, whichever partition came first.
+        expect(Math.max(...times)).toBeLessThan(1000);
+      } finally {
+        kafka.brokers[0]!.thaw();
+        await bus.close();
+      }
+    });
+
+    it("a consumer whose group coordinator dies joins the new one and keeps consuming", async () => {
+      const { kafka } = three();
+      const lines: string[] = [];
+      const log = createLogger("bus-test", {
+        level: "warn",
+        destination: { write: (l: string) => void lines.push(l) },
+      });
+      const bus = createKafkaBus(
+        {
+          brokers: kafka.bootstrap,
+          clientId: "coord",
+          sessionTimeoutMs: 3000,
+          security: kafka.clientSecurity("admin"),
+          log,
+        },
+        client,
+      );
+      const groupId = "g-coordinator-death";
+      const admin = new Kafka({
+        clientId: "coord-admin",
+        brokers: kafka.bootstrap.split(","),
+        ...kafka.clientSecurity("admin"),
+        logLevel: logLevel.NOTHING,
+      }).admin();
+      try {
+        await bus.ensureTopics([
+          { topic: "t.coord", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
+        ]);
+        const { sub, seen } = await consumingGroup(bus, groupId, "t.coord");
+        // The group's coordinator is the leader of __consumer_offsets partition
+        // |Java hashCode(groupId)| mod offsets.topic.num.partitions (6 here), as Kafka's Utils.abs.
+        let h = 0;
+        for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
+        await admin.connect();
+        const md = await admin.fetchTopicMetadata({ topics: ["__consumer_offsets"] });
+        const coordinator = md.topics[0]!.partitions.find((p) => p.partitionId === Math.abs(h) % 6)!.leader;
+        await admin.disconnect();
+        await kafka.brokers[coordinator - 1]!.kill();
+        const t = Date.now();
+        await publishRetrying(bus, "t.coord", testEvent(2), 250);
+        await until("event 2 after the coordinator died", () => (seen.has(2) ? true : undefined), 20_000);
+        console.log(
+          `record consumed ${Date.now() - t} ms after the coordinator (broker ${coordinator}) died`,
+        );
+        // Heartbeats still going to the dead broker would let the new coordinator expire the
+        // member after the session timeout; instead it re-joined the new one and stays.
+        await new Promise((r) => setTimeout(r, 3000 + 2000));
+        await admin.connect();
+        const { groups } = await admin.describeGroups([groupId]);
+        expect(groups[0]?.state).toBe("Stable");
+        expect(groups[0]?.members).toHaveLength(1);
+        // kafkajs may still restart the consumer once on a transient answer of the new
+        // coordinator (e.g. COORDINATOR_LOAD_IN_PROGRESS while it loads the group); never
+        // because it kept heartbeating a dead broker until its retries ran out.
+        expect(lines.filter((l) => l.includes("KafkaJSNumberOfRetriesExceeded"))).toEqual([]);
+        await sub.close();
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+        await bus.close();
+      }
+    });
+  },
+);

@@ -1,14 +1,15 @@
 // S5 on a real Kafka broker: a function hosted as a Kafka consumer sends every record it
 // cannot use — bytes that are not a CloudEvent, an event whose data fails its schema —
 // to fastfence.dead-letter with the reason, the issues and the original bytes, and keeps
-// running. (The handler never sees them, so no API server is needed here.)
+// running. (The handler never sees them, so no API server is needed here.) On both Kafka
+// clients of the bus (kafkajs and @platformatic/kafka), as their own ACL principals.
 import { KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { TOPICS } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
 import { envelope } from "../../events/envelope.ts";
 import { DeadLetterSchema } from "../../events/schemas.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus, KAFKA_CLIENTS } from "../../infra/bus/kafka-bus.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
 import { hostFunction, pipelineTopics } from "../../app/host.ts";
@@ -16,43 +17,41 @@ import { startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { waitFor } from "./pipeline-helpers.ts";
 
-const env = withEnv(async (scope) => {
-  const kafka = scope.add(await startKafka({ brokers: 1 }));
-  // the test's own reader/writer is the admin; detect runs as its own principal, so its
-  // dead letters also prove its ACLs (knative/base/kafka/users.yaml) allow them
-  const bus = new KafkaJsBus({
-    brokers: kafka.bootstrap,
-    clientId: "dlq-test",
-    security: kafka.clientSecurity("admin"),
-  });
-  scope.add({ stop: () => bus.close() });
-  await bus.ensureTopics(pipelineTopics(1));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "none", server: "https://127.0.0.1:1", skipTLSVerify: true }],
-    users: [{ name: "none" }],
-    contexts: [{ name: "none", cluster: "none", user: "none" }],
-    currentContext: "none",
-  });
-  const fn = scope.add(
-    await hostFunction({
-      name: "detect",
-      mode: { kafka: true },
-      config: loadRuntimeConfig({ FASTFENCE_REPLICA: "detect-dlq" }),
-      kubeConfig: kc,
-      bus: new KafkaJsBus({
-        brokers: kafka.bootstrap,
-        clientId: "detect-dlq",
-        security: kafka.clientSecurity("detect"),
+describe.each(KAFKA_CLIENTS)("%s bus: Kafka runtime dead-lettering", (client) => {
+  const env = withEnv(async (scope) => {
+    const kafka = scope.add(await startKafka({ brokers: 1 }));
+    // the test's own reader/writer is the admin; detect runs as its own principal, so its
+    // dead letters also prove its ACLs (knative/base/kafka/users.yaml) allow them
+    const bus = createKafkaBus(
+      { brokers: kafka.bootstrap, clientId: "dlq-test", security: kafka.clientSecurity("admin") },
+      client,
+    );
+    scope.add({ stop: () => bus.close() });
+    await bus.ensureTopics(pipelineTopics(1));
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: "none", server: "https://127.0.0.1:1", skipTLSVerify: true }],
+      users: [{ name: "none" }],
+      contexts: [{ name: "none", cluster: "none", user: "none" }],
+      currentContext: "none",
+    });
+    const fn = scope.add(
+      await hostFunction({
+        name: "detect",
+        mode: { kafka: true },
+        config: loadRuntimeConfig({ FASTFENCE_REPLICA: "detect-dlq" }),
+        kubeConfig: kc,
+        bus: createKafkaBus(
+          { brokers: kafka.bootstrap, clientId: "detect-dlq", security: kafka.clientSecurity("detect") },
+          client,
+        ),
+        log: createLogger("detect", { level: "silent" }),
       }),
-      log: createLogger("detect", { level: "silent" }),
-    }),
-  );
-  await fn.ready;
-  return { bus };
-});
+    );
+    await fn.ready;
+    return { bus };
+  });
 
-describe("Kafka runtime dead-lettering", () => {
   it("dead-letters malformed records with the reason and the original bytes, and keeps consuming", async () => {
     const { bus } = env();
     const garbage = Buffer.from([0xde, 0xad, 0xbe, 0xef]);

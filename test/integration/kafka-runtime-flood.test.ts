@@ -9,6 +9,7 @@
 //   of one valid event on the same partition delays it by a measured time, printed and
 //   bounded generously for a shared 2-core machine; every malformed record reaches the
 //   dead-letter topic, and the group's committed offset passes them all.
+// Both on kafkajs and on @platformatic/kafka (FASTFENCE_KAFKA_CLIENT).
 import { Kafka, logLevel } from "kafkajs";
 import { loadavg } from "node:os";
 import { describe, expect, it } from "vitest";
@@ -18,7 +19,7 @@ import { encodeKafka, type KafkaRecord } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { DeadLetterSchema, type DeadLetter } from "../../events/schemas.ts";
 import type { StageInfo } from "../../functions/contract.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus, KAFKA_CLIENTS } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import { createFunctionMetrics } from "../../infra/metrics.ts";
 import { startKafkaRuntime } from "../../infra/runtime/kafka-runtime.ts";
@@ -39,182 +40,184 @@ const relay: StageInfo = {
   critical: false,
 };
 
-const env = withEnv(async (scope) => {
-  const kafka = scope.add(await startKafka({ brokers: 1 }));
-  const security = kafka.clientSecurity("admin");
-  const bus = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: "flood-test", security });
-  scope.add({ stop: () => bus.close() });
-  await bus.ensureTopics([
-    ...pipelineTopics(1),
-    { topic: OVERSIZED, partitions: 1, replicationFactor: 1 },
-    { topic: FLOOD, partitions: 1, replicationFactor: 1 },
-  ]);
-  const admin = new Kafka({
-    clientId: "flood-test-admin",
-    brokers: kafka.bootstrap.split(","),
-    logLevel: logLevel.NOTHING,
-    ...security,
-  }).admin();
-  await admin.connect();
-  scope.add({ stop: () => admin.disconnect() });
-
-  /** The relay stage on `topic`, with its own bus (principal admin), recording arrival times. */
-  async function host(topic: string, replica: string) {
-    const seen: { id: string; at: number }[] = [];
-    const rt = await startKafkaRuntime({
-      def: relay,
-      handler: async (ev: FfEvent) => {
-        seen.push({ id: ev.id, at: Date.now() });
-        return { outcome: { kind: "processed" }, emit: [] };
-      },
-      bus: scope.add(
-        (() => {
-          const b = new KafkaJsBus({ brokers: kafka.bootstrap, clientId: replica, security });
-          return { bus: b, stop: () => b.close() };
-        })(),
-      ).bus,
-      catalog: catalogViewFor(topic),
-      clock: systemClock,
-      log: createLogger("relay", { level: "silent" }),
-      metrics: createFunctionMetrics({ defaultMetrics: false }),
-      config: { groupMode: "each-replica", replica },
-    });
-    scope.add({ stop: () => rt.stop() });
-    await rt.ready;
-    // A new group starts at the end of the topic once it has fetched its first offsets,
-    // which may be just after it joined: one event seen means the position is fixed (offset 0).
-    const first = valid("node-warm");
-    let base = 0;
-    await waitFor("the warm-up event handled", async () => {
-      if (!seen.some((s) => s.id === first.id)) {
-        await bus.publish(topic, [encodeKafka(first)]);
-        base++;
-      }
-      await new Promise((r) => setTimeout(r, 500));
-      return seen.some((s) => s.id === first.id);
-    });
-    const groupId = `fastfence-relay-${replica}`;
-    await waitFor("the warm-up offsets committed", async () => (await committed(groupId, topic)) === base);
-    seen.length = 0;
-    /** The offset of the first record published from now on. */
-    return { seen, groupId, base };
-  }
-  return { bus, admin, host };
-});
-
-/** Dead letters of records from `topic`. */
-async function deadLetters(topic: string): Promise<DeadLetter[]> {
-  const recs = await env().bus.readAll([TOPICS.deadLetter], { timeoutMs: 10_000 });
-  return recs
-    .map((r) => DeadLetterSchema.parse(JSON.parse(r.value!.toString())))
-    .filter((d) => d.topic === topic);
-}
-
-async function committed(groupId: string, topic: string): Promise<number> {
-  const [t] = await env().admin.fetchOffsets({ groupId, topics: [topic] });
-  return Number(t?.partitions[0]?.offset ?? -1);
-}
-
-const valid = (target: string) => observed("w1", target, 3, Date.now());
-
-describe("Kafka runtime: bad records never stall a partition", () => {
-  it("dead-letters a record near the broker's size limit with a truncated copy and moves on", async () => {
-    const { bus, host } = env();
-    const relayOn = await host(OVERSIZED, "oversized");
-    const big = Buffer.alloc(1_000_000, 0x7b);
-    await bus.publish(OVERSIZED, [
-      { key: "big", value: big, headers: { ce_type: EVENT_TYPES.nodeObserved } },
+describe.each(KAFKA_CLIENTS)("%s bus", (client) => {
+  const env = withEnv(async (scope) => {
+    const kafka = scope.add(await startKafka({ brokers: 1 }));
+    const security = kafka.clientSecurity("admin");
+    const bus = createKafkaBus({ brokers: kafka.bootstrap, clientId: "flood-test", security }, client);
+    scope.add({ stop: () => bus.close() });
+    await bus.ensureTopics([
+      ...pipelineTopics(1),
+      { topic: OVERSIZED, partitions: 1, replicationFactor: 1 },
+      { topic: FLOOD, partitions: 1, replicationFactor: 1 },
     ]);
-    const ev = valid("node-a");
-    await bus.publish(OVERSIZED, [encodeKafka(ev)]);
-    await waitFor(
-      "the valid event behind it handled",
-      async () => relayOn.seen.some((s) => s.id === ev.id),
-      30_000,
-    );
-    const [dl] = await waitFor("its dead letter", async () => {
-      const d = await deadLetters(OVERSIZED);
-      return d.length ? d : undefined;
-    });
-    expect(dl).toMatchObject({
-      code: "FF_INVALID_EVENT",
-      key: "big",
-      offset: String(relayOn.base),
-      truncated: true,
-      originalBytes: 1_000_000,
-    });
-    expect(dl!.reason).toMatch(/larger than any event/);
-    expect(Buffer.from(dl!.originalBase64, "base64")).toEqual(big.subarray(0, 32 * 1024));
-    // Both offsets committed: a restart resumes after them.
-    await waitFor(
-      "both offsets committed",
-      async () => (await committed(relayOn.groupId, OVERSIZED)) === relayOn.base + 2,
-      10_000,
-    );
+    const admin = new Kafka({
+      clientId: "flood-test-admin",
+      brokers: kafka.bootstrap.split(","),
+      logLevel: logLevel.NOTHING,
+      ...security,
+    }).admin();
+    await admin.connect();
+    scope.add({ stop: () => admin.disconnect() });
+
+    /** The relay stage on `topic`, with its own bus (principal admin), recording arrival times. */
+    async function host(topic: string, replica: string) {
+      const seen: { id: string; at: number }[] = [];
+      const rt = await startKafkaRuntime({
+        def: relay,
+        handler: async (ev: FfEvent) => {
+          seen.push({ id: ev.id, at: Date.now() });
+          return { outcome: { kind: "processed" }, emit: [] };
+        },
+        bus: scope.add(
+          (() => {
+            const b = createKafkaBus({ brokers: kafka.bootstrap, clientId: replica, security }, client);
+            return { bus: b, stop: () => b.close() };
+          })(),
+        ).bus,
+        catalog: catalogViewFor(topic),
+        clock: systemClock,
+        log: createLogger("relay", { level: "silent" }),
+        metrics: createFunctionMetrics({ defaultMetrics: false }),
+        config: { groupMode: "each-replica", replica },
+      });
+      scope.add({ stop: () => rt.stop() });
+      await rt.ready;
+      // A new group starts at the end of the topic once it has fetched its first offsets,
+      // which may be just after it joined: one event seen means the position is fixed (offset 0).
+      const first = valid("node-warm");
+      let base = 0;
+      await waitFor("the warm-up event handled", async () => {
+        if (!seen.some((s) => s.id === first.id)) {
+          await bus.publish(topic, [encodeKafka(first)]);
+          base++;
+        }
+        await new Promise((r) => setTimeout(r, 500));
+        return seen.some((s) => s.id === first.id);
+      });
+      const groupId = `fastfence-relay-${replica}`;
+      await waitFor("the warm-up offsets committed", async () => (await committed(groupId, topic)) === base);
+      seen.length = 0;
+      /** The offset of the first record published from now on. */
+      return { seen, groupId, base };
+    }
+    return { bus, admin, host };
   });
 
-  it("a flood of 20000 malformed records delays a valid event by little, and every one is dead-lettered", async () => {
-    const { bus, host } = env();
-    const relayOn = await host(FLOOD, "flood");
-    const BAD = 20_000;
-    const OTHERS = 5_000;
-    const sample = encodeKafka(valid("node-b"));
-    const records: KafkaRecord[] = [];
-    for (let i = 0; i < BAD; i++)
-      records.push(
-        i % 2 === 0
-          ? { key: `junk-${i}`, value: Buffer.from(`not an event ${i}`), headers: {} } // no CloudEvent headers
-          : {
-              ...sample,
-              key: `bad-${i}`,
-              headers: { ...sample.headers, ce_id: `bad-${i}` },
-              value: Buffer.from(`{"target":1}`),
-            }, // fails the schema
-      );
-    // Other stages' events on the same topic: skipped by type, never decoded, not dead-lettered.
-    for (let i = 0; i < OTHERS; i++)
-      records.push({
-        key: `other-${i}`,
-        value: Buffer.from("{}"),
-        headers: { ce_type: EVENT_TYPES.nodeSuspected },
-      });
-    for (let i = 0; i < records.length; i += 2000) await bus.publish(FLOOD, records.slice(i, i + 2000));
-    const ev = valid("node-b");
-    const sentAt = Date.now();
-    const cpuAt = process.cpuUsage(); // this process: the runtime, its Kafka client and the test
-    await bus.publish(FLOOD, [encodeKafka(ev)]);
-    const got = await waitFor(
-      "the valid event handled",
-      async () => relayOn.seen.find((s) => s.id === ev.id),
-      60_000,
-      10,
-    );
-    const delayMs = got.at - sentAt;
-    const cpu = process.cpuUsage(cpuAt);
-    console.log(
-      `flood: valid event handled ${delayMs} ms after it was sent behind ${BAD} malformed and ${OTHERS} other records ` +
-        `(CPU of this process meanwhile ${Math.round((cpu.user + cpu.system) / 1000)} ms; load average ${loadavg()[0]!.toFixed(1)})`,
-    );
-    expect(delayMs).toBeLessThan(10_000);
-    expect(relayOn.seen.map((s) => s.id)).toEqual([ev.id]);
+  /** Dead letters of records from `topic`. */
+  async function deadLetters(topic: string): Promise<DeadLetter[]> {
+    const recs = await env().bus.readAll([TOPICS.deadLetter], { timeoutMs: 10_000 });
+    return recs
+      .map((r) => DeadLetterSchema.parse(JSON.parse(r.value!.toString())))
+      .filter((d) => d.topic === topic);
+  }
 
-    const dead = await waitFor(
-      `${BAD} dead letters`,
-      async () => {
-        const d = await deadLetters(FLOOD);
-        return new Set(d.map((x) => x.offset)).size >= BAD ? d : undefined;
-      },
-      60_000,
-      1000,
-    );
-    // At least once: a retried produce may duplicate a dead letter, never lose one.
-    expect(new Set(dead.map((d) => d.offset)).size).toBe(BAD);
-    console.log(`flood: ${dead.length} dead letters for ${BAD} malformed records`);
-    expect(dead.every((d) => d.code === "FF_INVALID_EVENT" && !d.truncated)).toBe(true);
-    await waitFor(
-      "every offset committed",
-      async () => (await committed(relayOn.groupId, FLOOD)) === relayOn.base + BAD + OTHERS + 1,
-      10_000,
-    );
+  async function committed(groupId: string, topic: string): Promise<number> {
+    const [t] = await env().admin.fetchOffsets({ groupId, topics: [topic] });
+    return Number(t?.partitions[0]?.offset ?? -1);
+  }
+
+  const valid = (target: string) => observed("w1", target, 3, Date.now());
+
+  describe("Kafka runtime: bad records never stall a partition", () => {
+    it("dead-letters a record near the broker's size limit with a truncated copy and moves on", async () => {
+      const { bus, host } = env();
+      const relayOn = await host(OVERSIZED, "oversized");
+      const big = Buffer.alloc(1_000_000, 0x7b);
+      await bus.publish(OVERSIZED, [
+        { key: "big", value: big, headers: { ce_type: EVENT_TYPES.nodeObserved } },
+      ]);
+      const ev = valid("node-a");
+      await bus.publish(OVERSIZED, [encodeKafka(ev)]);
+      await waitFor(
+        "the valid event behind it handled",
+        async () => relayOn.seen.some((s) => s.id === ev.id),
+        30_000,
+      );
+      const [dl] = await waitFor("its dead letter", async () => {
+        const d = await deadLetters(OVERSIZED);
+        return d.length ? d : undefined;
+      });
+      expect(dl).toMatchObject({
+        code: "FF_INVALID_EVENT",
+        key: "big",
+        offset: String(relayOn.base),
+        truncated: true,
+        originalBytes: 1_000_000,
+      });
+      expect(dl!.reason).toMatch(/larger than any event/);
+      expect(Buffer.from(dl!.originalBase64, "base64")).toEqual(big.subarray(0, 32 * 1024));
+      // Both offsets committed: a restart resumes after them.
+      await waitFor(
+        "both offsets committed",
+        async () => (await committed(relayOn.groupId, OVERSIZED)) === relayOn.base + 2,
+        10_000,
+      );
+    });
+
+    it("a flood of 20000 malformed records delays a valid event by little, and every one is dead-lettered", async () => {
+      const { bus, host } = env();
+      const relayOn = await host(FLOOD, "flood");
+      const BAD = 20_000;
+      const OTHERS = 5_000;
+      const sample = encodeKafka(valid("node-b"));
+      const records: KafkaRecord[] = [];
+      for (let i = 0; i < BAD; i++)
+        records.push(
+          i % 2 === 0
+            ? { key: `junk-${i}`, value: Buffer.from(`not an event ${i}`), headers: {} } // no CloudEvent headers
+            : {
+                ...sample,
+                key: `bad-${i}`,
+                headers: { ...sample.headers, ce_id: `bad-${i}` },
+                value: Buffer.from(`{"target":1}`),
+              }, // fails the schema
+        );
+      // Other stages' events on the same topic: skipped by type, never decoded, not dead-lettered.
+      for (let i = 0; i < OTHERS; i++)
+        records.push({
+          key: `other-${i}`,
+          value: Buffer.from("{}"),
+          headers: { ce_type: EVENT_TYPES.nodeSuspected },
+        });
+      for (let i = 0; i < records.length; i += 2000) await bus.publish(FLOOD, records.slice(i, i + 2000));
+      const ev = valid("node-b");
+      const sentAt = Date.now();
+      const cpuAt = process.cpuUsage(); // this process: the runtime, its Kafka client and the test
+      await bus.publish(FLOOD, [encodeKafka(ev)]);
+      const got = await waitFor(
+        "the valid event handled",
+        async () => relayOn.seen.find((s) => s.id === ev.id),
+        60_000,
+        10,
+      );
+      const delayMs = got.at - sentAt;
+      const cpu = process.cpuUsage(cpuAt);
+      console.log(
+        `flood: valid event handled ${delayMs} ms after it was sent behind ${BAD} malformed and ${OTHERS} other records ` +
+          `(CPU of this process meanwhile ${Math.round((cpu.user + cpu.system) / 1000)} ms; load average ${loadavg()[0]!.toFixed(1)})`,
+      );
+      expect(delayMs).toBeLessThan(10_000);
+      expect(relayOn.seen.map((s) => s.id)).toEqual([ev.id]);
+
+      const dead = await waitFor(
+        `${BAD} dead letters`,
+        async () => {
+          const d = await deadLetters(FLOOD);
+          return new Set(d.map((x) => x.offset)).size >= BAD ? d : undefined;
+        },
+        60_000,
+        1000,
+      );
+      // At least once: a retried produce may duplicate a dead letter, never lose one.
+      expect(new Set(dead.map((d) => d.offset)).size).toBe(BAD);
+      console.log(`flood: ${dead.length} dead letters for ${BAD} malformed records`);
+      expect(dead.every((d) => d.code === "FF_INVALID_EVENT" && !d.truncated)).toBe(true);
+      await waitFor(
+        "every offset committed",
+        async () => (await committed(relayOn.groupId, FLOOD)) === relayOn.base + BAD + OTHERS + 1,
+        10_000,
+      );
+    });
   });
 });

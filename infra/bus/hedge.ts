@@ -1,0 +1,98 @@
+// Hedged sends, the fencing path's answer to a partition leader on a dead or frozen
+// broker, shared by both Kafka clients' publishers: a record goes to one partition
+// (round-robin, skipping partitions that recently missed the deadline); if it is not
+// acknowledged within hedgeAfterMs the same record also goes to the next partition (up to
+// maxSends), and the slow partition is avoided as a first choice for a while. The first
+// acknowledgement wins; the call fails only once every send failed. It never sends by
+// itself (the caller's `send` does) and never logs record values.
+import { FastfenceError } from "../../core/errors.ts";
+
+/**
+ * How long a partition that missed the hedge deadline is avoided as a first choice, ms.
+ * Covers a dead leader until the controller moves it (broker.session.timeout.ms, plus a
+ * controller election if the controller died too); a healthy partition is tried again
+ * as the third hedge choice meanwhile, and cleared as soon as it answers in time.
+ */
+const SLOW_PARTITION_MS = 5000;
+
+export class PartitionHedge {
+  private nextPartition = 0;
+  /** "topic/partition" → until when publishes avoid starting there (ms epoch). */
+  private readonly slowUntil = new Map<string, number>();
+
+  /**
+   * The partition a publish starts on: round-robin, skipping partitions that recently
+   * missed the hedge deadline (their leader is probably on a dead node, until the
+   * controller moves it) unless all of them did.
+   */
+  firstPartition(topic: string, n: number): number {
+    const now = Date.now();
+    const start = this.nextPartition++;
+    for (let i = 0; i < n; i++) {
+      const p = (start + i) % n;
+      const until = this.slowUntil.get(`${topic}/${p}`);
+      if (until === undefined || until <= now) return p;
+    }
+    return start % n;
+  }
+
+  /**
+   * Sends with hedging over `n` partitions: `send(partition)` (undefined when n is 1: the
+   * client picks), at most `maxSends` times, a new one every `hedgeAfterMs` while none
+   * was acknowledged or at once after a failure. Rejects with a retriable
+   * FF_BUS_UNAVAILABLE once every send failed.
+   */
+  async send(
+    topic: string,
+    n: number,
+    maxSends: number,
+    hedgeAfterMs: number,
+    send: (partition: number | undefined) => Promise<unknown>,
+  ): Promise<void> {
+    const first = this.firstPartition(topic, n);
+    await new Promise<void>((resolve, reject) => {
+      let sent = 0;
+      let failed = 0;
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (err?: unknown) => {
+        if (done) return;
+        done = true;
+        clearInterval(timer);
+        if (err === undefined) resolve();
+        else
+          reject(
+            new FastfenceError("FF_BUS_UNAVAILABLE", `publishing to ${topic} failed`, {
+              cause: err,
+              retriable: true,
+            }),
+          );
+      };
+      const launch = () => {
+        const partition = n > 1 ? (first + sent) % n : undefined;
+        sent++;
+        const started = Date.now();
+        send(partition).then(
+          () => {
+            if (partition !== undefined && Date.now() - started < hedgeAfterMs)
+              this.slowUntil.delete(`${topic}/${partition}`);
+            finish();
+          },
+          (err: unknown) => {
+            failed++;
+            if (sent < maxSends) launch();
+            else if (failed >= sent) finish(err);
+          },
+        );
+      };
+      launch();
+      if (maxSends > 1)
+        timer = setInterval(() => {
+          if (done) return;
+          // The partition tried last has not answered in time: start elsewhere for a while.
+          this.slowUntil.set(`${topic}/${(first + sent - 1) % n}`, Date.now() + SLOW_PARTITION_MS);
+          if (sent < maxSends) launch();
+        }, hedgeAfterMs);
+    });
+  }
+}

@@ -1,0 +1,91 @@
+// Hedged publishing on @platformatic/kafka: the same contract as kafkajs-publish.ts (one
+// partition first, round-robin; the same record on the next partition when the leader
+// has not acknowledged within hedgeAfterMs, up to 3 — hedge.ts; one send for bulk records
+// that ask for no hedge), on one Producer whose every request is bounded
+// (platformatic-client.ts). Owns the bus's producer; never logs record values.
+import { ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka";
+import type { KafkaRecord } from "../../events/codec.ts";
+import { PartitionHedge } from "./hedge.ts";
+import type { KafkaSecurity } from "./kafka-security.ts";
+import { clientOptions, type ClientSettings } from "./platformatic-client.ts";
+
+/** The bus settings publishing uses (KafkaBusConfig, defaults applied). */
+export interface PublishSettings extends ClientSettings {
+  /** 0 turns hedging off. */
+  hedgeAfterMs: number;
+  acks: "all" | "leader";
+}
+
+type BusProducer = Producer<string, Buffer, string, string>;
+
+export class PlatformaticPublisher {
+  private readonly cfg: PublishSettings;
+  private readonly security: KafkaSecurity;
+  private producerP: BusProducer | undefined;
+  private readonly partitions = new Map<string, Promise<number>>();
+  private readonly hedge = new PartitionHedge();
+
+  constructor(cfg: PublishSettings, security: KafkaSecurity) {
+    this.cfg = cfg;
+    this.security = security;
+  }
+
+  /** The producer (created on first use; it connects lazily, per broker). */
+  private producer(): BusProducer {
+    this.producerP ??= new Producer<string, Buffer, string, string>({
+      ...clientOptions(this.cfg, this.security, "-producer"),
+      idempotent: false,
+      serializers: { key: stringSerializer, headerKey: stringSerializer, headerValue: stringSerializer },
+    });
+    // Failures reach the caller through send(); an "error" event without a listener would throw.
+    this.producerP.on("error", () => undefined);
+    return this.producerP;
+  }
+
+  /** Partition count of a topic (cached; 1 if it cannot be read, which disables hedging). */
+  private partitionCount(topic: string): Promise<number> {
+    let n = this.partitions.get(topic);
+    if (!n) {
+      n = this.producer()
+        .metadata({ topics: [topic] })
+        .then((md) => Math.max(1, md.topics.get(topic)?.partitionsCount ?? 1))
+        .catch(() => {
+          this.partitions.delete(topic);
+          return 1;
+        });
+      this.partitions.set(topic, n);
+    }
+    return n;
+  }
+
+  async publish(
+    topic: string,
+    records: readonly KafkaRecord[],
+    opts: { acks?: "leader" | "all"; hedge?: boolean } = {},
+  ): Promise<void> {
+    const acks = (opts.acks ?? this.cfg.acks) === "all" ? ProduceAcks.ALL : ProduceAcks.LEADER;
+    const p = this.producer();
+    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
+    const maxSends = opts.hedge === false ? 1 : Math.min(n, 3);
+    const send = (partition: number | undefined) =>
+      p.send({
+        acks,
+        messages: records.map((r) => ({
+          topic,
+          ...(r.key === null ? {} : { key: r.key }),
+          ...(r.value === null ? {} : { value: r.value }),
+          headers: r.headers,
+          // One partition for the whole call (the library would otherwise hash each key).
+          partition: partition ?? 0,
+        })),
+      });
+    await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
+  }
+
+  /** Closes the producer, if one was made. */
+  async close(): Promise<void> {
+    const p = this.producerP;
+    this.producerP = undefined;
+    if (p) await p.close(true).catch(() => undefined);
+  }
+}

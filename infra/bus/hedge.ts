@@ -96,3 +96,29 @@ export class PartitionHedge {
     });
   }
 }
+
+/**
+ * Partition counts per topic for hedging, cached; a topic whose count cannot be read counts
+ * as 1 (no hedging) and is read again on the next publish. `read` asks the cluster.
+ */
+export class PartitionCounts {
+  private readonly counts = new Map<string, Promise<number>>();
+  private readonly read: (topic: string) => Promise<number>;
+  constructor(read: (topic: string) => Promise<number>) {
+    this.read = read;
+  }
+
+  of(topic: string): Promise<number> {
+    let n = this.counts.get(topic);
+    if (!n) {
+      n = this.read(topic)
+        .then((c) => Math.max(1, c))
+        .catch(() => {
+          this.counts.delete(topic);
+          return 1;
+        });
+      this.counts.set(topic, n);
+    }
+    return n;
+  }
+}

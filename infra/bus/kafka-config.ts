@@ -88,3 +88,23 @@ export interface KafkaBusConfig {
   security: KafkaSecurity;
   log?: Logger;
 }
+
+/** A bus's settings with every default applied (what both clients run with). */
+export type BusSettings = Required<Omit<KafkaBusConfig, "log" | "security">> & { log?: Logger };
+
+/** The defaults of KafkaBusConfig, in one place for both clients (documented on each field). */
+export function busSettings(cfg: KafkaBusConfig): BusSettings {
+  const sessionTimeoutMs = cfg.sessionTimeoutMs ?? 6000;
+  return {
+    brokers: cfg.brokers,
+    clientId: cfg.clientId,
+    sessionTimeoutMs,
+    heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
+    requestTimeoutMs: cfg.requestTimeoutMs ?? 1000,
+    connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
+    metadataMaxAgeMs: cfg.metadataMaxAgeMs ?? 1000,
+    hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
+    acks: cfg.acks ?? "all",
+    ...(cfg.log ? { log: cfg.log } : {}),
+  };
+}

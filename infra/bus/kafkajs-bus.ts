@@ -7,14 +7,13 @@
 // consumers kafkajs-subscribe.ts. Never logs record values (they are event data).
 import { Kafka, logLevel } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
-import type { Logger } from "../log.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { existingTopics, readTopics } from "./kafkajs-reader.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
-import type { KafkaBus, KafkaBusConfig } from "./kafka-config.ts";
+import { busSettings, type BusSettings, type KafkaBus, type KafkaBusConfig } from "./kafka-config.ts";
 
 export type { KafkaBusConfig } from "./kafka-config.ts";
 
@@ -22,7 +21,7 @@ export class KafkaJsBus implements KafkaBus {
   private readonly kafka: Kafka;
   private readonly publisher: HedgedPublisher;
   private readonly subscriptions: GroupSubscriptions;
-  private readonly cfg: Required<Omit<KafkaBusConfig, "log" | "security">> & { log?: Logger };
+  private readonly cfg: BusSettings;
 
   constructor(cfg: KafkaBusConfig) {
     if (!applyKafkaJsFailoverFixes())
@@ -30,19 +29,7 @@ export class KafkaJsBus implements KafkaBus {
         { incident: "none", node: "none" },
         "kafkajs internals changed: failover fixes not applied",
       );
-    const sessionTimeoutMs = cfg.sessionTimeoutMs ?? 6000;
-    this.cfg = {
-      brokers: cfg.brokers,
-      clientId: cfg.clientId,
-      sessionTimeoutMs,
-      heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
-      requestTimeoutMs: cfg.requestTimeoutMs ?? 1000,
-      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
-      metadataMaxAgeMs: cfg.metadataMaxAgeMs ?? 1000,
-      hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
-      acks: cfg.acks ?? "all",
-      ...(cfg.log ? { log: cfg.log } : {}),
-    };
+    this.cfg = busSettings(cfg);
     const log = cfg.log;
     this.kafka = new Kafka({
       clientId: cfg.clientId,

@@ -8,7 +8,7 @@
 import type { Kafka, Producer } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
-import { PartitionHedge } from "./hedge.ts";
+import { PartitionCounts, PartitionHedge } from "./hedge.ts";
 
 /** The bus settings publishing uses (KafkaBusConfig, defaults applied). */
 export interface PublishSettings {
@@ -23,7 +23,16 @@ export class HedgedPublisher {
   private readonly kafka: Kafka;
   private readonly cfg: PublishSettings;
   private producerP: Promise<Producer> | undefined;
-  private readonly partitions = new Map<string, Promise<number>>();
+  private readonly partitions = new PartitionCounts(async (topic) => {
+    const admin = this.kafka.admin();
+    await admin.connect();
+    try {
+      const md = await admin.fetchTopicMetadata({ topics: [topic] });
+      return md.topics[0]?.partitions.length ?? 1;
+    } finally {
+      await admin.disconnect();
+    }
+  });
   private readonly hedge = new PartitionHedge();
 
   constructor(kafka: Kafka, cfg: PublishSettings) {
@@ -50,28 +59,6 @@ export class HedgedPublisher {
     return this.producerP;
   }
 
-  /** Partition count of a topic (cached; 1 if it cannot be read, which disables hedging). */
-  private partitionCount(topic: string): Promise<number> {
-    let n = this.partitions.get(topic);
-    if (!n) {
-      n = (async () => {
-        const admin = this.kafka.admin();
-        await admin.connect();
-        try {
-          const md = await admin.fetchTopicMetadata({ topics: [topic] });
-          return Math.max(1, md.topics[0]?.partitions.length ?? 1);
-        } finally {
-          await admin.disconnect();
-        }
-      })().catch(() => {
-        this.partitions.delete(topic);
-        return 1;
-      });
-      this.partitions.set(topic, n);
-    }
-    return n;
-  }
-
   async publish(
     topic: string,
     records: readonly KafkaRecord[],
@@ -79,7 +66,7 @@ export class HedgedPublisher {
   ): Promise<void> {
     const acks = opts.acks ?? this.cfg.acks;
     const p = await this.producer();
-    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
+    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitions.of(topic) : 1;
     // Unhedged: one send, still to one chosen partition (kafkajs would otherwise hash
     // every record's key to spread one call over all partitions, costly for bulk records).
     const maxSends = opts.hedge === false ? 1 : Math.min(n, 3);

@@ -9,9 +9,8 @@
 import { Admin } from "@platformatic/kafka";
 import { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
-import type { Logger } from "../log.ts";
 import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
-import type { KafkaBus, KafkaBusConfig } from "./kafka-config.ts";
+import { busSettings, type BusSettings, type KafkaBus, type KafkaBusConfig } from "./kafka-config.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions } from "./platformatic-client.ts";
 import { PlatformaticPublisher } from "./platformatic-publish.ts";
@@ -22,25 +21,13 @@ import { PlatformaticSubscriptions } from "./platformatic-subscribe.ts";
 const LEADERS_WAIT_MS = 15_000;
 
 export class PlatformaticBus implements KafkaBus {
-  private readonly cfg: Required<Omit<KafkaBusConfig, "log" | "security">> & { log?: Logger };
+  private readonly cfg: BusSettings;
   private readonly security: KafkaSecurity;
   private readonly publisher: PlatformaticPublisher;
   private readonly subscriptions: PlatformaticSubscriptions;
 
   constructor(cfg: KafkaBusConfig) {
-    const sessionTimeoutMs = cfg.sessionTimeoutMs ?? 6000;
-    this.cfg = {
-      brokers: cfg.brokers,
-      clientId: cfg.clientId,
-      sessionTimeoutMs,
-      heartbeatIntervalMs: cfg.heartbeatIntervalMs ?? Math.max(100, Math.floor(sessionTimeoutMs / 3)),
-      requestTimeoutMs: cfg.requestTimeoutMs ?? 1000,
-      connectionTimeoutMs: cfg.connectionTimeoutMs ?? 1000,
-      metadataMaxAgeMs: cfg.metadataMaxAgeMs ?? 1000,
-      hedgeAfterMs: cfg.hedgeAfterMs ?? 300,
-      acks: cfg.acks ?? "all",
-      ...(cfg.log ? { log: cfg.log } : {}),
-    };
+    this.cfg = busSettings(cfg);
     this.security = cfg.security;
     this.publisher = new PlatformaticPublisher(this.cfg, this.security);
     this.subscriptions = new PlatformaticSubscriptions(this.cfg, this.security);

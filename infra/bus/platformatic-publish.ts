@@ -5,7 +5,7 @@
 // (platformatic-client.ts). Owns the bus's producer; never logs record values.
 import { ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka";
 import type { KafkaRecord } from "../../events/codec.ts";
-import { PartitionHedge } from "./hedge.ts";
+import { PartitionCounts, PartitionHedge } from "./hedge.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions, type ClientSettings } from "./platformatic-client.ts";
 
@@ -22,7 +22,11 @@ export class PlatformaticPublisher {
   private readonly cfg: PublishSettings;
   private readonly security: KafkaSecurity;
   private producerP: BusProducer | undefined;
-  private readonly partitions = new Map<string, Promise<number>>();
+  private readonly partitions = new PartitionCounts((topic) =>
+    this.producer()
+      .metadata({ topics: [topic] })
+      .then((md) => md.topics.get(topic)?.partitionsCount ?? 1),
+  );
   private readonly hedge = new PartitionHedge();
 
   constructor(cfg: PublishSettings, security: KafkaSecurity) {
@@ -42,22 +46,6 @@ export class PlatformaticPublisher {
     return this.producerP;
   }
 
-  /** Partition count of a topic (cached; 1 if it cannot be read, which disables hedging). */
-  private partitionCount(topic: string): Promise<number> {
-    let n = this.partitions.get(topic);
-    if (!n) {
-      n = this.producer()
-        .metadata({ topics: [topic] })
-        .then((md) => Math.max(1, md.topics.get(topic)?.partitionsCount ?? 1))
-        .catch(() => {
-          this.partitions.delete(topic);
-          return 1;
-        });
-      this.partitions.set(topic, n);
-    }
-    return n;
-  }
-
   async publish(
     topic: string,
     records: readonly KafkaRecord[],
@@ -65,7 +53,7 @@ export class PlatformaticPublisher {
   ): Promise<void> {
     const acks = (opts.acks ?? this.cfg.acks) === "all" ? ProduceAcks.ALL : ProduceAcks.LEADER;
     const p = this.producer();
-    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitionCount(topic) : 1;
+    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitions.of(topic) : 1;
     const maxSends = opts.hedge === false ? 1 : Math.min(n, 3);
     const send = (partition: number | undefined) =>
       p.send({

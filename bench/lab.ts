@@ -7,7 +7,9 @@
 // period 50 s → 5 s, not-ready/unreachable toleration 300 s → 30 s, kubelet lease 40 s →
 // 4 s) and reported both as measured and scaled back ×10. Report: Markdown + SVG under
 // .cache/reports/; the last line is `RESULT {json}`.
-//   node bench/lab.ts [--trials 20] [--other 3] [--baseline 1] [--scenarios crash,hang,...]
+// Of the crash trials, --controller-trials (default 5) take the active KRaft controller's
+// node as the victim (its leaderships and the controller fail together).
+//   node bench/lab.ts [--trials 20] [--other 3] [--baseline 1] [--controller-trials 5] [--scenarios crash,hang,...]
 import { parseArgs } from "node:util";
 import { Lab } from "../lab/lab.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
@@ -22,11 +24,15 @@ const { values } = parseArgs({
     other: { type: "string" },
     baseline: { type: "string" },
     scenarios: { type: "string" },
+    "controller-trials": { type: "string" },
   },
 });
 const K = Number(values.trials ?? 20);
 const K2 = Number(values.other ?? 3);
 const KB = Number(values.baseline ?? 1);
+/** Crash trials whose victim is the active KRaft controller's node (spread over the K). */
+const KC = Math.min(K, Number(values["controller-trials"] ?? 5));
+const controllerTrial = (i: number) => KC > 0 && i % Math.floor(K / KC) === 0 && i / Math.floor(K / KC) < KC;
 const SCENARIOS = (values.scenarios ?? "crash,function-crash,partial-partition,hang,partition").split(
   ",",
 ) as Scenario[];
@@ -64,10 +70,11 @@ async function main(): Promise<number> {
       for (let i = 0; i < n + failures; i++) {
         trial++;
         try {
-          const r = await runTrial(lab, sc, { trial });
+          const preferController = sc === "crash" && controllerTrial(i);
+          const r = await runTrial(lab, sc, { trial, preferController });
           results.push(r);
           say(
-            `${sc} #${i + 1} ${r.node}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
+            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
           );
         } catch (err) {
           errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
@@ -146,7 +153,13 @@ async function main(): Promise<number> {
     const st = stats(rs);
     const viol = rs.reduce((a, r) => a + r.safetyViolations, 0);
     const healthyFenced = rs.filter((r) => r.violations.some((v) => v.rule === "H")).length;
+    const chosen = rs.filter((r) => r.victimChoice);
+    const victims = {
+      activeController: chosen.filter((r) => r.victimChoice!.activeController).length,
+      mostLeaders: chosen.filter((r) => r.victimChoice!.leaders === r.victimChoice!.mostLeaders).length,
+    };
     summary[sc] = {
+      victims,
       trials: rs.length,
       faulted: SPECS[sc].faulted,
       ...Object.fromEntries(PHASES.map((p) => [p, st[p]])),
@@ -164,6 +177,8 @@ async function main(): Promise<number> {
       lines.push(`| ${p} | ${s.n} | ${s.p50 ?? "-"} | ${s.p95 ?? "-"} | ${s.p99 ?? "-"} | ${s.max ?? "-"} |`);
     }
     lines.push(
+      "",
+      `Victims: the active KRaft controller in ${victims.activeController} of ${chosen.length} trials; hosting the most partition leaders in ${victims.mostLeaders} of ${chosen.length} (${chosen.map((r) => `${r.node}${r.victimChoice!.activeController ? "*" : ""} ${r.victimChoice!.leaders}/${r.victimChoice!.mostLeaders}`).join(", ")}; * = controller, leaders hosted / most on any node).`,
       "",
       `Safety violations: ${viol}; trials where a healthy node was fenced: ${healthyFenced}; fenced nodes per trial: ${rs.map((r) => `[${r.fencedNodes.join(",")}]`).join(" ")}`,
     );

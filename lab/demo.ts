@@ -46,7 +46,7 @@ async function main(): Promise<number> {
   );
   lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: true });
   const meta = await lab.kafkaMeta();
-  const victim = await lab.busiestNode();
+  const victim = (await lab.chooseVictim(false)).name;
   const x = lab.node(victim);
   say(
     `partition leaders per broker: ${lab.nodes.map((n) => `${n.name}=${meta.leaders[n.index + 1] ?? 0}`).join(" ")}`,

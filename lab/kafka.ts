@@ -7,7 +7,7 @@
 // their passwords written as Secret-like files under LAB_KAFKA_AUTH. Tuned so a dead
 // broker's partitions move within ~2 s (brief stall source 1). Also reads the cluster's
 // metadata: live brokers and partition leaders per broker. Never binds outside the node's netns.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { LAB_RUN } from "./state.ts";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
@@ -226,10 +226,52 @@ export async function waitLeadersBalanced(
   }
 }
 
-/** The node that hosts the most of the pipeline: most partition leaders (ties: first). */
-export async function busiestNode(brokers: string, nodes: BrokerNode[]): Promise<string> {
+/**
+ * The active KRaft controller's broker id, from the voters' quorum-state files (each voter
+ * writes the leader it follows with that leader's epoch; a dead voter's file is stale, so
+ * the highest epoch wins). Undefined when no voter names a leader. Reads files only.
+ */
+export function activeControllerId(brokerDirs: readonly string[]): number | undefined {
+  let best: { id: number; epoch: number } | undefined;
+  for (const dir of brokerDirs) {
+    let q: { leaderId?: unknown; leaderEpoch?: unknown };
+    try {
+      q = JSON.parse(
+        readFileSync(join(dir, "data", "__cluster_metadata-0", "quorum-state"), "utf8"),
+      ) as typeof q;
+    } catch {
+      continue; // not a voter, not formatted yet, or mid-write
+    }
+    if (typeof q.leaderId !== "number" || q.leaderId < 0 || typeof q.leaderEpoch !== "number") continue;
+    if (!best || q.leaderEpoch > best.epoch) best = { id: q.leaderId, epoch: q.leaderEpoch };
+  }
+  return best?.id;
+}
+
+/** A trial's victim and why: partition leaders it hosts, the most any node hosts, controller or not. */
+export interface VictimChoice {
+  name: string;
+  leaders: number;
+  mostLeaders: number;
+  activeController: boolean;
+}
+
+/**
+ * The node hosting the most partition leaders (ties: first); with `preferController`, the
+ * active KRaft controller's node when it is among the busiest, else still the controller
+ * (the choice records that it leads fewer).
+ */
+export async function chooseVictim(
+  brokers: string,
+  nodes: BrokerNode[],
+  brokerDirs: readonly string[],
+  preferController: boolean,
+): Promise<VictimChoice> {
   const { leaders } = await kafkaMeta(brokers);
-  let best = nodes[0]!;
-  for (const x of nodes) if ((leaders[x.index + 1] ?? 0) > (leaders[best.index + 1] ?? 0)) best = x;
-  return best.name;
+  const led = (x: BrokerNode) => leaders[x.index + 1] ?? 0;
+  const most = Math.max(0, ...nodes.map(led));
+  const ctl = activeControllerId(brokerDirs);
+  const ctlNode = nodes.find((x) => x.index + 1 === ctl);
+  const pick = preferController && ctlNode ? ctlNode : (nodes.find((x) => led(x) === most) ?? nodes[0]!);
+  return { name: pick.name, leaders: led(pick), mostLeaders: most, activeController: pick === ctlNode };
 }

@@ -28,7 +28,14 @@ import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
 import { LabBmcs } from "./bmc.ts";
 import { seedCluster, startLabControlPlane, startRelay, writeNodeKubeconfig } from "./control-plane.ts";
 import * as faults from "./faults.ts";
-import { bootstrapOf, busiestNode, kafkaMeta, prepareBrokers, waitLeadersBalanced } from "./kafka.ts";
+import {
+  bootstrapOf,
+  chooseVictim,
+  kafkaMeta,
+  prepareBrokers,
+  waitLeadersBalanced,
+  type VictimChoice,
+} from "./kafka.ts";
 import { writeNodeLaunch } from "./node-launch.ts";
 import { EmulatedWatchdog, labWatchdogConfig, startLabWatchdogs } from "./watchdog.ts";
 import {
@@ -320,9 +327,10 @@ export class Lab {
   waitLeadersBalanced(timeoutMs = 30_000): Promise<void> {
     return waitLeadersBalanced(this.brokers, this.nodes, this.log, timeoutMs);
   }
-  /** The node that hosts the most of the pipeline: most partition leaders (ties: first). */
-  busiestNode(): Promise<string> {
-    return busiestNode(this.brokers, this.nodes);
+  /** A trial's victim: the node hosting the most partition leaders, or the active KRaft controller's (kafka.ts chooseVictim). */
+  chooseVictim(preferController: boolean): Promise<VictimChoice> {
+    const dirs = this.nodes.map((x) => join(x.dir, "kafka"));
+    return chooseVictim(this.brokers, this.nodes, dirs, preferController);
   }
 
   private async createDefaultWorkloads(): Promise<void> {

@@ -8,6 +8,7 @@ import type { NodeFence } from "../core/incident.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { listIncidents } from "./event-log.ts";
 import type { Violation } from "./invariants.ts";
+import type { VictimChoice } from "./kafka.ts";
 import type { Lab } from "./lab.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
 import { check, measure, type TrialStart } from "./trial-check.ts";
@@ -44,11 +45,15 @@ export interface TrialResult {
   stagesMs?: Record<string, number>;
   /** The reset found the victim powered off again while it rebooted (a booting node fenced). */
   refencedDuringReboot?: number;
+  /** How the victim was chosen, when the trial chose it: leaders it hosted, the most any node did, controller or not. */
+  victimChoice?: VictimChoice;
 }
 
 export interface TrialOptions {
   trial: number;
   victim?: string;
+  /** Choose the active KRaft controller's node as the victim (kafka.ts chooseVictim). */
+  preferController?: boolean;
   timeoutMs?: number;
   observeMs?: number;
   live?: (line: string) => void;
@@ -86,7 +91,8 @@ export async function startOf(lab: Lab, tStart: number): Promise<TrialStart> {
 export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions): Promise<TrialResult> {
   const tStart = Date.now();
   const spec = SCENARIOS[scenario];
-  const victim = opts.victim ?? (await lab.busiestNode());
+  const choice = opts.victim ? undefined : await lab.chooseVictim(opts.preferController ?? false);
+  const victim = opts.victim ?? choice!.name;
   const sfx = `-t${opts.trial}`;
   const live = opts.live ?? (() => undefined);
   const start = await startOf(lab, tStart);
@@ -126,6 +132,7 @@ export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions)
     ...(incident ? { incident } : {}),
     timeline: timeline.lines,
     events: checked.log.events,
+    ...(choice ? { victimChoice: choice } : {}),
     ...(webOnVictim ? {} : { note: `web pod was scheduled on ${webPod?.spec?.nodeName}, not the victim` }),
   };
   if (opts.reset ?? true) result.refencedDuringReboot = await resetAfter(lab, scenario, victim, sfx, live);

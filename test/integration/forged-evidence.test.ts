@@ -20,7 +20,7 @@ import { encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { DeadLetterSchema, type NodeObserved, type NodeSuspected } from "../../events/schemas.ts";
 import { evidenceOfObservation } from "../../events/observation-claim.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { NAMESPACE, startPipelineCluster, sleep } from "../../harness/env/pipeline-cluster.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -68,12 +68,12 @@ describe("forged and time-shifted evidence", () => {
       return Object.values(l.metadata?.annotations ?? {}).includes(rogue.annotation) ? true : undefined;
     });
 
-    const asSource = new KafkaJsBus({
+    const asSource = createKafkaBus({
       brokers: c.kafka.bootstrap,
       clientId: "attacker-on-node-a",
       security: c.kafka.clientSecurity("event-source"),
     });
-    const asDetect = new KafkaJsBus({
+    const asDetect = createKafkaBus({
       brokers: c.kafka.bootstrap,
       clientId: "attacker-with-detect-credentials",
       security: c.kafka.clientSecurity("detect"),
@@ -160,7 +160,7 @@ describe("forged and time-shifted evidence", () => {
     );
 
     // Every forgery is dead-lettered with its reason code.
-    const audit = new KafkaJsBus({
+    const audit = createKafkaBus({
       brokers: c.kafka.bootstrap,
       clientId: "forged-evidence-audit",
       security: c.kafka.clientSecurity("audit"),

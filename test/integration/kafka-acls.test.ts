@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { TOPICS } from "../../events/catalog.ts";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope } from "../../events/envelope.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import type { BusRecord } from "../../infra/bus/bus.ts";
 import type { KafkaSecurity } from "../../infra/bus/kafka-security.ts";
 import { pipelineTopics } from "../../app/host.ts";
@@ -30,7 +30,7 @@ const {
 
 const env = withEnv(async (scope) => {
   const kafka = scope.add(await startKafka({ brokers: 1 }));
-  const admin = new KafkaJsBus({
+  const admin = createKafkaBus({
     brokers: kafka.bootstrap,
     clientId: "acl-admin",
     security: kafka.clientSecurity("admin"),
@@ -155,7 +155,7 @@ describe("Kafka authentication (TLS + SCRAM-SHA-512)", () => {
 describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
   it("the event source may not write suspicions (TOPIC_AUTHORIZATION_FAILED), but writes observations", async () => {
     const { kafka } = env();
-    const bus = new KafkaJsBus({
+    const bus = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-source",
       security: kafka.clientSecurity("event-source"),
@@ -171,12 +171,12 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
 
   it("detect may not read fence requests (TOPIC_AUTHORIZATION_FAILED), but reads observations in its own group", async () => {
     const { kafka } = env();
-    const detect = new KafkaJsBus({
+    const detect = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-detect",
       security: kafka.clientSecurity("detect"),
     });
-    const source = new KafkaJsBus({
+    const source = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-source-2",
       security: kafka.clientSecurity("event-source"),
@@ -243,12 +243,12 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
     // crash, and the subscription never rebuilt the consumer, so it never became ready.
     const { kafka } = env();
     const group = `fastfence-late-acl-${Date.now()}`;
-    const detect = new KafkaJsBus({
+    const detect = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-late",
       security: kafka.clientSecurity("detect"),
     });
-    const source = new KafkaJsBus({
+    const source = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-late-source",
       security: kafka.clientSecurity("event-source"),
@@ -296,12 +296,12 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
 
   it("audit reads every pipeline topic but may not write (TOPIC_AUTHORIZATION_FAILED); no component may create topics", async () => {
     const { kafka } = env();
-    const audit = new KafkaJsBus({
+    const audit = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-audit",
       security: kafka.clientSecurity("audit"),
     });
-    const confirm = new KafkaJsBus({
+    const confirm = createKafkaBus({
       brokers: kafka.bootstrap,
       clientId: "acl-confirm",
       security: kafka.clientSecurity("confirm"),

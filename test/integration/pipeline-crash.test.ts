@@ -9,7 +9,7 @@
 import { describe, expect, it } from "vitest";
 import { parseEvent, TOPICS } from "../../events/catalog.ts";
 import { decodeKafka } from "../../events/codec.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { spawnSync } from "node:child_process";
@@ -166,7 +166,7 @@ describe("pipeline: crash of a node", () => {
 
     // The timeline, from the event log.
     // read as the read-only audit principal, as `fastfence trace` does
-    const bus = new KafkaJsBus({
+    const bus = createKafkaBus({
       brokers: c.kafka.bootstrap,
       clientId: "trace",
       security: c.kafka.clientSecurity("audit"),

@@ -23,7 +23,7 @@ import {
 } from "../../core/planned.ts";
 import { EVENT_TYPES, parseEvent, TOPICS, type AnyFfEvent } from "../../events/catalog.ts";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { NAMESPACE, replicaName, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import type { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
 import { stageNames } from "../../functions/registry.ts";
@@ -286,7 +286,7 @@ export async function requestFence(c: PipelineCluster, node: string, reason: str
 
 /** Every event on the pipeline's topics, read as the audit principal (as `fastfence trace` does). */
 export async function readEvents(c: PipelineCluster): Promise<AnyFfEvent[]> {
-  const bus = new KafkaJsBus({
+  const bus = createKafkaBus({
     brokers: c.kafka.bootstrap,
     clientId: "trace",
     security: c.kafka.clientSecurity("audit"),
@@ -312,7 +312,7 @@ export async function replayMisses(c: PipelineCluster, node: string, sinceMs: nu
       e.data.result === "missed" &&
       Date.parse(e.time) >= sinceMs,
   );
-  const bus = new KafkaJsBus({
+  const bus = createKafkaBus({
     brokers: c.kafka.bootstrap,
     clientId: "replay",
     security: c.kafka.clientSecurity("event-source"),

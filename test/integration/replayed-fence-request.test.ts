@@ -34,7 +34,7 @@ import { EVENT_TYPES, TOPICS } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import type { FenceRequested } from "../../events/schemas.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { Kube } from "../../infra/kube/client.ts";
 import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { fenceLeaseName } from "../../infra/kube/lease.ts";
@@ -61,7 +61,7 @@ const env = withEnv(async (scope) => {
   // structured log (every outcome with its code) is kept. In the default group mode each
   // replica reads every record, so it sees exactly what the three pipeline replicas see.
   const outcomes: OutcomeLine[] = [];
-  const bus = new KafkaJsBus({
+  const bus = createKafkaBus({
     brokers: c.kafka.bootstrap,
     clientId: "fence-witness",
     sessionTimeoutMs: 3000,
@@ -98,7 +98,7 @@ const env = withEnv(async (scope) => {
       ),
       NAMESPACE,
     );
-  const asConfirmOnKafka = new KafkaJsBus({
+  const asConfirmOnKafka = createKafkaBus({
     brokers: c.kafka.bootstrap,
     clientId: "confirm-credentials-replayer",
     security: c.kafka.clientSecurity("confirm"),

@@ -13,7 +13,7 @@ import { EXIT } from "../../cli/exit-codes.ts";
 import { BROKER_TOPIC, EVENT_TYPES } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
 import { kafkaUserName } from "../../events/kafka-acls.ts";
-import { KafkaJsBus } from "../../infra/bus/kafkajs-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { startKafka } from "../../harness/env/kafka.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { BOOT, event, suspected } from "../scenarios/fixtures.ts";
@@ -75,7 +75,7 @@ afterEach(() => vi.restoreAllMocks());
 describe("fastfence trace on the Broker's topic", () => {
   it("finds the incident without --topic, and --since limits what it reads", async () => {
     const k = env();
-    const admin = new KafkaJsBus({
+    const admin = createKafkaBus({
       brokers: k.bootstrap,
       clientId: "setup",
       security: k.clientSecurity("admin"),

@@ -26,6 +26,7 @@ import {
   type RuntimeConfig,
 } from "../infra/config.ts";
 import { BmcPowerExecutor } from "../infra/fence/power.ts";
+import { startHeartbeatWatch } from "../infra/fence/watchdog-wait.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { IncidentStore } from "../infra/kube/incidents.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
@@ -121,6 +122,7 @@ export async function hostFunction(opts: {
   const ns = config.FASTFENCE_NAMESPACE;
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
   const remediators = new RemediatorReader(kube);
+  const heartbeats = def.name === "fence" ? startHeartbeatWatch(kube, ns, log) : undefined;
   const adapters: StageAdapters = {
     kube,
     incidents: new IncidentStore(kube, ns),
@@ -136,7 +138,12 @@ export async function hostFunction(opts: {
         log,
       }),
     }),
-    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log, metrics }),
+    power: new BmcPowerExecutor(kube, ns, clock, metal3, {
+      log,
+      metrics,
+      // fence's own continuous watch of the heartbeat Leases: the watchdog level's input
+      ...(heartbeats ? { heartbeats } : {}),
+    }),
     metal3,
     events: new IncidentEventRecorder(kube, {
       component: def.name,
@@ -227,6 +234,7 @@ export async function hostFunction(opts: {
       ready: rt.ready,
       metrics,
       stop: async () => {
+        heartbeats?.stop();
         await report.stop();
         await reconciler?.stop();
         await rt.stop();
@@ -294,6 +302,7 @@ export async function hostFunction(opts: {
     metrics,
     port: rt.port,
     stop: async () => {
+      heartbeats?.stop();
       await report.stop();
       await reconciler?.stop();
       await rt.stop();

@@ -47,6 +47,8 @@ import { DriverPool, type DriverUse } from "./driver-pool.ts";
 import { lookBeforeOff, type LookDeps } from "./last-look.ts";
 import { watchdogLevel, type HeartbeatWatch } from "./watchdog-wait.ts";
 
+export { startHeartbeatWatch } from "./watchdog-wait.ts";
+
 type PowerOff = Extract<Action, { kind: "powerOff" }>;
 
 /**
@@ -276,7 +278,12 @@ export class BmcPowerExecutor implements PowerExecutor {
           : {}),
       });
       if (outcome.confirmed) return outcome.attempts;
-      const wd = await this.watchdogLevel(a, outcome.attempts, start + a.timeoutMs - this.clock.now(), signal);
+      const wd = await this.watchdogLevel(
+        a,
+        outcome.attempts,
+        start + a.timeoutMs - this.clock.now(),
+        signal,
+      );
       return wd ? [...outcome.attempts, wd] : outcome.attempts;
     } finally {
       for (const u of resolved.uses) u.release();

@@ -350,7 +350,9 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
       attempts,
       powerOffConfirmedAt: at,
       reason: ok.watchdog ? "WatchdogExpired" : "PowerOffConfirmed",
-      message: ok.watchdog ? watchdogFencedMessage(ok) : `${ok.driver} (level ${ok.level}) read back Off at ${at}`,
+      message: ok.watchdog
+        ? watchdogFencedMessage(ok)
+        : `${ok.driver} (level ${ok.level}) read back Off at ${at}`,
     });
     const data: NodeFenced = {
       incident: name,

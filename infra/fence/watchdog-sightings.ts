@@ -60,7 +60,9 @@ export class WatchdogSightings {
     const seen: NodeSeen = {
       resourceVersion,
       vouches,
-      ...(annotations?.[WATCHDOG_ANNOTATION] !== undefined ? { report: annotations[WATCHDOG_ANNOTATION] } : {}),
+      ...(annotations?.[WATCHDOG_ANNOTATION] !== undefined
+        ? { report: annotations[WATCHDOG_ANNOTATION] }
+        : {}),
       ...(prev?.renewedAt !== undefined ? { renewedAt: prev.renewedAt } : {}),
     };
     // The initial list is no renewal (the synced time covers it); any change after it is,
@@ -80,8 +82,7 @@ export class WatchdogSightings {
 
   /** What the watch has seen of `node`, for the verdict at monotonic `now`. */
   seen(node: string, now: number): WatchSeen {
-    const live =
-      this.listed && this.lastEventAt !== undefined && now - this.lastEventAt <= this.staleMs;
+    const live = this.listed && this.lastEventAt !== undefined && now - this.lastEventAt <= this.staleMs;
     const n = this.nodes.get(node);
     return {
       report: n?.report,

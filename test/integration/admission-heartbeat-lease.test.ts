@@ -136,7 +136,12 @@ describe("heartbeat Lease admission: a node's event source writes only its own L
     const bApi = sourceB.makeApiClient(CoordinationV1Api);
     const aApi = sourceA.makeApiClient(CoordinationV1Api);
     const report = (armed: boolean) =>
-      formatWatchdogReport({ armed, timeoutMs: 5000, bootId: "boot-b", ...(armed ? {} : { reason: "none" }) });
+      formatWatchdogReport({
+        armed,
+        timeoutMs: 5000,
+        bootId: "boot-b",
+        ...(armed ? {} : { reason: "none" }),
+      });
     // node B reports no armed watchdog, on its own Lease: allowed
     await leases(sourceB).acquire(name, "source-node-b", Date.now());
     const own = await bApi.readNamespacedLease({ name, namespace: NS });
@@ -163,7 +168,10 @@ describe("heartbeat Lease admission: a node's event source writes only its own L
         .replaceNamespacedLease({
           name,
           namespace: NS,
-          body: { ...cur, metadata: { ...cur.metadata, annotations: { [WATCHDOG_ANNOTATION]: report(true) } } },
+          body: {
+            ...cur,
+            metadata: { ...cur.metadata, annotations: { [WATCHDOG_ANNOTATION]: report(true) } },
+          },
         }),
     );
     expect(fence?.status).toBe(403);

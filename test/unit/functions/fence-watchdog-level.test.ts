@@ -18,7 +18,18 @@ import {
   watchdogStep,
   type WatchSeen,
 } from "../../../functions/fence/watchdog-level.pure.ts";
-import { FENCE, T0, TRUSTED, at, confirmed, event, node, offAttempt, policy, view } from "../../scenarios/fixtures.ts";
+import {
+  FENCE,
+  T0,
+  TRUSTED,
+  at,
+  confirmed,
+  event,
+  node,
+  offAttempt,
+  policy,
+  view,
+} from "../../scenarios/fixtures.ts";
 
 const BOOT = confirmed("a").spec.bootId;
 const PLAN: WatchdogPlan = { level: 2, bootId: BOOT, renewGraceMs: 2000, marginMs: 1500 };
@@ -55,7 +66,13 @@ describe("watchdogStep: the verdict at one look (monotonic ms)", () => {
     ["synced only since 4000: quiet counts from then", { watchSyncedSince: 4000 }, 9500, "wait", /5500 ms/],
     ["watch not synced → wait (poll)", { watchSyncedSince: undefined }, 20_000, "wait", /not synced/],
     ["no report → refused", { report: undefined }, 20_000, "refused", /no watchdog report/],
-    ["not armed → refused", { report: armed({ armed: false, reason: "no device" }) }, 20_000, "refused", /no device/],
+    [
+      "not armed → refused",
+      { report: armed({ armed: false, reason: "no device" }) },
+      20_000,
+      "refused",
+      /no device/,
+    ],
     ["report of another boot → refused", { report: armed({ bootId: "old" }) }, 20_000, "refused", /boot old/],
     ["malformed report → refused", { report: "{" }, 20_000, "refused", /not JSON/],
     ["report's longer grace counts", { report: armed({ renewGraceMs: 4000 }) }, 9500, "wait", /grace 4000/],
@@ -185,7 +202,11 @@ describe("decide: the round carries the watchdog level; its result", () => {
   });
   test("BMC unreachable, watchdog expired → FencedOff WatchdogExpired with the proof; node.fenced driver watchdog", () => {
     const { d, st } = result([unreachable, expiredAttempt()]);
-    expect(st).toMatchObject({ phase: "FencedOff", reason: "WatchdogExpired", powerOffConfirmedAt: at(9000) });
+    expect(st).toMatchObject({
+      phase: "FencedOff",
+      reason: "WatchdogExpired",
+      powerOffConfirmedAt: at(9000),
+    });
     expect(st.message).toMatch(/quiet 9000 ms ≥ grace 2000 \+ timeout 5000 \+ margin 1500/);
     expect(d.emit[0]).toMatchObject({ type: EVENT_TYPES.nodeFenced, data: { driver: "watchdog", level: 2 } });
     // and remediate-workloads releases on that proof
@@ -196,7 +217,11 @@ describe("decide: the round carries the watchdog level; its result", () => {
     const refused = watchdogAttempt(
       base,
       1,
-      { kind: "refused", code: "FF_WATCHDOG_NOT_ARMED", message: "never fenced by its watchdog: watchdog not armed" },
+      {
+        kind: "refused",
+        code: "FF_WATCHDOG_NOT_ARMED",
+        message: "never fenced by its watchdog: watchdog not armed",
+      },
       at(2000),
     );
     const { d, st } = result([unreachable, refused], 3);
@@ -220,12 +245,14 @@ describe("decide: the round carries the watchdog level; its result", () => {
 
 describe("policy: the watchdog level", () => {
   test("defaults: margin 2000 ms, grace 2000 ms; alone allowed", () => {
-    const p = resolvePolicy({ fencing: { nodes: [{ nodeSelector: { names: ["a"] }, levels: [], watchdog: {} }] } });
+    const p = resolvePolicy({
+      fencing: { nodes: [{ nodeSelector: { names: ["a"] }, levels: [], watchdog: {} }] },
+    });
     expect(p.fencing.nodes[0]!.watchdog).toEqual({ marginMs: 2000, renewGraceMs: 2000 });
   });
   test("an entry with neither BMC levels nor the watchdog is refused", () => {
-    expect(() => resolvePolicy({ fencing: { nodes: [{ nodeSelector: { names: ["a"] }, levels: [] }] } })).toThrow(
-      /at least one BMC level or the watchdog level/,
-    );
+    expect(() =>
+      resolvePolicy({ fencing: { nodes: [{ nodeSelector: { names: ["a"] }, levels: [] }] } }),
+    ).toThrow(/at least one BMC level or the watchdog level/);
   });
 });

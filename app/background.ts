@@ -32,11 +32,13 @@ export interface BackgroundDeps {
   metrics: FunctionMetrics;
   clock: Clock;
   log: Logger;
+  /** Loops the host started itself that end with these (fence's heartbeat watch). */
+  also?: { stop(): unknown }[];
 }
 
 /** Starts the stage's loops (none for most stages); the returned stop ends them all. */
 export function startBackground(d: BackgroundDeps): { stop(): Promise<void> } {
-  const stops: (() => unknown)[] = [];
+  const stops: (() => unknown)[] = (d.also ?? []).map((l) => () => l.stop());
   const policy = (now: number) => d.policy.get(now);
   // The stages that check planned work keep its reads warm, off the fencing path.
   if (d.stage === "confirm" || d.stage === "fence") stops.push(d.planned.keepWarm(d.clock));

@@ -1,9 +1,8 @@
-// The composition root: starts one pipeline stage (Kafka consumer or Knative HTTP) inside
-// the current process, from a RuntimeConfig and a KubeConfig — builds the adapters, the
-// bus, logs, metrics and tracing (infra/tracing.ts: off unless an OTLP endpoint is set), runs the stage's pure decision through the stage executor (and,
-// for stages that re-drive incidents, the reconciler), and
-// returns a handle to stop it. Used by `fastfence run`, the lab and the integration tests,
-// so all three run exactly the same wiring. It never decides anything itself.
+// The composition root: starts one pipeline stage (Kafka consumer or Knative HTTP) inside the current
+// process, from a RuntimeConfig and a KubeConfig — builds the adapters, the bus, logs, metrics and tracing
+// (infra/tracing.ts: off unless an OTLP endpoint is set), runs the stage's pure decision through the stage
+// executor (and, for stages that re-drive incidents, the reconciler), and returns a handle to stop it. Used
+// by `fastfence run`, the lab and the integration tests, so all three run the same wiring; it decides nothing.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { readFile } from "node:fs/promises";
 import { systemClock, type Clock } from "../core/clock.ts";
@@ -25,7 +24,7 @@ import {
   trustedConfirmers,
   type RuntimeConfig,
 } from "../infra/config.ts";
-import { BmcPowerExecutor } from "../infra/fence/power.ts";
+import { BmcPowerExecutor, startHeartbeatWatch } from "../infra/fence/power.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { IncidentStore } from "../infra/kube/incidents.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
@@ -53,10 +52,9 @@ import { startKafkaRuntime } from "../infra/runtime/kafka-runtime.ts";
 import { createTracing, type Tracing } from "../infra/tracing.ts";
 
 /**
- * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative
- * broker's topic) puts every event on one topic: the HTTP runtime publishes its extra
- * events there, the Kafka runtime consumes from and publishes to it. Dead letters keep
- * their own topic.
+ * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative broker's
+ * topic) puts every event on one topic: the HTTP runtime publishes its extra events there, the Kafka
+ * runtime consumes from and publishes to it. Dead letters keep their own topic.
  */
 export function catalogViewFor(singleTopic?: string): CatalogView {
   return singleTopic ? { ...catalogView, topicOf: () => singleTopic } : catalogView;
@@ -121,6 +119,7 @@ export async function hostFunction(opts: {
   const ns = config.FASTFENCE_NAMESPACE;
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
   const remediators = new RemediatorReader(kube);
+  const heartbeats = def.name === "fence" ? startHeartbeatWatch(kube, ns, log) : undefined;
   const adapters: StageAdapters = {
     kube,
     incidents: new IncidentStore(kube, ns),
@@ -136,7 +135,7 @@ export async function hostFunction(opts: {
         log,
       }),
     }),
-    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log, metrics }),
+    power: new BmcPowerExecutor(kube, ns, clock, metal3, { log, metrics, ...(heartbeats && { heartbeats }) }),
     metal3,
     events: new IncidentEventRecorder(kube, {
       component: def.name,
@@ -165,6 +164,7 @@ export async function hostFunction(opts: {
     metrics,
     clock,
     log,
+    also: heartbeats ? [heartbeats] : [], // fence's own watch of the heartbeat Leases (watchdog level)
   });
   const handler = runner.handle;
   await warmUp(adapters.incidents, log);

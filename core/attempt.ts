@@ -17,6 +17,7 @@ export const ATTEMPT_RESULTS = [
   "timeout",
   "error",
   "abandoned",
+  "watchdog-expired",
 ] as const;
 export type AttemptResult = (typeof ATTEMPT_RESULTS)[number];
 
@@ -43,12 +44,34 @@ export const LastLookSchema = z.object({
 });
 export type LastLook = z.infer<typeof LastLookSchema>;
 
+/** The drivers an attempt can record: a BMC protocol, or the watchdog level (no BMC). */
+export const ATTEMPT_DRIVERS = ["redfish", "ipmi", "fence-agent", "watchdog"] as const;
+
+/**
+ * Result "watchdog-expired": S1's second proof (functions/fence/watchdog-level.pure.ts). The
+ * node's own report (armed, its timeout, its boot) and how long the fencing replica watched
+ * it quiet, on its own monotonic clock, against what that must exceed.
+ */
+export const WatchdogProofSchema = z.object({
+  /** The node's watchdog timeout, as its agent reported it on its heartbeat Lease, ms. */
+  timeoutMs: z.int().min(0),
+  /** The agents' pet grace after their last acknowledged heartbeat renewal, ms. */
+  renewGraceMs: z.int().min(0),
+  /** The level's safety margin (clock-rate drift, the reset's own latency), ms. */
+  marginMs: z.int().min(0),
+  /** How long the fencing replica had watched, synced, without a renewal or a vouch, ms. */
+  quietMs: z.int().min(0),
+  /** The boot the armed report was of (the incident's). */
+  bootId: z.string().min(1),
+});
+export type WatchdogProof = z.infer<typeof WatchdogProofSchema>;
+
 /** One power-off try at one level, with what was read back afterwards (S1). */
 export const AttemptSchema = z.object({
   round: z.int().min(1),
   /** Index into the node's fencing levels (0 = first). */
   level: z.int().min(0),
-  driver: z.enum(["redfish", "ipmi", "fence-agent"]),
+  driver: z.enum(ATTEMPT_DRIVERS),
   /** Who drove it (lease holder identity). */
   by: z.string().min(1),
   startedAt: Time,
@@ -64,5 +87,7 @@ export const AttemptSchema = z.object({
   message: z.string().optional(),
   /** Result "abandoned": the last look that stopped the round before the off command. */
   lastLook: LastLookSchema.optional(),
+  /** Result "watchdog-expired": the watchdog proof (driver "watchdog"). */
+  watchdog: WatchdogProofSchema.optional(),
 });
 export type Attempt = z.infer<typeof AttemptSchema>;

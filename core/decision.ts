@@ -23,6 +23,7 @@
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
 import type { ProbeTarget } from "./probe-address.ts";
+import type { WatchdogPlan } from "./watchdog.ts";
 import type { IgnoreCode, RejectCode } from "./reasons.ts";
 
 /**
@@ -280,6 +281,8 @@ export type Action =
       timeoutMs: number;
       /** The last look before each off command (absent: none, e.g. an old caller's action). */
       look?: LastLookPlan;
+      /** The watchdog level after `levels` (functions/fence/watchdog-level.pure.ts); absent: none. */
+      watchdog?: WatchdogPlan;
     }
   | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
   | { kind: "setTaint"; node: string; taint: Taint }

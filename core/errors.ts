@@ -18,6 +18,10 @@ export type ErrorCode =
   | "FF_BMC_STILL_ON"
   | "FF_BMC_PROTOCOL"
   | "FF_NODE_RESPONDING"
+  /** The watchdog level: the node's agent reported no armed watchdog (for the incident's boot). */
+  | "FF_WATCHDOG_NOT_ARMED"
+  /** The watchdog level: the node was not watched quiet long enough before the round's end. */
+  | "FF_WATCHDOG_NOT_EXPIRED"
   | "FF_CANCELLED"
   | "FF_INTERNAL";
 

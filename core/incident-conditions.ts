@@ -33,7 +33,9 @@ function verdicts(st: NodeFenceStatus): Record<IncidentConditionType, Verdict> {
       ? no(st.reason ?? "Blocked", detail)
       : no(ended ? (st.reason ?? st.phase) : "NotConfirmed", ended ? detail : "not confirmed yet");
   const fenced = st.powerOffConfirmedAt
-    ? yes("PowerOffConfirmed", `power-off read back Off at ${st.powerOffConfirmedAt}`)
+    ? st.reason === "WatchdogExpired" || st.attempts.some((a) => a.result === "watchdog-expired")
+      ? yes("WatchdogExpired", `reset by its armed watchdog by ${st.powerOffConfirmedAt}`)
+      : yes("PowerOffConfirmed", `power-off read back Off at ${st.powerOffConfirmedAt}`)
     : st.phase === "FenceFailed"
       ? no(st.reason ?? "FenceFailed", detail)
       : st.phase === "Fencing"

@@ -118,11 +118,13 @@ export {
   LAST_LOOK_REASONS,
   LastLookSchema,
   POWER_STATES,
+  WatchdogProofSchema,
   type Attempt,
   type AttemptResult,
   type LastLook,
   type LastLookReason,
   type PowerState,
+  type WatchdogProof,
 } from "./attempt.ts";
 
 export const EVIDENCE_KINDS = ["probe", "condition", "lease"] as const;

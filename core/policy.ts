@@ -18,6 +18,9 @@ import {
 } from "./timeout-chain.ts";
 
 import { PlannedWorkSettingsSchema, POLICY_MODES } from "./policy-planned.ts";
+import { entryForNode, LEVELS_OR_WATCHDOG, WatchdogLevelSchema } from "./policy-watchdog.ts";
+
+export { watchdogForNode, type WatchdogLevel } from "./policy-watchdog.ts";
 
 export { PlannedWorkSettingsSchema, POLICY_MODES, type PolicyMode } from "./policy-planned.ts";
 export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "./timeout-chain.ts";
@@ -194,13 +197,19 @@ const MatchLabelsSchema = z
  * Levels for the nodes a selector matches: by name, or by labels (all must match), and
  * only labels a kubelet cannot set on itself (TRUSTED_NODE_LABEL_PREFIX).
  */
-export const NodeFencingSchema = z.object({
-  nodeSelector: z.object({
-    names: z.array(z.string().min(1)).optional(),
-    matchLabels: MatchLabelsSchema.optional(),
-  }),
-  levels: z.array(FencingLevelSchema).min(1).max(MAX_LEVELS),
-});
+export const NodeFencingSchema = z
+  .object({
+    nodeSelector: z.object({
+      names: z.array(z.string().min(1)).optional(),
+      matchLabels: MatchLabelsSchema.optional(),
+    }),
+    // BMC levels, tried in order; may be empty only when `watchdog` is set.
+    levels: z.array(FencingLevelSchema).max(MAX_LEVELS),
+    // The watchdog level, after the BMC levels (core/policy-watchdog.ts). Default: none.
+    watchdog: WatchdogLevelSchema.optional(),
+  })
+  .refine((e) => e.levels.length > 0 || e.watchdog !== undefined, { message: LEVELS_OR_WATCHDOG.message })
+  .meta({ "x-kubernetes-validations": [LEVELS_OR_WATCHDOG] });
 export type NodeFencing = z.infer<typeof NodeFencingSchema>;
 
 /** Sources of fencing levels besides the policy's own entries. */
@@ -370,17 +379,7 @@ export function levelsForNode(
   policy: FencingPolicySpec,
   node: { name: string; labels?: Record<string, string> },
 ): FencingLevel[] | undefined {
-  for (const entry of policy.fencing.nodes) {
-    const sel = entry.nodeSelector;
-    if (sel.names && !sel.names.includes(node.name)) continue;
-    if (sel.matchLabels) {
-      const labels = node.labels ?? {};
-      if (!Object.entries(sel.matchLabels).every(([k, v]) => labels[k] === v)) continue;
-    }
-    if (!sel.names && !sel.matchLabels) continue; // an empty selector matches nothing
-    return entry.levels;
-  }
-  return undefined;
+  return entryForNode(policy, node)?.levels;
 }
 
 /**

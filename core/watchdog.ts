@@ -33,6 +33,8 @@ export interface WatchdogReport {
   bootId: string;
   /** Why it is not armed (device missing, permission), for the condition and the metric. */
   reason?: string;
+  /** The agent's pet grace after its last acknowledged renewal, ms, when it states it. */
+  renewGraceMs?: number;
 }
 
 /** Bounds a report must meet to count: a timeout shorter than a pet round or absurdly long is refused. */
@@ -73,6 +75,9 @@ export function parseWatchdogReport(value: string | undefined): ParsedReport {
       timeoutMs: t,
       bootId: r.bootId,
       ...(typeof r.reason === "string" ? { reason: r.reason.slice(0, 300) } : {}),
+      ...(typeof r.renewGraceMs === "number" && Number.isInteger(r.renewGraceMs) && r.renewGraceMs >= 0
+        ? { renewGraceMs: Math.min(r.renewGraceMs, WATCHDOG_TIMEOUT_MS.max) }
+        : {}),
     },
   };
 }
@@ -192,4 +197,14 @@ export function watchdogVerdict(i: QuietInput): QuietVerdict {
     reset: true,
     message: `no renewal or vouch seen for ${quiet} ms ≥ grace ${i.renewGraceMs} + watchdog ${r.timeoutMs} + margin ${i.marginMs} ms: reset by its watchdog`,
   };
+}
+
+/** What fence's powerOff action carries for a node entry's watchdog level (core/policy-watchdog.ts). */
+export interface WatchdogPlan {
+  /** The level's index: after the BMC levels. */
+  level: number;
+  /** The incident's boot: the node's report must be of it. */
+  bootId: string;
+  renewGraceMs: number;
+  marginMs: number;
 }

@@ -2,6 +2,7 @@
 // of each event type, and the dead-letter record. Schemas only: no transforms (so
 // z.toJSONSchema can render them for AsyncAPI), no I/O. Types are inferred from them.
 import { z } from "zod";
+import { ATTEMPT_DRIVERS } from "../core/attempt.ts";
 import { AttemptSchema, EvidenceSchema, ProofSchema } from "../core/incident.ts";
 import { HOLD_REASON_CODES } from "../core/planned.ts";
 
@@ -138,10 +139,11 @@ export const NodeFencedSchema = z
     powerOffConfirmedAt: Time,
     round: z.int().min(1),
     level: z.int().min(0),
-    driver: z.enum(["redfish", "ipmi", "fence-agent"]),
+    /** "watchdog": no read-back; the node's armed watchdog surely reset it (S1's second proof). */
+    driver: z.enum(ATTEMPT_DRIVERS),
     attempts: z.int().min(1),
   })
-  .describe("The node's power-off was read back as Off (S1).");
+  .describe("The node's power-off was read back as Off, or its armed watchdog surely reset it (S1).");
 
 export const FenceFailedSchema = z
   .object({
@@ -207,7 +209,7 @@ export const FenceObservedSchema = z
     /** The level it would have used first (1-based) and how many the node has. */
     level: z.int().min(1),
     levels: z.int().min(1),
-    driver: z.enum(["redfish", "ipmi", "fence-agent"]),
+    driver: z.enum(ATTEMPT_DRIVERS),
     /** The BMC address of that level (never credentials). */
     address: z.string(),
     message: z.string(),

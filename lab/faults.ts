@@ -133,16 +133,20 @@ export async function bmcFault(lab: FaultTarget, name: string, fault: BmcFault):
   note(lab, x, `bmc-${fault}`, Date.now());
 }
 
-/** Function-only crash on a (healthy) node: stop some function replicas / the event source. */
+/**
+ * Function-only crash on a (healthy) node: stop some function replicas / the event source;
+ * `restart`: the event source (and its watchdog agent) is started again after its graceful stop.
+ */
 export async function functionCrash(
   lab: FaultTarget,
   name: string,
   functions: string[],
   source = false,
+  restart = false,
 ): Promise<unknown> {
   const x = lab.node(name);
   const r = await fetch(
-    `http://${x.ip}:${AGENT_PORT}/crash?functions=${functions.join(",")}&source=${source ? 1 : 0}`,
+    `http://${x.ip}:${AGENT_PORT}/crash?functions=${functions.join(",")}&source=${source ? 1 : 0}${restart ? "&restart=1" : ""}`,
     { method: "POST" },
   );
   note(lab, x, "function-crash", Date.now());

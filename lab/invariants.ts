@@ -23,6 +23,11 @@ export interface TrialFacts {
   faulted: string[];
   /** Power actions the BMCs carried out (lab ground truth), ms epoch. */
   powerActions: { node: string; at: number; action: "off" | "on"; by: "bmc" | "lab" }[];
+  /**
+   * When every process of a node was killed by something other than fastfence's power-off
+   * (lab ground truth, ms epoch): power-loss, or its emulated watchdog expiring.
+   */
+  resets?: { node: string; at: number; kind: string }[];
   /** Boot IDs each node had, from when (ms epoch), in order. */
   bootIds: { node: string; bootId: string; since: number }[];
   /** Corroboration quorum in force (default 2). */
@@ -94,14 +99,21 @@ export function checkInvariants(input: TrialInput): Violation[] {
     const v = (rule: Rule, detail: string) => out.push({ rule, node, incident: name, detail });
     const releasedAt = T(st.timestamps.released);
 
-    // S1: release only after a power-off read back as Off.
+    // S1: release only after a power-off read back as Off, or an armed watchdog's timeout
+    // surely elapsed (its proof) — and, in truth, only once the node's processes were gone.
     if (releasedAt !== undefined || st.released) {
       const offAt = T(st.powerOffConfirmedAt);
       if (offAt === undefined) v("S1", "workloads released without powerOffConfirmedAt");
       else if (releasedAt !== undefined && releasedAt < offAt)
         v("S1", "released before the power-off was confirmed");
       const readBack = st.attempts.find((a) => a.result === "off-confirmed" && a.readBackState === "Off");
-      if (!readBack) v("S1", "no attempt read the power state back as exactly Off");
+      const watchdog = st.attempts.find((a) => a.result === "watchdog-expired" && a.driver === "watchdog");
+      const reset = facts.resets?.find(
+        (r) => r.node === node && (releasedAt === undefined || r.at <= releasedAt),
+      );
+      if (watchdog && !readBack) {
+        if (!reset) v("S1", "released on a watchdog proof while the node's processes still ran");
+      } else if (!readBack) v("S1", "no attempt read the power state back as exactly Off");
       else if (
         releasedAt !== undefined &&
         T(readBack.readBackAt) !== undefined &&
@@ -111,7 +123,7 @@ export function checkInvariants(input: TrialInput): Violation[] {
       const bmcOff = facts.powerActions.find(
         (p) => p.node === node && p.action === "off" && (releasedAt === undefined || p.at <= releasedAt + 5),
       );
-      if (!bmcOff)
+      if (!bmcOff && !(watchdog && reset))
         v("S1", "the BMC never powered the node off before its workloads were released (lying BMC?)");
     }
 

@@ -37,7 +37,7 @@ import {
   type VictimChoice,
 } from "./kafka.ts";
 import { writeNodeLaunch } from "./node-launch.ts";
-import { EmulatedWatchdog, labWatchdogConfig, startLabWatchdogs } from "./watchdog.ts";
+import { EmulatedWatchdog, LAB_WATCHDOG_LEVEL, labWatchdogConfig, startLabWatchdogs } from "./watchdog.ts";
 import {
   BRIDGE,
   HOST_IP,
@@ -209,6 +209,10 @@ export class Lab {
               }
             : { ...redfishLevel(HOST_IP, x.bmcPort, x.name), timeoutMs: LAB_TIMEOUTS.redfishLevelMs },
         ],
+        // with emulated watchdogs: the watchdog level after the BMC level (docs/lab.md)
+        ...(this.opts.watchdog && (this.opts.fastfence ?? true)
+          ? { watchdog: { ...LAB_WATCHDOG_LEVEL } }
+          : {}),
       });
       if (x.bmc === "redfish") await this.bmcs.startRedfish(x, username, password);
     }
@@ -298,8 +302,8 @@ export class Lab {
   bmcFault(name: string, fault: BmcFault): Promise<void> {
     return faults.bmcFault(this, name, fault);
   }
-  functionCrash(name: string, functions: string[], source = false): Promise<unknown> {
-    return faults.functionCrash(this, name, functions, source);
+  functionCrash(name: string, functions: string[], source = false, restart = false): Promise<unknown> {
+    return faults.functionCrash(this, name, functions, source, restart);
   }
 
   // ---- what runs where

@@ -86,31 +86,34 @@ async function stopReplicas(r: Replicas): Promise<void> {
   for (const b of r.buses) await b.close().catch(() => undefined);
 }
 
-async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
-  const r: Replicas = { fns: [], buses: [] };
+/** A component's settings, as its pod would get them from its Secret mounts. */
+const componentEnv = (c: Component) => ({
+  FASTFENCE_NAMESPACE: cfg.namespace,
+  FASTFENCE_NODE_NAME: cfg.node,
+  ...labKafkaEnv(c),
+});
+
+/** The node's event source (with its watchdog agent, when the lab gives one) on a bus of its own. */
+async function startSource(
+  kc: KubeConfig,
+  policy: FencingPolicySpec,
+): Promise<{ source: EventSource; bus: KafkaBus }> {
+  const kafkaLog = log.child({ component: "kafka" });
+  const replica = `source-${cfg.node}`;
+  const bus = createKafkaBus({
+    brokers: cfg.brokers,
+    clientId: replica,
+    security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
+    log: kafkaLog,
+  });
   try {
-    const replica = (fn: string) => `${fn}-${cfg.node}`;
-    const kafkaLog = log.child({ component: "kafka" });
-    // A component's settings, as its pod would get them from its Secret mounts.
-    const componentEnv = (c: Component) => ({
-      FASTFENCE_NAMESPACE: cfg.namespace,
-      FASTFENCE_NODE_NAME: cfg.node,
-      ...labKafkaEnv(c),
-    });
-    const srcBus = createKafkaBus({
-      brokers: cfg.brokers,
-      clientId: replica("source"),
-      security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
-      log: kafkaLog,
-    });
-    r.buses.push(srcBus);
-    r.source = await startEventSource({
+    const source = await startEventSource({
       kubeConfig: kc,
-      bus: srcBus,
+      bus,
       clock: systemClock,
       log: log.child({ component: "event-source" }),
       config: {
-        replica: replica("source"),
+        replica,
         node: cfg.node,
         probe: policy.probe,
         leaseStaleMs: policy.suspicion.leaseStaleMs,
@@ -118,6 +121,21 @@ async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise
         ...(cfg.watchdog ? { watchdog: cfg.watchdog } : {}),
       },
     });
+    return { source, bus };
+  } catch (err) {
+    await bus.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
+  const r: Replicas = { fns: [], buses: [] };
+  try {
+    const replica = (fn: string) => `${fn}-${cfg.node}`;
+    const kafkaLog = log.child({ component: "kafka" });
+    const src = await startSource(kc, policy);
+    r.buses.push(src.bus);
+    r.source = src.source;
     for (const fn of stageNames()) {
       const config = loadRuntimeConfig({
         ...componentEnv(fn as Component),
@@ -199,7 +217,8 @@ async function main(): Promise<void> {
   status.readyAt = new Date().toISOString();
   step("ready");
 
-  // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod).
+  // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod);
+  // &restart=1 starts the event source again after its graceful stop (a rolling update).
   createServer((req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
     if (req.method === "POST" && u.pathname === "/crash") {
@@ -211,6 +230,11 @@ async function main(): Promise<void> {
         if (stopSource && source) {
           await source.stop().catch(() => undefined);
           source = undefined;
+          if (u.searchParams.get("restart") === "1") {
+            const again = await retry("restarting the event source", () => startSource(kc, policy), 10, 1000);
+            await again.source.ready;
+            source = again.source;
+          }
         }
         status.functions = fns.map((f) => f.name);
         status.source = !!source;

@@ -50,6 +50,9 @@ export async function check(
     nodes: lab.nodes.map((x) => x.name),
     faulted: spec.faulted ? [o.victim] : [],
     powerActions,
+    resets: lab.faults
+      .filter((f) => (f.kind === "power-loss" || f.kind === "watchdog-reset") && f.at >= o.start.tStart)
+      .map((f) => ({ node: f.node, at: f.at, kind: f.kind })),
     bootIds: o.start.bootIds,
     trustedConfirmers: [CONFIRM],
     quorum: 2,

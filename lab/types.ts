@@ -35,8 +35,9 @@ export interface LabOptions {
   /** kwok node Lease duration (renewed every quarter of it); default 40 s like a kubelet. */
   kwokLeaseSeconds?: number;
   /**
-   * Give every node an emulated watchdog (lab/watchdog.ts) that its agent arms and pets.
-   * Default false: fencing does not use watchdogs yet (issue 18), and a reset is a crash.
+   * Give every node an emulated watchdog (lab/watchdog.ts) that its agent arms and pets, and
+   * the lab's FencingPolicy the watchdog level after each node's BMC level (LAB_WATCHDOG_LEVEL).
+   * Default false: a watchdog resets every node cut off from the API, which most trials do.
    */
   watchdog?: boolean;
 }

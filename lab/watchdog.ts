@@ -24,6 +24,15 @@ export const LAB_WATCHDOG = {
   petIntervalMs: 500,
 } as const;
 
+/**
+ * The lab FencingPolicy's watchdog level (with `lab up --watchdog`), after each node's BMC
+ * level: the agents' grace, and a margin of 1.5 s (the emulated timer checks every 50 ms and
+ * shares the machine's clock with fence, so it only covers scheduling and the heartbeat
+ * acknowledgement's delay). A power-loss is released 2 + 5 + 1.5 = 8.5 s after the node's
+ * last renewal at the earliest.
+ */
+export const LAB_WATCHDOG_LEVEL = { renewGraceMs: LAB_WATCHDOG.renewGraceMs, marginMs: 1_500 } as const;
+
 export class EmulatedWatchdog {
   readonly path: string;
   readonly timeoutMs: number;

@@ -56,6 +56,7 @@ const OBJECT_AT: Record<string, string> = {
   fencing: "FencingSettingsSchema",
   "fencing.nodes[]": "NodeFencingSchema",
   "fencing.nodes[].levels[]": "FencingLevelSchema",
+  "fencing.nodes[].watchdog": "WatchdogLevelSchema",
   remediation: "RemediationSettingsSchema",
   timeouts: "TimeoutSettingsSchema",
 };
@@ -75,6 +76,8 @@ const SECTION_DOCS: Record<string, string> = {
     "Labels a node must all carry; only keys under node-restriction.kubernetes.io/ (a kubelet cannot set those on its own Node), others are refused.",
   "fencing.nodes[].levels":
     "Ways to power these nodes off, tried in order: the next level is the escalation.",
+  "fencing.nodes[].watchdog":
+    "The watchdog level, after the BMC levels or alone (opt-in): once every BMC level failed unanswered, the node counts as fenced after the fencing replica watched it quiet for renewGraceMs + its reported watchdog timeout + marginMs, and only if its agent reported the watchdog armed for the incident's boot ([design.md](design.md#watchdog-fencing)).",
   "fencing.nodes[].levels[].driver":
     "BMC protocol: Redfish, IPMI (lanplus), or a ClusterLabs fence agent (needs the fence-agents image).",
   remediation: "How workloads are released after a confirmed power-off (remediate-workloads stage).",
@@ -140,7 +143,10 @@ export function generate(): string {
     io: "input",
     unrepresentable: "any",
   }) as JsonSchema;
-  const comments = fieldComments(readFileSync(join(ROOT, "core/policy.ts"), "utf8"));
+  const comments = new Map([
+    ...fieldComments(readFileSync(join(ROOT, "core/policy.ts"), "utf8")),
+    ...fieldComments(readFileSync(join(ROOT, "core/policy-watchdog.ts"), "utf8")),
+  ]);
   const rows: Row[] = [];
   walk(schema, "", comments, rows);
   const esc = (t: string) => t.replace(/\|/g, "\\|");

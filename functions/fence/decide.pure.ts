@@ -43,6 +43,7 @@ import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
 import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts";
 import { lookPlan } from "./last-look.pure.ts";
+import { watchdogExpired, watchdogFencedMessage, watchdogPlan } from "./watchdog-level.pure.ts";
 
 export { liveHolder } from "../../core/decision.ts";
 export { failedData } from "./hold.pure.ts";
@@ -217,13 +218,14 @@ export function startRound(r: RoundStart): Decision {
     );
   }
 
-  if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round);
+  const watchdog = watchdogPlan(policy, node, levels.length, inc.spec.bootId);
+  if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round, !!watchdog);
 
   const status = transition(st, "Fencing", iso(waitUntil ?? now), {
     round,
     fencingBy: self.replica,
     reason: "Fencing",
-    message: `round ${round}: ${levels.map((l) => l.driver).join(" → ")} by ${self.replica}`,
+    message: `round ${round}: ${[...levels.map((l) => l.driver), ...(watchdog ? ["watchdog"] : [])].join(" → ")} by ${self.replica}`,
   });
   const actions: Action[] = [
     ...(waitUntil !== undefined ? [{ kind: "waitUntil", at: waitUntil } as const] : []),
@@ -245,6 +247,7 @@ export function startRound(r: RoundStart): Decision {
       timeoutMs: policy.timeouts.powerOffTimeoutMs,
       // A person's request fences a node that may well be up: no last look (operator.pure.ts)
       ...(inc.spec.operatorRequest ? {} : { look: lookPlan(inc, st, node, view) }),
+      ...(watchdog ? { watchdog } : {}),
     },
   ];
   return processed(`fencing ${node.name} round ${round}`, actions);
@@ -293,6 +296,11 @@ export interface PowerOffResultInput {
   self: Self;
 }
 
+/** S1: an attempt that proves the node is off: read back Off, or its armed watchdog surely reset it. */
+export function provingAttempt(attempts: readonly Attempt[]): Attempt | undefined {
+  return confirmingAttempt(attempts) ?? watchdogExpired(attempts);
+}
+
 /** S1: the attempt that proves the node is off, if any (read back exactly Off, after the command). */
 export function confirmingAttempt(attempts: readonly Attempt[]): Attempt | undefined {
   return attempts.find(
@@ -313,6 +321,7 @@ const RESULT_CODES: Record<Attempt["result"], ErrorCode> = {
   timeout: "FF_BMC_TIMEOUT",
   error: "FF_BMC_PROTOCOL",
   abandoned: "FF_NODE_RESPONDING",
+  "watchdog-expired": "FF_WATCHDOG_NOT_EXPIRED", // only reached when its proof did not hold
 };
 
 export function onPowerOffResult(input: PowerOffResultInput): Decision {
@@ -332,16 +341,18 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
     node: inc.spec.nodeName,
     holder: self.replica,
   };
-  const ok = confirmingAttempt(result.attempts);
+  const ok = provingAttempt(result.attempts);
   const looked = result.attempts.find((a) => a.result === "abandoned" && a.lastLook);
   if (!ok && looked) return abandonedRound({ inc, st, rv, attempts, looked, release, policy, now });
   if (ok) {
-    const at = ok.readBackAt!;
+    const at = ok.readBackAt ?? ok.finishedAt; // a watchdog proof: when the verdict held
     const status = transition(st, "FencedOff", iso(now), {
       attempts,
       powerOffConfirmedAt: at,
-      reason: "PowerOffConfirmed",
-      message: `${ok.driver} (level ${ok.level}) read back Off at ${at}`,
+      reason: ok.watchdog ? "WatchdogExpired" : "PowerOffConfirmed",
+      message: ok.watchdog
+        ? watchdogFencedMessage(ok)
+        : `${ok.driver} (level ${ok.level}) read back Off at ${at}`,
     });
     const data: NodeFenced = {
       incident: name,

@@ -60,10 +60,13 @@ export function observed(
   node: NodeInfo,
   levels: readonly ResolvedFencingLevel[],
   round: number,
+  watchdog = false,
 ): Decision {
   const name = inc.metadata.name;
-  const first = levels[0]!;
-  const message = `observe mode: would power off ${node.name} with level 1 of ${levels.length} (${first.driver} ${first.address}), round ${round}; no power command sent`;
+  // a node with only the watchdog level: that level, which has no BMC address
+  const first = levels[0] ?? { driver: "watchdog" as const, address: "" };
+  const count = levels.length + (watchdog ? 1 : 0);
+  const message = `observe mode: would power off ${node.name} with level 1 of ${count} (${first.driver}${first.address ? ` ${first.address}` : ""}), round ${round}; no power command sent`;
   const status: NodeFenceStatus = { ...st, reason: OBSERVED_REASON, message };
   const data: FenceObserved = {
     incident: name,
@@ -71,7 +74,7 @@ export function observed(
     bootId: inc.spec.bootId,
     round,
     level: 1,
-    levels: levels.length,
+    levels: count,
     driver: first.driver,
     address: first.address,
     message,

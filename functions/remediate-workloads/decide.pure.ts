@@ -24,7 +24,7 @@ import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
 import type { WorkloadsReleased } from "../../events/schemas.ts";
-import { confirmingAttempt } from "../fence/decide.pure.ts";
+import { provingAttempt } from "../fence/decide.pure.ts";
 
 export const TAINT_STRING = `${OUT_OF_SERVICE_TAINT.key}=${OUT_OF_SERVICE_TAINT.value}:${OUT_OF_SERVICE_TAINT.effect}`;
 
@@ -55,11 +55,11 @@ export function releaseOf(inc: NodeFence, view: View): Decision {
   }
   if (st.phase !== "FencedOff")
     return ignored("WrongPhase", `incident ${name} is ${st.phase}, not FencedOff: workloads stay (S1)`);
-  const proof = confirmingAttempt(st.attempts);
+  const proof = provingAttempt(st.attempts);
   if (!st.powerOffConfirmedAt || !proof) {
     return rejected(
       "PowerOffUnproven",
-      `incident ${name} is FencedOff without a recorded Off read-back: workloads stay (S1)`,
+      `incident ${name} is FencedOff without a recorded Off read-back or watchdog proof: workloads stay (S1)`,
     );
   }
   if (view.node && view.node.bootId !== inc.spec.bootId) {

@@ -45,6 +45,9 @@ import type { PowerExecutor } from "../runtime/stage-executor.ts";
 import type { Clock } from "../../core/clock.ts";
 import { DriverPool, type DriverUse } from "./driver-pool.ts";
 import { lookBeforeOff, type LookDeps } from "./last-look.ts";
+import { watchdogLevel, type HeartbeatWatch } from "./watchdog-wait.ts";
+
+export { startHeartbeatWatch } from "./watchdog-wait.ts";
 
 type PowerOff = Extract<Action, { kind: "powerOff" }>;
 
@@ -67,6 +70,8 @@ export interface PowerExecutorOptions {
   metrics?: Pick<BmcMetrics, "bmcCalls" | "bmcCallSeconds"> & Partial<Pick<BmcMetrics, "lastLooks">>;
   /** The last look's TCP probe (tests); default source/tcp-probe.ts. */
   probe?: LookDeps["probe"];
+  /** The heartbeat watch the watchdog level reads (watchdog-wait.ts); absent: that level refuses. */
+  heartbeats?: HeartbeatWatch;
 }
 
 /** Driver options from a policy level's string map (documented in docs/bmc.md). */
@@ -93,6 +98,7 @@ export class BmcPowerExecutor implements PowerExecutor {
   private readonly metrics: PowerExecutorOptions["metrics"];
   private readonly pool = new DriverPool();
   private readonly look: LookDeps;
+  private readonly heartbeats: HeartbeatWatch | undefined;
   /** Secret reads prepare started, by action and Secret, until that action's powerOff takes them. */
   private readonly headStarts = new Map<string, { at: number; read: Promise<BmcCredentials> }>();
 
@@ -111,6 +117,7 @@ export class BmcPowerExecutor implements PowerExecutor {
     this.driverFor = opts.driverFor ?? driverForAddress;
     this.log = opts.log;
     this.metrics = opts.metrics;
+    this.heartbeats = opts.heartbeats;
     this.look = {
       kube,
       namespace: secretNamespace,
@@ -270,10 +277,41 @@ export class BmcPowerExecutor implements PowerExecutor {
           ? { beforeOff: (level: number) => lookBeforeOff(this.look, a.look!, a.incident, level) }
           : {}),
       });
-      return outcome.attempts;
+      if (outcome.confirmed) return outcome.attempts;
+      const wd = await this.watchdogLevel(
+        a,
+        outcome.attempts,
+        start + a.timeoutMs - this.clock.now(),
+        signal,
+      );
+      return wd ? [...outcome.attempts, wd] : outcome.attempts;
     } finally {
       for (const u of resolved.uses) u.release();
     }
+  }
+
+  /** The round's watchdog level after its BMC levels (watchdog-wait.ts), if it has one and may try it. */
+  private watchdogLevel(
+    a: PowerOff,
+    bmc: Attempt[],
+    leftMs: number,
+    signal: AbortSignal,
+  ): Promise<Attempt | undefined> {
+    if (!a.watchdog) return Promise.resolve(undefined);
+    const watch = this.heartbeats ?? NO_WATCH;
+    return watchdogLevel(
+      {
+        watch,
+        look: this.look,
+        ...(this.log ? { log: this.log } : {}),
+        now: () => this.clock.now(),
+        sleep: (ms, s) => this.clock.sleep(ms, s),
+      },
+      a,
+      bmc,
+      leftMs,
+      signal,
+    );
   }
 
   async powerOn(
@@ -309,6 +347,17 @@ export class BmcPowerExecutor implements PowerExecutor {
     return this.metal3.releaseIncident(incident, policy.fencing.discovery === "Metal3");
   }
 }
+
+/** Without a heartbeat watch no report is ever seen: the watchdog level refuses (NoWatchdog). */
+const NO_WATCH: HeartbeatWatch = {
+  seen: () => ({
+    report: undefined,
+    watchSyncedSince: undefined,
+    lastRenewalSeenAt: undefined,
+    lastVouchSeenAt: undefined,
+  }),
+  stop: () => undefined,
+};
 
 /**
  * Plain HTTP or no certificate checks only on a level that says insecure: true: the policy

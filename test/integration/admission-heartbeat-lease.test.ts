@@ -5,6 +5,8 @@
 // its own Lease through the product's LeaseManager; creating, renewing or re-annotating
 // node B's Lease (the public-key registry) with node A's token is refused, and so is any
 // write with a token without a node claim, another stage's token, or the admin's cert.
+// The watchdog report the watchdog level trusts lives on that Lease: node A cannot claim
+// node B's watchdog armed, nor can fence.
 import {
   AuthenticationV1Api,
   CoordinationV1Api,
@@ -13,6 +15,7 @@ import {
 } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { heartbeatLeaseName } from "../../core/decision.ts";
+import { formatWatchdogReport, parseWatchdogReport, WATCHDOG_ANNOTATION } from "../../core/watchdog.ts";
 import { KubeApiError, Kube } from "../../infra/kube/client.ts";
 import { LeaseManager, MicroTime } from "../../infra/kube/lease.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
@@ -125,6 +128,58 @@ describe("heartbeat Lease admission: a node's event source writes only its own L
       .readNamespacedLease({ name: heartbeatLeaseName("node-b"), namespace: NS });
     expect(stored.spec?.holderIdentity).toBe("source-node-b");
     expect(stored.metadata?.annotations?.["fastfence.io/public-key"]).toBeUndefined();
+  });
+
+  it("the watchdog report (fastfence.io/watchdog) is written only by its node: node A cannot claim node B armed", async () => {
+    const { sourceA, sourceB, kc } = env();
+    const name = heartbeatLeaseName("node-b");
+    const bApi = sourceB.makeApiClient(CoordinationV1Api);
+    const aApi = sourceA.makeApiClient(CoordinationV1Api);
+    const report = (armed: boolean) =>
+      formatWatchdogReport({
+        armed,
+        timeoutMs: 5000,
+        bootId: "boot-b",
+        ...(armed ? {} : { reason: "none" }),
+      });
+    // node B reports no armed watchdog, on its own Lease: allowed
+    await leases(sourceB).acquire(name, "source-node-b", Date.now());
+    const own = await bApi.readNamespacedLease({ name, namespace: NS });
+    await bApi.replaceNamespacedLease({
+      name,
+      namespace: NS,
+      body: { ...own, metadata: { ...own.metadata, annotations: { [WATCHDOG_ANNOTATION]: report(false) } } },
+    });
+    // node A claims node B's watchdog armed (which would let fence count B as reset): refused
+    const cur = await aApi.readNamespacedLease({ name, namespace: NS });
+    const forged = await refusal(
+      aApi.replaceNamespacedLease({
+        name,
+        namespace: NS,
+        body: { ...cur, metadata: { ...cur.metadata, annotations: { [WATCHDOG_ANNOTATION]: report(true) } } },
+      }),
+    );
+    expect(forged?.status).toBe(403);
+    expect(forged?.message).toMatch(/belongs to another node/);
+    // and neither may fence, which watches these Leases for the watchdog level
+    const fence = await refusal(
+      env()
+        .fenceA.makeApiClient(CoordinationV1Api)
+        .replaceNamespacedLease({
+          name,
+          namespace: NS,
+          body: {
+            ...cur,
+            metadata: { ...cur.metadata, annotations: { [WATCHDOG_ANNOTATION]: report(true) } },
+          },
+        }),
+    );
+    expect(fence?.status).toBe(403);
+    const stored = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name, namespace: NS });
+    expect(parseWatchdogReport(stored.metadata?.annotations?.[WATCHDOG_ANNOTATION])).toMatchObject({
+      ok: true,
+      report: { armed: false },
+    });
   });
 
   it("a token without a node claim, another stage on the node, and the admin are all refused", async () => {

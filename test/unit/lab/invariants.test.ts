@@ -122,6 +122,36 @@ describe("lab invariants", () => {
     ).toContain("S1");
   });
 
+  it("S1, the watchdog proof: clean only when the node's processes were really gone before the release", () => {
+    const wd = incident({
+      attempts: [
+        {
+          round: 1,
+          level: 1,
+          driver: "watchdog",
+          by: "fence-node-b",
+          startedAt: t(720),
+          finishedAt: t(890),
+          result: "watchdog-expired",
+          watchdog: { timeoutMs: 5000, renewGraceMs: 2000, marginMs: 1500, quietMs: 8600, bootId: "boot-a1" },
+        },
+      ],
+    });
+    const run = (resets: TrialFacts["resets"]) =>
+      checkInvariants({
+        events: chain(wd.metadata.name),
+        incidents: [wd],
+        facts: facts({ powerActions: [], ...(resets ? { resets } : {}) }),
+      });
+    expect(run([{ node: "node-a", at: 1_000_000 + 300, kind: "power-loss" }])).toEqual([]);
+    expect(run([{ node: "node-a", at: 1_000_000 + 950, kind: "watchdog-reset" }])).toEqual([]);
+    const late = run([{ node: "node-a", at: 1_000_000 + 1001, kind: "watchdog-reset" }]);
+    expect(late.map((v) => v.detail)).toContain(
+      "released on a watchdog proof while the node's processes still ran",
+    );
+    expect(run(undefined).map((v) => v.rule)).toContain("S1");
+  });
+
   it("S2: one observer, or the node testifying about itself, is not a quorum", () => {
     const base = incident().status!.evidence;
     const one = incident({ evidence: [base[0]!, { ...base[0]!, observer: "other-replica" }] });

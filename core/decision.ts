@@ -280,6 +280,8 @@ export type Action =
       timeoutMs: number;
       /** The last look before each off command (absent: none, e.g. an old caller's action). */
       look?: LastLookPlan;
+      /** Level indexes not to use: they read back Off while the node ran (fence/look-after.pure.ts). */
+      skipLevels?: number[];
     }
   | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
   | { kind: "setTaint"; node: string; taint: Taint }

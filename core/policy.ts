@@ -16,9 +16,8 @@ import {
   levelInChain,
   timeoutChainIssues,
 } from "./timeout-chain.ts";
-
 import { PlannedWorkSettingsSchema, POLICY_MODES } from "./policy-planned.ts";
-
+import { LookAfterSettingsSchema } from "./policy-look-after.ts";
 export { PlannedWorkSettingsSchema, POLICY_MODES, type PolicyMode } from "./policy-planned.ts";
 export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "./timeout-chain.ts";
 
@@ -333,6 +332,7 @@ export const FencingPolicySpecSchema = z
     powerOnAfterFence: z.boolean().default(false),
     timeouts: TimeoutSettingsSchema,
     reconcile: ReconcileSettingsSchema,
+    lookAfter: LookAfterSettingsSchema,
   })
   .superRefine((spec, ctx) => {
     const t = spec.timeouts;

@@ -43,6 +43,7 @@ import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
 import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts";
 import { lookPlan } from "./last-look.pure.ts";
+import { escalationDue, liedLevels } from "./look-after.pure.ts";
 
 export { liveHolder } from "../../core/decision.ts";
 export { failedData } from "./hold.pure.ts";
@@ -114,7 +115,7 @@ export function decide(input: DecideInput<FfEvent>): Decision {
         "StaleRound",
         `fence.failed of round ${ev.data.round}, incident is at round ${st.round}`,
       );
-    if (ev.data.final || st.round >= policy.fencing.maxRounds)
+    if (ev.data.final || (st.round >= policy.fencing.maxRounds && !escalationDue(st)))
       return ignored("FencingGaveUp", `fencing of ${name} gave up after ${st.round} rounds`);
     round = st.round + 1;
     const notBefore = ms(st.retryNotBefore);
@@ -218,6 +219,8 @@ export function startRound(r: RoundStart): Decision {
   }
 
   if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round);
+  // After a lie (look-after.pure.ts): only the levels that never lied, and no last look.
+  const lied = liedLevels(st);
 
   const status = transition(st, "Fencing", iso(waitUntil ?? now), {
     round,
@@ -244,7 +247,8 @@ export function startRound(r: RoundStart): Decision {
       levels,
       timeoutMs: policy.timeouts.powerOffTimeoutMs,
       // A person's request fences a node that may well be up: no last look (operator.pure.ts)
-      ...(inc.spec.operatorRequest ? {} : { look: lookPlan(inc, st, node, view) }),
+      ...(inc.spec.operatorRequest || lied.length ? {} : { look: lookPlan(inc, st, node, view) }),
+      ...(lied.length ? { skipLevels: lied } : {}),
     },
   ];
   return processed(`fencing ${node.name} round ${round}`, actions);

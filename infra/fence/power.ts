@@ -266,6 +266,7 @@ export class BmcPowerExecutor implements PowerExecutor {
         roundEndsAt: start + a.timeoutMs,
         signal,
         sleep: (ms, s) => this.clock.sleep(ms, s),
+        ...(a.skipLevels ? { skip: a.skipLevels } : {}),
         ...(a.look
           ? { beforeOff: (level: number) => lookBeforeOff(this.look, a.look!, a.incident, level) }
           : {}),

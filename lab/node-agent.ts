@@ -199,9 +199,17 @@ async function main(): Promise<void> {
   status.readyAt = new Date().toISOString();
   step("ready");
 
-  // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod).
+  // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod);
+  // GET /metrics: every running function replica's metrics, one after the other.
   createServer((req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
+    if (req.method === "GET" && u.pathname === "/metrics") {
+      void Promise.all(fns.map((f) => f.metrics.registry.metrics())).then(
+        (texts) => res.writeHead(200, { "content-type": "text/plain" }).end(texts.join("\n")),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+      return;
+    }
     if (req.method === "POST" && u.pathname === "/crash") {
       const names = (u.searchParams.get("functions") ?? "").split(",").filter(Boolean);
       const stopSource = u.searchParams.get("source") === "1";

@@ -5,6 +5,7 @@
 // that never lied, no last look, even past maxRounds).
 import { describe, expect, test } from "vitest";
 import { BMC_LIED_REASON } from "../../../core/bmc-lie.ts";
+import { incidentConditions } from "../../../core/incident-conditions.ts";
 import type { Action, HeartbeatRead, NodeInfo, Resync } from "../../../core/decision.ts";
 import type { NodeFence, NodeFenceStatus } from "../../../core/incident.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
@@ -155,6 +156,9 @@ describe("fence resync: the alarm and the escalation", () => {
       },
     ]);
     expect(st.retryNotBefore).toBe(at(6_000));
+    // the condition a dashboard or `kubectl wait` sees
+    const fenced = incidentConditions(st, at(6_000)).find((c) => c.type === "Fenced")!;
+    expect(fenced).toMatchObject({ status: "False", reason: BMC_LIED_REASON });
     expect(st.timestamps.released).toBe(at(1_200)); // history stays
     expect(d.actions.some((a) => a.kind === "powerOff")).toBe(false); // the round is decide's, under the Lease
     expect(d.emit).toHaveLength(1);

@@ -11,12 +11,14 @@ import type { NodeFence, NodeFenceStatus } from "../../../core/incident.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import { decide, resync, resyncWants } from "../../../functions/fence/handler.ts";
 import { lookAfter, watching } from "../../../functions/fence/look-after.pure.ts";
+import { decide as recoverDecide } from "../../../functions/recover/decide.pure.ts";
 import type { FenceFailed } from "../../../events/schemas.ts";
 import {
   FENCE,
   NEW_BOOT,
   T0,
   at,
+  condition,
   confirmed,
   event,
   node,
@@ -219,6 +221,21 @@ describe("fence resync: the alarm and the escalation", () => {
     const st = statusWrite(d.actions).status;
     expect(st.bmcLied!.map((l) => l.level)).toEqual([0, 1]);
     expect(st.retryNotBefore).toBeUndefined();
+  });
+});
+
+describe("recover after a lie", () => {
+  test("a node back with a new boot ID after BMCLied: Recovered, and the out-of-service taint removed", () => {
+    const st = statusWrite(resync(resyncOf(released(), 6_000, beat(5_000))).actions).status;
+    const inc: NodeFence = { ...released(), status: st };
+    const d = recoverDecide({
+      event: condition("a", "True", NEW_BOOT, 60_000),
+      view: view({ incident: inc, node: node("a", { bootId: NEW_BOOT }) }),
+      now: T0 + 60_000,
+      self: FENCE,
+    });
+    expect(d.actions.map((a) => a.kind)).toEqual(["removeTaint", "updateIncidentStatus"]);
+    expect(statusWrite(d.actions).status.phase).toBe("Recovered");
   });
 });
 

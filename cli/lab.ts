@@ -46,6 +46,7 @@ const UP_ARGS = defineCommand({
     bmc: { type: "string" },
     baseline: { type: "boolean" },
     watchdog: { type: "boolean" },
+    "second-level": { type: "boolean" },
   },
   positionals: 0,
   outputs: OUTPUTS,
@@ -84,9 +85,10 @@ export const LAB_ARGS: Readonly<Record<string, CommandSpec<ParseArgsOptionsConfi
 
 const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
 
-  up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline] [--watchdog]
+  up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline] [--watchdog] [--second-level]
                                          start the lab (default 3 nodes, mixed BMCs;
-                                         --watchdog: an emulated watchdog per node)
+                                         --watchdog: an emulated watchdog per node;
+                                         --second-level: Redfish nodes also get an IPMI level)
   down                                    tear everything down (also after a crash of the lab)
   status                                  nodes, power, readiness, BMCs
   crash NODE                              SIGKILL every process of the node (power stays On)
@@ -144,6 +146,7 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
       FASTFENCE_LAB_BMC: bmc,
       ...(a.values.baseline ? { FASTFENCE_LAB_BASELINE: "1" } : {}),
       ...(a.values.watchdog ? { FASTFENCE_LAB_WATCHDOG: "1" } : {}),
+      ...(a.values["second-level"] ? { FASTFENCE_LAB_SECOND_LEVEL: "1" } : {}),
     },
   });
   closeSync(fd);

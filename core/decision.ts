@@ -283,6 +283,8 @@ export type Action =
       look?: LastLookPlan;
       /** The watchdog level after `levels` (functions/fence/watchdog-level.pure.ts); absent: none. */
       watchdog?: WatchdogPlan;
+      /** Level indexes not to use: they read back Off while the node ran (fence/look-after.pure.ts). */
+      skipLevels?: number[];
     }
   | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
   | { kind: "setTaint"; node: string; taint: Taint }

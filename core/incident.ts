@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { FastfenceError } from "./errors.ts";
 import { AttemptSchema } from "./attempt.ts";
+import { BmcLieSchema } from "./bmc-lie.ts";
 
 export const NODEFENCE_GROUP = "fastfence.io";
 export const NODEFENCE_VERSION = "v1alpha1";
@@ -40,6 +41,8 @@ export type Phase = (typeof PHASES)[number];
  * Blocked: storm guard or control-plane quorum refused fencing (may be re-confirmed later).
  * FenceFailed: a round of levels ended without a confirmed power-off (retried, or final).
  * Closed: the incident ended without fencing (node rebooted on its own, stale incarnation).
+ * FencedOff/Released → FenceFailed: the look after the power-off proved the read-back Off
+ * false (reason BMCLied, functions/fence/look-after.pure.ts); the next level is tried.
  */
 export const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
   Suspected: ["Confirmed", "Blocked", "Closed"],
@@ -47,8 +50,8 @@ export const TRANSITIONS: Readonly<Record<Phase, readonly Phase[]>> = {
   Blocked: ["Confirmed", "Closed"],
   Fencing: ["Fencing", "FencedOff", "FenceFailed", "Closed"],
   FenceFailed: ["Fencing", "Recovered", "Closed"],
-  FencedOff: ["Released", "Recovered"],
-  Released: ["Recovered"],
+  FencedOff: ["Released", "Recovered", "FenceFailed"],
+  Released: ["Recovered", "FenceFailed"],
   Recovered: ["Closed"],
   Closed: [],
 };
@@ -235,6 +238,8 @@ export const NodeFenceStatusSchema = z.object({
   attempts: z.array(AttemptSchema).default([]),
   /** Power-off read back as Off at this time (S1); the only licence to release workloads. */
   powerOffConfirmedAt: Time.optional(),
+  /** Levels whose read-back Off the node proved false (the look after); never trusted again here. */
+  bmcLied: z.array(BmcLieSchema).max(16).optional(),
   /** Earliest time the next fencing round may start (after FenceFailed). */
   retryNotBefore: Time.optional(),
   /** Workloads released by remediate-workloads. */

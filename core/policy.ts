@@ -16,8 +16,8 @@ import {
   levelInChain,
   timeoutChainIssues,
 } from "./timeout-chain.ts";
-
 import { PlannedWorkSettingsSchema, POLICY_MODES } from "./policy-planned.ts";
+import { LookAfterSettingsSchema } from "./policy-look-after.ts";
 import { entryForNode, LEVELS_OR_WATCHDOG, WatchdogLevelSchema } from "./policy-watchdog.ts";
 
 export { watchdogForNode, type WatchdogLevel } from "./policy-watchdog.ts";
@@ -342,6 +342,7 @@ export const FencingPolicySpecSchema = z
     powerOnAfterFence: z.boolean().default(false),
     timeouts: TimeoutSettingsSchema,
     reconcile: ReconcileSettingsSchema,
+    lookAfter: LookAfterSettingsSchema,
   })
   .superRefine((spec, ctx) => {
     const t = spec.timeouts;

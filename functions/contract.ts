@@ -79,7 +79,7 @@ export interface PureStage extends StageInfo {
    * Optional: of the open incidents in resyncPhases, those worth a resync, judged from the
    * listed object alone (no view read). It must only skip incidents `resync` would ignore.
    */
-  resyncWants?(incident: NodeFence): boolean;
+  resyncWants?(incident: NodeFence, now: number, policy: FencingPolicySpec): boolean;
   /** Decides on a resync's fresh view; required with locateResync. */
   resync?(input: DecideInput<Resync>): Decision;
 }

@@ -53,6 +53,8 @@ export interface FunctionMetrics extends BmcMetrics {
    * recorded by the stage whose status write said Released (remediate-workloads).
    */
   incidentDurationSeconds: Histogram;
+  /** Read-backs of Off the node proved false (the look after: infra/kube/bmc-lie-alarm.ts), by level and driver. */
+  bmcLied: Counter<"level" | "driver">;
   /** Open incidents by phase and reason, as this replica's last reconcile pass listed them. */
   incidentsOpen: Gauge<"phase" | "reason">;
   /** Open incidents whose fencing gave up (FenceFailed with no round to follow): an operator must act. */
@@ -138,6 +140,12 @@ export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}
       name: "fastfence_incident_transitions_total",
       help: "Incident status writes that changed the phase or reason, by stage, new phase, reason code and whether it is the incident's outcome (final).",
       labelNames: ["function", "phase", "reason", "final"],
+      registers: [registry],
+    }),
+    bmcLied: new Counter({
+      name: "fastfence_bmc_lied_total",
+      help: "BMC read-backs of Off that the node proved false (it renewed its heartbeat with the same boot ID after the read-back), by level (1-based) and driver.",
+      labelNames: ["level", "driver"],
       registers: [registry],
     }),
     incidentDurationSeconds: new Histogram({

@@ -15,6 +15,8 @@ import { ipmitoolArgs, writeIpmiSimFiles } from "../harness/env/ipmi-sim-config.
 import { freePort } from "../harness/env/ports.ts";
 import { ManagedProcess } from "../harness/env/process.ts";
 import { waitUntil } from "../harness/env/wait.ts";
+import type { CoreV1Api } from "@kubernetes/client-node";
+import { createBmcSecret, type FencingLevelInput } from "../harness/kube/fencing-policy.ts";
 import { nodeProcesses } from "./topology.ts";
 import { HOST_IP, pidsInNetns, procAlive, record, signalPids, type LabState } from "./state.ts";
 import type { LabNode } from "./types.ts";
@@ -49,10 +51,29 @@ export class LabBmcs {
     await x.redfish.start();
   }
 
+  /**
+   * A second level for a Redfish node (lab up --second-level): an ipmi_sim on UDP 6230+i
+   * (started with the others by powerOnAll) that switches the same machine through the
+   * power endpoint, with its own credentials Secret bmc-<node>-ipmi. Returns its level.
+   */
+  async secondLevel(x: LabNode, core: CoreV1Api, timeoutMs: number): Promise<FencingLevelInput> {
+    x.ipmiPort = 6230 + x.index;
+    x.ipmiPassword = `pw${Math.random().toString(36).slice(2, 12)}`;
+    await createBmcSecret(core, `${x.name}-ipmi`, "admin", x.ipmiPassword);
+    return {
+      driver: "ipmi",
+      address: `ipmi://${HOST_IP}:${x.ipmiPort}`,
+      credentialsSecret: `bmc-${x.name}-ipmi`,
+      timeoutMs,
+      options: { cipherSuite: "3", pollMs: "100" },
+    };
+  }
+
   /** First power-on of every node (both kinds switch through startLauncher). */
   async powerOnAll(): Promise<void> {
     await this.startPowerEndpoint();
     for (const x of this.ctx.nodes) {
+      if (x.bmc === "redfish" && x.ipmiPort) await this.startIpmiSim(x);
       if (x.bmc === "ipmi") {
         await this.startIpmiSim(x);
         await this.startLauncher(x, "lab");
@@ -109,7 +130,7 @@ export class LabBmcs {
       {
         name: `ff${x.index}`,
         host: HOST_IP,
-        port: x.bmcPort,
+        port: x.ipmiPort ?? x.bmcPort,
         guid: `a123456789abcdefa123456789abcde${x.index}`,
         serialPort,
         username: "admin",
@@ -134,7 +155,7 @@ export class LabBmcs {
     return await new Promise((res, rej) =>
       execFile(
         "ipmitool",
-        [...ipmitoolArgs(HOST_IP, x.bmcPort, "admin", 2), ...args],
+        [...ipmitoolArgs(HOST_IP, x.ipmiPort ?? x.bmcPort, "admin", 2), ...args],
         { env: { ...process.env, IPMI_PASSWORD: x.ipmiPassword ?? "" }, timeout: 10_000 },
         (err, stdout) => (err ? rej(err) : res(stdout)),
       ),

@@ -8,6 +8,10 @@ import { createServer } from "node:http";
 import { isolate, powerLoss } from "./faults.ts";
 import { Lab, type BmcFault } from "./lab.ts";
 import { readState, tearDownOnSignals, writeState } from "./state.ts";
+import { SCENARIOS } from "./scenarios.ts";
+import { check } from "./trial-check.ts";
+import { startOf } from "./trial.ts";
+import type { TrialStart } from "./trial-check.ts";
 
 const nodes = Number(process.env.FASTFENCE_LAB_NODES ?? 3);
 const bmc = (process.env.FASTFENCE_LAB_BMC ?? "mixed") as "mixed" | "ipmi" | "redfish";
@@ -35,8 +39,16 @@ const need = (q: URLSearchParams, k: string) => {
 };
 
 async function main(): Promise<void> {
-  lab = await Lab.up({ nodes, bmc, fastfence, log, watchdog: process.env.FASTFENCE_LAB_WATCHDOG === "1" });
+  lab = await Lab.up({
+    nodes,
+    bmc,
+    fastfence,
+    log,
+    watchdog: process.env.FASTFENCE_LAB_WATCHDOG === "1",
+    secondLevel: process.env.FASTFENCE_LAB_SECOND_LEVEL === "1",
+  });
   const l = lab;
+  let mark: TrialStart | undefined;
   const routes: Record<string, Handler> = {
     "/status": async () => await l.status(),
     "/crash": async (q) => ({ at: await l.crash(need(q, "node")) }),
@@ -59,6 +71,22 @@ async function main(): Promise<void> {
         (q.get("functions") ?? "").split(",").filter(Boolean),
         q.get("source") === "1",
       ),
+    // a trial by hand (the lab tests): /mark before the fault, /check?node=VICTIM after it runs
+    // the invariant checker on what happened since (violations, and lying BMCs apart)
+    "/mark": async () => ({ at: (mark = await startOf(l, Date.now())).tStart }),
+    "/check": async (q) => {
+      if (!mark) throw new Error("no /mark yet");
+      const c = await check(l, SCENARIOS.hang, {
+        victim: need(q, "node"),
+        start: mark,
+        withObservations: false,
+      });
+      return {
+        violations: c.violations,
+        bmcLied: c.bmcLied,
+        incidents: c.incidents.map((i) => i.metadata.name),
+      };
+    },
     "/power-on": async (q) => {
       await l.powerOn(need(q, "node"));
       return { ok: true };

@@ -3,9 +3,13 @@
 // log (every Kafka topic, decoded), the incidents in the API (NodeFence status history:
 // phase timestamps, evidence, attempts), and the lab's own ground truth (which nodes were
 // faulted, what each BMC actually did, each node's boot IDs over time). Pure: no I/O, no
-// clock; it only reads its input and returns the violations it found.
+// clock; it only reads its input and returns the violations it found. A BMC that read a
+// node back Off without powering it off (a lying BMC, `bmc-fault --fault lying`) is not
+// fastfence's violation: it is reported apart (bmcLies, lab/bmc-lies.ts), and S1's ground-truth
+// check of a release that relied on it is left to that report.
 import type { NodeFence } from "../core/incident.ts";
 import type { FfEvent } from "../events/envelope.ts";
+import { liedBefore } from "./bmc-lies.ts";
 
 export type Rule = "S1" | "S2" | "S3" | "S4" | "S5" | "S6" | "H";
 
@@ -103,8 +107,10 @@ export function checkInvariants(input: TrialInput): Violation[] {
     // surely elapsed (its proof) — and, in truth, only once the node's processes were gone.
     if (releasedAt !== undefined || st.released) {
       const offAt = T(st.powerOffConfirmedAt);
-      if (offAt === undefined) v("S1", "workloads released without powerOffConfirmedAt");
-      else if (releasedAt !== undefined && releasedAt < offAt)
+      // A proof fastfence itself withdrew (the look after found the BMC lied) is the lie's report.
+      const withdrawn = (st.bmcLied?.length ?? 0) > 0;
+      if (offAt === undefined && !withdrawn) v("S1", "workloads released without powerOffConfirmedAt");
+      else if (offAt !== undefined && releasedAt !== undefined && releasedAt < offAt && !withdrawn)
         v("S1", "released before the power-off was confirmed");
       const readBack = st.attempts.find((a) => a.result === "off-confirmed" && a.readBackState === "Off");
       const watchdog = st.attempts.find((a) => a.result === "watchdog-expired" && a.driver === "watchdog");
@@ -123,7 +129,7 @@ export function checkInvariants(input: TrialInput): Violation[] {
       const bmcOff = facts.powerActions.find(
         (p) => p.node === node && p.action === "off" && (releasedAt === undefined || p.at <= releasedAt + 5),
       );
-      if (!bmcOff && !(watchdog && reset))
+      if (!bmcOff && !(watchdog && reset) && !liedBefore(inc, facts, releasedAt))
         v("S1", "the BMC never powered the node off before its workloads were released (lying BMC?)");
     }
 

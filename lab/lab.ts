@@ -208,6 +208,9 @@ export class Lab {
                 options: { cipherSuite: "3", pollMs: "100" },
               }
             : { ...redfishLevel(HOST_IP, x.bmcPort, x.name), timeoutMs: LAB_TIMEOUTS.redfishLevelMs },
+          ...(this.opts.secondLevel && x.bmc === "redfish"
+            ? [await this.bmcs.secondLevel(x, this.core, LAB_TIMEOUTS.ipmiLevelMs)]
+            : []),
         ],
         // with emulated watchdogs: the watchdog level after the BMC level (docs/lab.md)
         ...(this.opts.watchdog && (this.opts.fastfence ?? true)

@@ -219,8 +219,16 @@ async function main(): Promise<void> {
 
   // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod);
   // &restart=1 starts the event source again after its graceful stop (a rolling update).
+  // GET /metrics: every running function replica's metrics, one after the other.
   createServer((req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
+    if (req.method === "GET" && u.pathname === "/metrics") {
+      void Promise.all(fns.map((f) => f.metrics.registry.metrics())).then(
+        (texts) => res.writeHead(200, { "content-type": "text/plain" }).end(texts.join("\n")),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+      return;
+    }
     if (req.method === "POST" && u.pathname === "/crash") {
       const names = (u.searchParams.get("functions") ?? "").split(",").filter(Boolean);
       const stopSource = u.searchParams.get("source") === "1";

@@ -10,6 +10,7 @@ import type { FfEvent } from "../events/envelope.ts";
 import { sleep } from "../harness/env/base.ts";
 import { readEventLog, listIncidents, type EventLog } from "./event-log.ts";
 import { checkInvariants, type TrialFacts, type Violation } from "./invariants.ts";
+import { bmcLies, type BmcLieFinding } from "./bmc-lies.ts";
 import type { Lab } from "./lab.ts";
 import type { ScenarioSpec } from "./scenarios.ts";
 import { NAMESPACE } from "./types.ts";
@@ -33,6 +34,8 @@ export interface Checked {
   incidents: NodeFence[];
   log: EventLog;
   violations: Violation[];
+  /** BMCs that read a node back Off without powering it off: the hardware's fault, not a violation. */
+  bmcLied: BmcLieFinding[];
 }
 
 export async function check(
@@ -66,7 +69,7 @@ export async function check(
       deadLetters: log.deadLetters,
       facts,
     });
-  if (spec.baseline) return { incidents, log: { events: [], deadLetters: [] }, violations: [] };
+  if (spec.baseline) return { incidents, log: { events: [], deadLetters: [] }, violations: [], bmcLied: [] };
   // The event log: stages publish after their API write, so give the last events a moment.
   let log = await readEventLog(lab, o.withObservations);
   let violations = invariants(log);
@@ -75,7 +78,7 @@ export async function check(
     log = await readEventLog(lab, o.withObservations);
     violations = invariants(log);
   }
-  return { incidents, log, violations };
+  return { incidents, log, violations, bmcLied: bmcLies({ events: [], incidents, facts }) };
 }
 
 export interface Measured {

@@ -40,6 +40,12 @@ export interface LabOptions {
    * Default false: a watchdog resets every node cut off from the API, which most trials do.
    */
   watchdog?: boolean;
+  /**
+   * Give every Redfish node a second fencing level: an IPMI BMC (ipmi_sim on UDP 6230+i)
+   * that switches the same emulated machine, after its Redfish level (issue 18: the look
+   * after the power-off escalates to it when the Redfish BMC lies). Default false.
+   */
+  secondLevel?: boolean;
 }
 
 /** A power action a BMC (or the lab, resetting) carried out: the invariant checker's ground truth. */
@@ -53,6 +59,8 @@ export interface LabNode extends NodeRecord {
   redfish?: LabRedfishServer;
   ipmi?: ManagedProcess;
   ipmiPassword?: string;
+  /** The UDP port of its ipmi_sim when that is a second level beside a Redfish BMC (else bmcPort). */
+  ipmiPort?: number;
   /** The launcher started by this process (Redfish nodes). */
   launcher?: ManagedProcess;
   startScript: string;

@@ -81,6 +81,10 @@ const SECTION_DOCS: Record<string, string> = {
   "fencing.nodes[].levels[].driver":
     "BMC protocol: Redfish, IPMI (lanplus), or a ClusterLabs fence agent (needs the fence-agents image).",
   remediation: "How workloads are released after a confirmed power-off (remediate-workloads stage).",
+  lookAfter:
+    "The look after the power-off (fence's reconciler, [safety.md](safety.md#the-look-after-the-power-off)); kept in core/policy-look-after.ts.",
+  "lookAfter.windowMs":
+    "How long after a read-back Off fence keeps looking for the node's heartbeat with the incident's boot ID (a renewal proves the BMC's Off false: alarm BMCLied, then the next level). Unit: ms. Default 300000 (5 min); 0 turns it off. Longer catches a node that resumes late, at one view read per reconcile interval per fenced incident while it lasts.",
   timeouts:
     "The timeout chain of a fencing round: BMC call < level timeoutMs ≤ round (powerOffTimeoutMs) < round + 5000 ms recording margin < fencing Lease. Checked at apply (CEL) and when read ([tuning.md](tuning.md#timeouts-that-add-up)).",
 };

@@ -10,10 +10,13 @@
 // FencedOff only of a read-back of exactly Off after the command; anything else is
 // FenceFailed with the reason (retried after a backoff, final after maxRounds). Every
 // powerOff carries a last-look plan (last-look.pure.ts): a round the look abandoned because
-// the node responds powers nothing off and ends as hold.pure.ts abandonedRound says. No I/O.
+// the node responds powers nothing off and ends as hold.pure.ts abandonedRound says. A node
+// entry with the watchdog level adds its plan (watchdog-level.pure.ts): FencedOff also on
+// that level's proof (provingAttempt). After a lie found by the look after
+// (look-after.pure.ts) a round skips the levels that lied and takes no last look. The
+// S6/S2 re-check of the stored incident is confirmation.pure.ts. No I/O.
 import {
   OBSERVED_REASON,
-  OPERATOR_REQUESTED_REASON,
   statusOf,
   transition,
   type Attempt,
@@ -38,16 +41,17 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { ErrorCode } from "../../core/errors.ts";
-import type { RejectCode } from "../../core/reasons.ts";
 import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
 import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts";
 import { lookPlan } from "./last-look.pure.ts";
+import { checkConfirmation } from "./confirmation.pure.ts";
 import { watchdogExpired, watchdogFencedMessage, watchdogPlan } from "./watchdog-level.pure.ts";
+import { escalationDue, liedLevels } from "./look-after.pure.ts";
 
 export { liveHolder } from "../../core/decision.ts";
 export { failedData } from "./hold.pure.ts";
-import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
+import { freshIndependentEvidence } from "../../core/rules.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type AnyFfEvent } from "../../events/catalog.ts";
 import type { NodeFenced } from "../../events/schemas.ts";
@@ -115,7 +119,7 @@ export function decide(input: DecideInput<FfEvent>): Decision {
         "StaleRound",
         `fence.failed of round ${ev.data.round}, incident is at round ${st.round}`,
       );
-    if (ev.data.final || st.round >= policy.fencing.maxRounds)
+    if (ev.data.final || (st.round >= policy.fencing.maxRounds && !escalationDue(st)))
       return ignored("FencingGaveUp", `fencing of ${name} gave up after ${st.round} rounds`);
     round = st.round + 1;
     const notBefore = ms(st.retryNotBefore);
@@ -220,6 +224,8 @@ export function startRound(r: RoundStart): Decision {
 
   const watchdog = watchdogPlan(policy, node, levels.length, inc.spec.bootId);
   if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round, !!watchdog);
+  // After a lie (look-after.pure.ts): only the levels that never lied, and no last look.
+  const lied = liedLevels(st);
 
   const status = transition(st, "Fencing", iso(waitUntil ?? now), {
     round,
@@ -246,40 +252,12 @@ export function startRound(r: RoundStart): Decision {
       levels,
       timeoutMs: policy.timeouts.powerOffTimeoutMs,
       // A person's request fences a node that may well be up: no last look (operator.pure.ts)
-      ...(inc.spec.operatorRequest ? {} : { look: lookPlan(inc, st, node, view) }),
+      ...(inc.spec.operatorRequest || lied.length ? {} : { look: lookPlan(inc, st, node, view) }),
+      ...(lied.length ? { skipLevels: lied } : {}),
       ...(watchdog ? { watchdog } : {}),
     },
   ];
   return processed(`fencing ${node.name} round ${round}`, actions);
-}
-
-/** S6 + S2 re-checked on the stored incident: trusted writer, and the evidence it recorded is quorate. */
-function checkConfirmation(
-  inc: NodeFence,
-  st: NodeFenceStatus,
-  node: NodeInfo,
-  policy: FencingPolicySpec,
-  trusted: readonly string[],
-): { code: RejectCode; reason: string } | undefined {
-  if (!st.confirmedBy || !trusted.includes(st.confirmedBy)) {
-    return {
-      code: "UntrustedConfirmation",
-      reason: `incident ${inc.metadata.name} confirmedBy "${st.confirmedBy ?? ""}" is not a trusted confirm identity (S6)`,
-    };
-  }
-  const confirmedAt = ms(st.timestamps.confirmed);
-  if (!Number.isFinite(confirmedAt))
-    return { code: "NoConfirmationTime", reason: `incident ${inc.metadata.name} has no confirmed timestamp` };
-  // A person's request stands in for the evidence; the admission policy tied it to its creator.
-  if (inc.spec.operatorRequest && st.reason === OPERATOR_REQUESTED_REASON) return undefined;
-  const fresh = freshIndependentEvidence(st.evidence, node.name, confirmedAt, policy);
-  if (!hasQuorum(fresh, policy)) {
-    return {
-      code: "ConfirmationBelowQuorum",
-      reason: `incident ${inc.metadata.name} records ${fresh.length} independent observers, quorum is ${policy.corroboration.quorum} (S2)`,
-    };
-  }
-  return undefined;
 }
 
 /** What the adapter's powerOff action produced: every attempt of the round, in order. */

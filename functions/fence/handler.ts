@@ -6,7 +6,7 @@
 import type { PureStage } from "../contract.ts";
 import { catalogStage } from "../stage-info.ts";
 import { decide, locate } from "./decide.pure.ts";
-import { FENCE_RESYNC_PHASES, locateResync, resync } from "./resync.pure.ts";
+import { FENCE_RESYNC_PHASES, locateResync, resync, resyncWants } from "./resync.pure.ts";
 
 export * from "./decide.pure.ts";
 export * from "./resync.pure.ts";
@@ -22,4 +22,5 @@ export const stage: PureStage = {
   locateResync,
   resync,
   resyncPhases: FENCE_RESYNC_PHASES,
+  resyncWants,
 };

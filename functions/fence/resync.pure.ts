@@ -23,9 +23,23 @@ import {
 import type { Phase } from "../../core/incident.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import { failedData, liveHolder, onResult, startRound } from "./decide.pure.ts";
+import { LOOK_AFTER_PHASES, escalationDue, lookAfterResync, watching } from "./look-after.pure.ts";
+import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
+import type { NodeFence } from "../../core/incident.ts";
 
 /** The phases fence re-drives; the reconciler lists only incidents in these. */
-export const FENCE_RESYNC_PHASES: readonly Phase[] = ["Confirmed", "Fencing", "FenceFailed"];
+export const FENCE_RESYNC_PHASES: readonly Phase[] = [
+  "Confirmed",
+  "Fencing",
+  "FenceFailed",
+  ...LOOK_AFTER_PHASES,
+];
+
+/** Every incident fence drives, and a fenced one only while the look after watches it. */
+export function resyncWants(inc: NodeFence, now: number, policy: FencingPolicySpec): boolean {
+  const st = statusOf(inc);
+  return (LOOK_AFTER_PHASES as readonly Phase[]).includes(st.phase) ? watching(st, policy, now) : true;
+}
 
 export function locateResync(r: Resync): ViewRequest {
   return {
@@ -50,6 +64,11 @@ export function resync(input: DecideInput<Resync>): Decision {
   const st = statusOf(inc);
   if (!FENCE_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not fence's to re-drive`);
+  if (st.phase === "FencedOff" || st.phase === "Released") {
+    const { node, heartbeat, policy, discoveredLevels } = view;
+    const levels = resolveLevels(policy, node ?? { name: inc.spec.nodeName }, discoveredLevels);
+    return lookAfterResync({ inc, st, node, heartbeat, policy, now, levels });
+  }
   const node = view.node;
   if (!node) return ignored("NodeNotFound", `node ${inc.spec.nodeName} is not in the API`);
   if (node.bootId !== inc.spec.bootId)
@@ -78,7 +97,7 @@ export function resync(input: DecideInput<Resync>): Decision {
     );
   }
   if (st.phase === "FenceFailed") {
-    if (isFinalFenceFailed(st, policy.fencing.maxRounds))
+    if (isFinalFenceFailed(st, policy.fencing.maxRounds) && !escalationDue(st))
       return ignored("FencingGaveUp", `fencing of ${name} gave up after ${st.round} rounds`);
     // The retry's fence.failed was lost, or the replica waiting for retryNotBefore died.
     return (

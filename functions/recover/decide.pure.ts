@@ -64,7 +64,8 @@ function onCondition(
   if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const fenced = st.phase === "FencedOff" || st.phase === "Released" || st.phase === "FenceFailed";
   const to = fenced ? "Recovered" : "Closed";
-  const taintRemoved = st.phase === "FencedOff" || st.phase === "Released";
+  // also a FenceFailed one whose workloads were released before the look after found its BMC lying
+  const taintRemoved = st.phase === "FencedOff" || st.phase === "Released" || st.released !== undefined;
   const status = transition(st, to, iso(now), {
     recoveredBootId: current,
     reason: fenced ? "NodeRecovered" : "NodeRebooted",

@@ -71,6 +71,8 @@ export interface FenceRound {
    * abandon ends the round there, with an attempt of result "abandoned" and no off command.
    */
   beforeOff?: (level: number) => Promise<OffGateVerdict>;
+  /** Level indexes not to use (they lied: functions/fence/look-after.pure.ts). */
+  skip?: readonly number[];
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -93,6 +95,7 @@ export async function fenceWithLevels(levels: FencingLevel[], opts: FenceRound):
   const attempts: Attempt[] = [];
   for (let i = 0; i < levels.length; i++) {
     const lv = levels[i]!;
+    if (opts.skip?.includes(i)) continue;
     if (opts.signal?.aborted) break;
     const left = opts.roundEndsAt === undefined ? Infinity : opts.roundEndsAt - opts.now();
     if (left <= 0) break; // the round's budget is spent: later levels wait for the next round

@@ -273,6 +273,7 @@ export class BmcPowerExecutor implements PowerExecutor {
         roundEndsAt: start + a.timeoutMs,
         signal,
         sleep: (ms, s) => this.clock.sleep(ms, s),
+        ...(a.skipLevels ? { skip: a.skipLevels } : {}),
         ...(a.look
           ? { beforeOff: (level: number) => lookBeforeOff(this.look, a.look!, a.incident, level) }
           : {}),

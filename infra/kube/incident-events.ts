@@ -14,6 +14,7 @@ import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import type { Kube } from "./client.ts";
 import { recordEvent, type EventSubject } from "./events.ts";
+import { alarmNewLies } from "./bmc-lie-alarm.ts";
 
 /** Phases and reasons that ask for someone's attention (Event type Warning). */
 const WARNING_PHASES = new Set(["Blocked", "FenceFailed"]);
@@ -57,7 +58,8 @@ export interface IncidentEventsOptions {
   component: string;
   instance: string;
   log?: Logger;
-  metrics?: Pick<FunctionMetrics, "incidentTransitions" | "incidentDurationSeconds">;
+  metrics?: Pick<FunctionMetrics, "incidentTransitions" | "incidentDurationSeconds"> &
+    Partial<Pick<FunctionMetrics, "bmcLied">>;
 }
 
 export class IncidentEventRecorder {
@@ -77,6 +79,7 @@ export class IncidentEventRecorder {
    */
   async written(before: NodeFenceStatus | undefined, inc: NodeFence): Promise<void> {
     const st = inc.status;
+    if (st) alarmNewLies(before, inc, this.o);
     if (!st || !changed(before, st)) return;
     const reason = st.reason ?? st.phase;
     const final = String(isOutcome(st));

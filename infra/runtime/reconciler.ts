@@ -26,7 +26,7 @@ export interface ReconcilerOptions {
   /** PureStage.resyncPhases: the open incidents this stage re-drives. */
   phases: readonly Phase[];
   /** PureStage.resyncWants: of those, the ones worth a view read (default: all). */
-  wants?: (incident: NodeFence) => boolean;
+  wants?: (incident: NodeFence, now: number, policy: FencingPolicySpec) => boolean;
   runner: StageRunner;
   /** The open (non-terminal) incidents, one API list. */
   listOpen(): Promise<NodeFence[]>;
@@ -135,8 +135,10 @@ export function startReconciler(opts: ReconcilerOptions): Reconciler {
     const report: PassReport = { considered: 0, driven: [], failed: [] };
     const wants = opts.wants ?? (() => true);
     const all = await opts.listOpen();
-    if (opts.observe) opts.observe(all, await opts.policy(clock.now()), clock.now());
-    const open = all.filter((i) => opts.phases.includes(statusOf(i).phase) && wants(i));
+    const now = clock.now();
+    const policy = opts.observe || opts.wants ? await opts.policy(now) : undefined;
+    if (opts.observe) opts.observe(all, policy!, now);
+    const open = all.filter((i) => opts.phases.includes(statusOf(i).phase) && wants(i, now, policy!));
     report.considered = open.length;
     // One at a time: a pass is background work and must not crowd out the event path.
     for (const inc of open) {

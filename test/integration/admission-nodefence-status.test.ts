@@ -185,6 +185,36 @@ describe("NodeFence status admission: phases by their owners, along the allowed 
     },
   );
 
+  it("the look after: only fence may take a Released incident back to FenceFailed and record a lie", async () => {
+    const { name, p } = await incidentAt("node-lied", "FencedOff");
+    await write("remediate-workloads", name, p.released);
+    const lie = {
+      level: 0,
+      driver: "redfish" as const,
+      round: 1,
+      readBackAt: at(4),
+      renewTime: at(8),
+      seenAt: at(9),
+    };
+    const alarm = transition(p.released, "FenceFailed", at(9), {
+      reason: "BMCLied",
+      bmcLied: [lie],
+      powerOffConfirmedAt: undefined,
+      retryNotBefore: at(9),
+    });
+    for (const who of ["detect", "confirm", "remediate-workloads", "recover", "admin"] as const) {
+      const msg = await refused(write(who, name, alarm));
+      expect(msg).toMatch(/only .*fastfence-fence may set phase FenceFailed/);
+      // the lie alone, phase unchanged
+      const field = await refused(write(who, name, { ...p.released, bmcLied: [lie] }));
+      expect(field).toMatch(/only .*fastfence-fence may change status.round, fencingBy, attempts/);
+    }
+    const done = await write("fence", name, alarm);
+    expect(done.status).toMatchObject({ phase: "FenceFailed", reason: "BMCLied", bmcLied: [lie] });
+    expect(done.status!.powerOffConfirmedAt).toBeUndefined();
+    expect(done.status!.timestamps.released).toBe(at(5)); // history stays
+  });
+
   it("illegal transitions are refused even for the phase's owner", async () => {
     const s = await incidentAt("node-skip", "Suspected");
     // Suspected → Released (remediate-workloads owns Released)

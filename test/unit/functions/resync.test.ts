@@ -99,11 +99,11 @@ describe("fence resync: ignored until there is something to do", () => {
     ["FenceFailed, retry not overdue", failed(1, 2_000), 2_000 + STALLED - 1, undefined, "NotDue"],
     ["FenceFailed, last round failed", failed(3, 2_000), 60_000, undefined, "FencingGaveUp"],
     [
-      "FencedOff belongs to remediate-workloads",
+      "FencedOff: the release is remediate-workloads'; fence only looks after the Off (nothing seen)",
       incident("a", { phase: "FencedOff" }),
       60_000,
       undefined,
-      "NotThisStage",
+      "NotDue",
     ],
     [
       "Suspected belongs to confirm",
@@ -221,7 +221,15 @@ describe("remediate-workloads resync", () => {
   });
 
   test("the stages declare what they re-drive, and the phases do not overlap", () => {
-    expect(fence.stage.resyncPhases).toEqual(["Confirmed", "Fencing", "FenceFailed"]);
+    // fence also looks after a read-back Off (FencedOff, Released: look-after.pure.ts), writing
+    // only FenceFailed; the release of a FencedOff incident is remediate-workloads' alone.
+    expect(fence.stage.resyncPhases).toEqual([
+      "Confirmed",
+      "Fencing",
+      "FenceFailed",
+      "FencedOff",
+      "Released",
+    ]);
     expect(release.stage.resyncPhases).toEqual(["FencedOff"]);
     expect(policy().reconcile).toEqual({ intervalMs: 5_000, stalledAfterMs: STALLED });
   });

@@ -35,6 +35,7 @@ function setup(incidents: NodeFence[], nowMs = 60_000) {
   const rec = startReconciler({
     stage: "fence",
     phases: fence.stage.resyncPhases!,
+    wants: fence.stage.resyncWants!,
     runner: stageRunner(fence.stage, ad, FENCE, { trustedConfirmers: TRUSTED }),
     listOpen: () => ad.incidents.listOpen(),
     policy: (now) => ad.policy.get(now),
@@ -60,7 +61,7 @@ describe("reconciler pass", () => {
     const { c, published, rec } = setup([confirmed("a"), released, fencingIncident("c")]);
     const report = await rec.pass();
     await rec.stop();
-    expect(report.considered).toBe(2); // a (Confirmed), c (Fencing); b is Released
+    expect(report.considered).toBe(2); // a (Confirmed), c (Fencing); b is Released, no Off read back to look after
     expect(report.driven.sort()).toEqual([incidentName("a", BOOT.a), incidentName("c", BOOT.c)].sort());
     expect(c.incident(incidentName("a", BOOT.a))?.status?.phase).toBe("FencedOff");
     expect(c.incident(incidentName("c", BOOT.c))?.status).toMatchObject({

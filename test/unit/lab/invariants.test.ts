@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { NodeFence } from "../../../core/incident.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import { checkInvariants, summarize, type TrialFacts } from "../../../lab/invariants.ts";
+import { bmcLies } from "../../../lab/bmc-lies.ts";
 
 const t = (ms: number) => new Date(1_000_000 + ms).toISOString();
 const CONFIRM = "system:serviceaccount:fastfence-system:fastfence-confirm";
@@ -96,20 +97,12 @@ describe("lab invariants", () => {
     expect(checkInvariants({ events: chain(i.metadata.name), incidents: [i], facts: facts() })).toEqual([]);
   });
 
-  it("S1: released before the Off read-back, or without the BMC ever powering off (lying BMC)", () => {
+  it("S1: released before the Off read-back, or on a read-back other than exactly Off", () => {
     const early = incident({ powerOffConfirmedAt: t(1200) });
     expect(
       summarize(checkInvariants({ events: chain(early.metadata.name), incidents: [early], facts: facts() }))
         .S1,
     ).toBeGreaterThan(0);
-    const lie = incident();
-    expect(
-      checkInvariants({
-        events: chain(lie.metadata.name),
-        incidents: [lie],
-        facts: facts({ powerActions: [] }),
-      }).map((v) => v.rule),
-    ).toContain("S1");
     const poweringOff = incident({
       attempts: [{ ...incident().status!.attempts[0]!, readBackState: "PoweringOff" }],
     });
@@ -150,6 +143,53 @@ describe("lab invariants", () => {
       "released on a watchdog proof while the node's processes still ran",
     );
     expect(run(undefined).map((v) => v.rule)).toContain("S1");
+  });
+
+  it("a BMC that read back Off but powered nothing off is its own category, not an S1 violation", () => {
+    const lie = incident();
+    const input = { events: chain(lie.metadata.name), incidents: [lie], facts: facts({ powerActions: [] }) };
+    expect(checkInvariants(input)).toEqual([]);
+    expect(bmcLies(input)).toEqual([
+      expect.objectContaining({ node: "node-a", level: 0, driver: "redfish", noticed: false }),
+    ]);
+    // an honest BMC: no lie
+    expect(bmcLies({ ...input, facts: facts() })).toEqual([]);
+    // the node was already off when the attempt began: an honest Off, not a lie
+    const alreadyOff = facts({
+      powerActions: [{ node: "node-a", at: 1_000_000 + 100, action: "off", by: "bmc" }],
+    });
+    expect(bmcLies({ ...input, facts: alreadyOff })).toEqual([]);
+  });
+
+  it("the look after: a lie fastfence noticed, then a second level that really powered the node off", () => {
+    const lie = incident().status!.attempts[0]!;
+    const ipmi = {
+      ...lie,
+      round: 2,
+      level: 1,
+      driver: "ipmi" as const,
+      startedAt: t(5000),
+      commandAt: t(5050),
+      readBackAt: t(5400),
+      finishedAt: t(5410),
+    };
+    const inc = incident({
+      attempts: [lie, ipmi],
+      powerOffConfirmedAt: t(5400),
+      bmcLied: [
+        { level: 0, driver: "redfish", round: 1, readBackAt: t(880), renewTime: t(4000), seenAt: t(4500) },
+      ],
+    });
+    const input = {
+      events: [...chain(inc.metadata.name), ev("io.fastfence.fence.failed.v1", inc.metadata.name, 4500)],
+      incidents: [inc],
+      facts: facts({ powerActions: [{ node: "node-a", at: 1_000_000 + 5200, action: "off", by: "bmc" }] }),
+    };
+    expect(checkInvariants(input)).toEqual([]);
+    expect(bmcLies(input)).toEqual([expect.objectContaining({ level: 0, driver: "redfish", noticed: true })]);
+    // the same history without the lie recorded: the later proof is fastfence's S1 violation
+    const unnoticed = incident({ attempts: [lie, ipmi], powerOffConfirmedAt: t(5400) });
+    expect(checkInvariants({ ...input, incidents: [unnoticed] }).map((v) => v.rule)).toContain("S1");
   });
 
   it("S2: one observer, or the node testifying about itself, is not a quorum", () => {

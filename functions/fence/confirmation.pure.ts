@@ -1,0 +1,37 @@
+// fence: S6 and S2 checked again on the stored incident before any round — it was confirmed
+// by a trusted confirm identity, and the evidence it recorded is still a quorum of
+// independent observers (or a person's request, tied to its creator by admission). Pure.
+import { OPERATOR_REQUESTED_REASON, type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
+import { ms, type NodeInfo } from "../../core/decision.ts";
+import type { FencingPolicySpec } from "../../core/policy.ts";
+import type { RejectCode } from "../../core/reasons.ts";
+import { freshIndependentEvidence, hasQuorum } from "../../core/rules.ts";
+
+/** S6 + S2 re-checked on the stored incident: trusted writer, and the evidence it recorded is quorate. */
+export function checkConfirmation(
+  inc: NodeFence,
+  st: NodeFenceStatus,
+  node: NodeInfo,
+  policy: FencingPolicySpec,
+  trusted: readonly string[],
+): { code: RejectCode; reason: string } | undefined {
+  if (!st.confirmedBy || !trusted.includes(st.confirmedBy)) {
+    return {
+      code: "UntrustedConfirmation",
+      reason: `incident ${inc.metadata.name} confirmedBy "${st.confirmedBy ?? ""}" is not a trusted confirm identity (S6)`,
+    };
+  }
+  const confirmedAt = ms(st.timestamps.confirmed);
+  if (!Number.isFinite(confirmedAt))
+    return { code: "NoConfirmationTime", reason: `incident ${inc.metadata.name} has no confirmed timestamp` };
+  // A person's request stands in for the evidence; the admission policy tied it to its creator.
+  if (inc.spec.operatorRequest && st.reason === OPERATOR_REQUESTED_REASON) return undefined;
+  const fresh = freshIndependentEvidence(st.evidence, node.name, confirmedAt, policy);
+  if (!hasQuorum(fresh, policy)) {
+    return {
+      code: "ConfirmationBelowQuorum",
+      reason: `incident ${inc.metadata.name} records ${fresh.length} independent observers, quorum is ${policy.corroboration.quorum} (S2)`,
+    };
+  }
+  return undefined;
+}

@@ -1,0 +1,34 @@
+// The alarm of the look after the power-off (issue 18) beside the incident's Kubernetes Event
+// (reason BMCLied, written by incident-events.ts): once a status write has recorded a new
+// lie (status.bmcLied grew), one error log line with incident, node, level and times, and
+// fastfence_bmc_lied_total{level,driver}. Called after the write succeeded, by the replica
+// that wrote it, so each lie is counted once. Never throws, never writes to the API, never
+// logs anything secret.
+import type { NodeFence, NodeFenceStatus } from "../../core/incident.ts";
+import { forIncident, type Logger } from "../log.ts";
+import type { FunctionMetrics } from "../metrics.ts";
+
+export interface LieAlarmDeps {
+  log?: Logger;
+  metrics?: Partial<Pick<FunctionMetrics, "bmcLied">>;
+}
+
+/** Logs and counts every lie `inc` records that `before` did not. */
+export function alarmNewLies(before: NodeFenceStatus | undefined, inc: NodeFence, deps: LieAlarmDeps): void {
+  const lies = inc.status?.bmcLied ?? [];
+  const known = before?.bmcLied?.length ?? 0;
+  for (const lie of lies.slice(known)) {
+    deps.metrics?.bmcLied?.inc({ level: String(lie.level + 1), driver: lie.driver });
+    if (deps.log)
+      forIncident(deps.log, inc.metadata.name, inc.spec.nodeName).error(
+        {
+          reason: "BMCLied",
+          level: lie.level + 1,
+          driver: lie.driver,
+          readBackAt: lie.readBackAt,
+          renewTime: lie.renewTime,
+        },
+        `BMC lied: level ${lie.level + 1} (${lie.driver}) read the node back Off at ${lie.readBackAt}, but it renewed its heartbeat at ${lie.renewTime} with the same boot ID; escalating`,
+      );
+  }
+}

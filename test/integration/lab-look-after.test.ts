@@ -1,0 +1,188 @@
+// The look after the power-off on the lab (issue 18, item 2): node-b has two levels on the
+// same emulated machine (`lab up --second-level`: Redfish, then IPMI through ipmi_sim). Its
+// Redfish BMC lies (`bmc-fault --fault lying`: reads back Off, powers nothing off); node-b
+// hangs, is fenced on that lie and its workloads released while its processes are only
+// stopped; then it resumes. The look after must see its heartbeat renewed with the same boot
+// ID, raise the alarm (incident FenceFailed reason BMCLied with the lie recorded, the Fenced
+// condition False with that reason, a Kubernetes Event, fastfence_bmc_lied_total) and
+// escalate to the IPMI level, which really powers node-b off (its processes gone). The lab's
+// invariant checker reports the lying BMC in its own category and no fastfence violation.
+// Prints the time from the resume to the IPMI level's read-back Off. Needs root (the lab);
+// runs the real lab: API server, Kafka, node agents, ipmi_sim, the Redfish emulator.
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NodeFence } from "../../core/incident.ts";
+import { ROOT, readState } from "../../lab/state.ts";
+import { NAMESPACE } from "../../lab/types.ts";
+
+const VICTIM = "node-b";
+const root = process.getuid?.() === 0;
+
+const cli = (...args: string[]) => {
+  const r = spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", ...args], {
+    encoding: "utf8",
+    timeout: 300_000,
+    cwd: ROOT,
+  });
+  if (r.status !== 0) throw new Error(`lab ${args.join(" ")}: ${r.stdout}${r.stderr}`);
+  return r.stdout;
+};
+
+async function control(path: string, q: Record<string, string> = {}): Promise<Record<string, unknown>> {
+  const s = readState()!;
+  const r = await fetch(`http://127.0.0.1:${s.controlPort}${path}?${new URLSearchParams(q).toString()}`, {
+    method: "POST",
+  });
+  const body = (await r.json()) as Record<string, unknown>;
+  if (!r.ok) throw new Error(`${path}: ${JSON.stringify(body)}`);
+  return body;
+}
+
+interface NodeStatus {
+  name: string;
+  ip: string;
+  processes: number;
+  power: string;
+}
+const nodeStatus = (name: string): NodeStatus =>
+  (JSON.parse(cli("status", "-o", "json")) as { nodes: NodeStatus[] }).nodes.find((n) => n.name === name)!;
+
+async function until<T>(what: string, f: () => Promise<T | undefined>, ms: number, every = 200): Promise<T> {
+  const end = Date.now() + ms;
+  let last: unknown;
+  while (Date.now() < end) {
+    try {
+      const v = await f();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, every));
+  }
+  throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+}
+
+describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + hang + resume)", () => {
+  let custom: CustomObjectsApi;
+  let core: CoreV1Api;
+
+  beforeAll(() => {
+    cli("up", "--second-level");
+    const kc = new KubeConfig();
+    kc.loadFromFile(readState()!.kubeconfig!);
+    custom = kc.makeApiClient(CustomObjectsApi);
+    core = kc.makeApiClient(CoreV1Api);
+  }, 320_000);
+
+  afterAll(() => {
+    spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", "down"], { cwd: ROOT, timeout: 120_000 });
+  }, 130_000);
+
+  const incidentOf = async (node: string): Promise<NodeFence | undefined> => {
+    const list = (await custom.listNamespacedCustomObject({
+      group: "fastfence.io",
+      version: "v1alpha1",
+      namespace: NAMESPACE,
+      plural: "nodefences",
+    })) as { items: NodeFence[] };
+    return list.items.find((i) => i.spec.nodeName === node);
+  };
+
+  it("raises the alarm and escalates to the IPMI level, which really powers the node off", async () => {
+    // node-b's own fence replica is stopped first: a replica on the node that gets powered
+    // off would take the alarm's counter (and a round it drives) down with it.
+    cli("fn-crash", VICTIM, "--functions", "fence");
+    await control("/mark");
+    cli("bmc-fault", VICTIM, "--fault", "lying");
+    const hungAt = Date.now();
+    cli("hang", VICTIM);
+
+    // Fenced on the lie: released while its processes are only stopped.
+    const lied = await until(
+      "node-b Released on the Redfish level's read-back Off",
+      async () => {
+        const inc = await incidentOf(VICTIM);
+        return inc?.status?.phase === "Released" ? inc : undefined;
+      },
+      60_000,
+    );
+    const first = lied.status!.attempts.find((a) => a.result === "off-confirmed")!;
+    expect(first).toMatchObject({ level: 0, driver: "redfish", readBackState: "Off" });
+    expect(nodeStatus(VICTIM).processes).toBeGreaterThan(0); // the lie: nothing was powered off
+    console.log(
+      `released on the lie ${Date.parse(lied.status!.timestamps.released!) - hungAt} ms after the hang`,
+    );
+
+    const resumedAt = Date.now();
+    cli("resume", VICTIM);
+
+    // The alarm, then the escalation: level 2 (IPMI) reads back Off.
+    const escalated = await until(
+      "the IPMI level's read-back Off after the alarm",
+      async () => {
+        const inc = await incidentOf(VICTIM);
+        const st = inc?.status;
+        const ipmi = st?.attempts.find((a) => a.level === 1 && a.result === "off-confirmed");
+        return st?.bmcLied?.length && ipmi && st.powerOffConfirmedAt ? inc : undefined;
+      },
+      60_000,
+    );
+    const st = escalated.status!;
+    expect(st.bmcLied).toHaveLength(1);
+    expect(st.bmcLied![0]).toMatchObject({ level: 0, driver: "redfish", readBackAt: first.readBackAt });
+    const ipmi = st.attempts.find((a) => a.level === 1 && a.result === "off-confirmed")!;
+    expect(ipmi).toMatchObject({ driver: "ipmi", readBackState: "Off" });
+    // No attempt of the lying level after the lie.
+    expect(
+      st.attempts.filter(
+        (a) => a.level === 0 && Date.parse(a.startedAt) > Date.parse(st.bmcLied![0]!.seenAt),
+      ),
+    ).toEqual([]);
+    const toAlarm = Date.parse(st.bmcLied![0]!.seenAt) - resumedAt;
+    const toOff = Date.parse(ipmi.readBackAt!) - resumedAt;
+    console.log(`resume → BMCLied seen ${toAlarm} ms; resume → IPMI read-back Off ${toOff} ms`);
+
+    // Really off: every process of node-b is gone.
+    await until(
+      "node-b's processes gone",
+      async () => (nodeStatus(VICTIM).processes === 0 ? true : undefined),
+      10_000,
+    );
+
+    // The alarm: a Kubernetes Event with the reason, and the metric on a surviving node.
+    const events = await core.listNamespacedEvent({ namespace: NAMESPACE });
+    const alarm = events.items.filter(
+      (e) => e.reason === "BMCLied" && e.involvedObject.name === escalated.metadata.name,
+    );
+    expect(alarm.length).toBeGreaterThan(0);
+    expect(alarm[0]!.type).toBe("Warning");
+    const survivors = ["node-a", "node-c"].map(nodeStatus);
+    const texts = await Promise.all(
+      survivors.map((n) => fetch(`http://${n.ip}:7070/metrics`).then((r) => r.text())),
+    );
+    const lies = texts
+      .join("\n")
+      .split("\n")
+      .filter((l) => l.startsWith('fastfence_bmc_lied_total{level="1",driver="redfish"}'))
+      .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
+    expect(lies).toBe(1);
+
+    // The invariant checker: the lie in its own category, no fastfence violation. The
+    // incident goes on to Released again (the Fenced condition said BMCLied meanwhile).
+    await until(
+      "Released again",
+      async () => ((await incidentOf(VICTIM))?.status?.phase === "Released" ? true : undefined),
+      20_000,
+    );
+    const checked = (await control("/check", { node: VICTIM })) as {
+      violations: unknown[];
+      bmcLied: { driver: string; level: number; noticed: boolean }[];
+    };
+    expect(checked.violations).toEqual([]);
+    expect(checked.bmcLied).toEqual([
+      expect.objectContaining({ driver: "redfish", level: 0, noticed: true }),
+    ]);
+  }, 240_000);
+});

@@ -33,6 +33,7 @@ import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
 import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
 import { ObserverKey } from "./observer-key.ts";
+import { NODE_TIMEOUT_ANNOTATION, parseNodeTimeout } from "../core/watchdog-status.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { NodeObserved } from "../events/schemas.ts";
 import { tcpProbe } from "./tcp-probe.ts";
@@ -60,6 +61,9 @@ export interface SourceMetrics {
   probes: { inc(labels: { result: "ok" | "missed" }): void };
   published: { inc(labels: { type: string }): void };
   publishErrors: { inc(): void };
+  /** The watchdog agent's gauges, by this node (fastfence_watchdog_armed / _petting). */
+  watchdogArmed?: { set(labels: { node: string }, v: number): void };
+  watchdogPetting?: { set(labels: { node: string }, v: number): void };
 }
 
 export interface EventSource {
@@ -258,7 +262,20 @@ export async function startEventSource(opts: {
         node: config.node,
         bootId: () => nodes.get(config.node)?.status?.nodeInfo?.bootID ?? "",
         clusterSize: () => Math.max(1, nodes.size),
+        // Per node (core/watchdog-status.ts); "unknown" until this node's Node is listed.
+        nodeTimeout: () => {
+          const self = nodes.get(config.node);
+          return self ? parseNodeTimeout(self.metadata?.annotations?.[NODE_TIMEOUT_ANNOTATION]) : "unknown";
+        },
         log,
+        ...(metrics?.watchdogArmed && metrics.watchdogPetting
+          ? {
+              metrics: {
+                armed: { set: (v: number) => metrics.watchdogArmed?.set({ node: config.node }, v) },
+                petting: { set: (v: number) => metrics.watchdogPetting?.set({ node: config.node }, v) },
+              },
+            }
+          : {}),
       });
     const renew = () =>
       leases.acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), {

@@ -4,7 +4,9 @@
 // petIntervalMs only while
 // core/watchdog.ts petDecision says the node is on the healthy side, and reports armed /
 // not armed, with the device's timeout and the node's boot ID, as the annotation
-// fastfence.io/watchdog that the event source writes on the node's heartbeat Lease. A
+// fastfence.io/watchdog that the event source writes on the node's heartbeat Lease (the
+// timeout: the device's sysfs one, which must match the Node's fastfence.io/watchdog-timeout-ms
+// when that is set, else that annotation or the configured one). A
 // graceful stop disarms the device (the magic close); nothing else ever does. It never
 // pets on a guess: an unknown renewal time counts as no renewal. Peer vouching is not
 // implemented yet, so a node that loses the API stops petting. Times: monotonic only.
@@ -17,7 +19,12 @@ import {
 } from "../core/watchdog.ts";
 import { asFastfenceError } from "../core/errors.ts";
 import type { Logger } from "../infra/log.ts";
-import { openWatchdogDevice, type WatchdogDevice } from "../infra/watchdog/device.ts";
+import {
+  openWatchdogDevice,
+  WatchdogUnavailableError,
+  type WatchdogDevice,
+} from "../infra/watchdog/device.ts";
+import type { ParsedNodeTimeout } from "../core/watchdog-status.ts";
 
 export interface WatchdogAgentConfig {
   /** The device: /dev/watchdog (or /dev/watchdogN), or the lab's FIFO. */
@@ -53,6 +60,12 @@ export async function startWatchdogAgent(opts: {
   bootId(): string;
   /** Nodes in the cluster, this one included. */
   clusterSize(): number;
+  /**
+   * This node's configured timeout (its Node annotation, core/watchdog-status.ts), or
+   * "unknown" while the Node is not read yet (the agent then waits to arm). Unset: the
+   * configured FASTFENCE_WATCHDOG_TIMEOUT_MS only.
+   */
+  nodeTimeout?: () => ParsedNodeTimeout | "unknown";
   log: Logger;
   metrics?: WatchdogMetrics;
   /** Monotonic ms; default performance.now. */
@@ -72,9 +85,12 @@ export async function startWatchdogAgent(opts: {
    */
   async function arm(): Promise<void> {
     if (device || opening || stopping || mono() < retryOpenAt) return;
+    const nodeTimeout = opts.nodeTimeout?.() ?? { ok: true, timeoutMs: undefined };
+    if (nodeTimeout === "unknown") return void (notArmed = "waiting for this node's Node object");
     opening = true;
     try {
-      device = await openWatchdogDevice(config.devicePath, config.timeoutMs);
+      if (!nodeTimeout.ok) throw new WatchdogUnavailableError(nodeTimeout.reason);
+      device = await openWatchdogDevice(config.devicePath, config.timeoutMs, nodeTimeout.timeoutMs);
       await device.pet();
       opts.metrics?.armed.set(1);
       log.info({ incident: "none", node, timeoutMs: device.timeoutMs }, "watchdog armed");

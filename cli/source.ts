@@ -91,6 +91,9 @@ export async function sourceCommand(argv: string[]): Promise<number> {
       leaseStaleMs: policy.suspicion.leaseStaleMs,
       heartbeatNamespace: config.FASTFENCE_NAMESPACE,
       ...(watchdog ? { watchdog } : {}),
+      ...(config.FASTFENCE_WATCHDOG_VOUCH_PORT > 0
+        ? { vouchPort: config.FASTFENCE_WATCHDOG_VOUCH_PORT }
+        : {}),
       ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),
     },
   });

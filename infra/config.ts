@@ -181,6 +181,12 @@ export const RuntimeConfigSchema = z
     FASTFENCE_WATCHDOG_RENEW_GRACE_MS: ms(5000),
     // How often the agent pets, ms. Default 1000; must be below a third of the timeout.
     FASTFENCE_WATCHDOG_PET_INTERVAL_MS: ms(1000),
+    // Port of the event source's vouch endpoint on the node network (source/vouch-server.ts):
+    // it vouches there for peers whose own heartbeat renewal fails (recording each vouch on
+    // its heartbeat Lease first) and, with a watchdog, asks its peers on the same port.
+    // Default 29465; 0 = no vouching (a node that loses the API then stops petting even when
+    // a majority of its peers could vouch for it).
+    FASTFENCE_WATCHDOG_VOUCH_PORT: z.coerce.number().int().min(0).max(65535).default(29465),
     // ---- Tracing (infra/tracing.ts; docs/observability.md). The standard OpenTelemetry
     // variables. Off unless one of the two endpoints is set: then every stage's handling
     // of an event, every resync and every BMC call is a span, exported over OTLP/HTTP

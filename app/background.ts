@@ -1,7 +1,8 @@
 // The background loops a stage's process runs besides its events and its reconciler, each
 // one per replica: confirm and fence keep their planned-work and remediator reads warm, off
-// the fencing path; confirm keeps the FencingPolicy's RemediatorConflict condition current
-// and exports event-source coverage (fastfence_event_source_up); fence runs the BMC health
+// the fencing path; confirm keeps the FencingPolicy's RemediatorConflict and WatchdogsArmed
+// conditions current and exports event-source coverage (fastfence_event_source_up) and the
+// nodes' watchdog reports (fastfence_watchdog_armed); fence runs the BMC health
 // check (fastfence_bmc_up, fastfence_bmc_check_result; FASTFENCE_BMC_HEALTH_INTERVAL_MS, 0
 // = off). Part of the composition root (app/host.ts): it only wires adapters to loops and
 // returns one stop; it decides nothing and never powers anything.
@@ -19,6 +20,8 @@ import type { Logger } from "../infra/log.ts";
 import type { FunctionMetrics } from "../infra/metrics.ts";
 import { startRemediatorReport } from "../infra/runtime/remediator-report.ts";
 import { startSourceCoverage } from "../infra/runtime/source-coverage.ts";
+import { WatchdogConditionReporter } from "../infra/kube/watchdog-status.ts";
+import { startWatchdogReport } from "../infra/runtime/watchdog-report.ts";
 
 export interface BackgroundDeps {
   stage: string;
@@ -64,7 +67,21 @@ export function startBackground(d: BackgroundDeps): { stop(): Promise<void> } {
       clock: d.clock,
       log: d.log,
     });
-    stops.push(report.stop, coverage.stop);
+    const watchdogs = startWatchdogReport({
+      kube: d.kube,
+      namespace: d.config.FASTFENCE_NAMESPACE,
+      nodes: d.nodes,
+      reporter: new WatchdogConditionReporter(d.kube, {
+        component: d.stage,
+        instance: d.config.FASTFENCE_REPLICA,
+        policy: d.config.FASTFENCE_POLICY,
+        log: d.log,
+      }),
+      metrics: d.metrics,
+      clock: d.clock,
+      log: d.log,
+    });
+    stops.push(report.stop, coverage.stop, watchdogs.stop);
   }
   if (d.stage === "fence" && d.config.FASTFENCE_BMC_HEALTH_INTERVAL_MS > 0) {
     const health = startBmcHealthCheck({

@@ -61,6 +61,8 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     },
     config.FASTFENCE_KAFKA_CLIENT,
   );
+  const { watchdogAgentConfig } = await import("../source/watchdog-settings.ts");
+  const watchdog = watchdogAgentConfig(config, policy.probe.heartbeatIntervalMs);
   const { registry, ...metrics } = createSourceMetrics();
   let ready = false;
   const server =
@@ -88,6 +90,10 @@ export async function sourceCommand(argv: string[]): Promise<number> {
       probe: policy.probe,
       leaseStaleMs: policy.suspicion.leaseStaleMs,
       heartbeatNamespace: config.FASTFENCE_NAMESPACE,
+      ...(watchdog ? { watchdog } : {}),
+      ...(config.FASTFENCE_WATCHDOG_VOUCH_PORT > 0
+        ? { vouchPort: config.FASTFENCE_WATCHDOG_VOUCH_PORT }
+        : {}),
       ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),
     },
   });

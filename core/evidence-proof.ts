@@ -92,7 +92,7 @@ export type ProofVerdict = "ok" | "UnknownObserverKey" | "BadSignature";
 const keyCache = new Map<string, KeyObject | null>();
 
 /** The public key of one annotation value, if it is well formed and its keyId matches its DER. */
-function publicKeyOf(annotation: string): { keyId: string; key: KeyObject } | undefined {
+export function publicKeyOf(annotation: string): { keyId: string; key: KeyObject } | undefined {
   const i = annotation.indexOf(":");
   if (i <= 0) return undefined;
   const keyId = annotation.slice(0, i);

@@ -158,6 +158,35 @@ export const RuntimeConfigSchema = z
         return list.length > 0 && list.every((n) => DNS_LABEL.test(n));
       }, "must be comma-separated namespace names")
       .optional(),
+    // ---- The node's watchdog (event source only; source/watchdog-agent.ts, docs/design.md
+    // "Watchdog fencing", docs/deploy-openshift.md). The device the event source arms and
+    // pets while its node proves it is on the healthy side: /dev/watchdog (hardware or
+    // softdog) as the DaemonSet mounts it, e.g. /host/dev/watchdog. It is opened only
+    // after the first acknowledged heartbeat renewal; one that cannot be opened is reported
+    // as not armed, with the reason, on the heartbeat Lease (the FencingPolicy's
+    // WatchdogsArmed condition, fastfence_watchdog_armed). Default: unset, no watchdog:
+    // the node is never fenced by the watchdog level.
+    FASTFENCE_WATCHDOG_DEVICE: z.string().min(1).optional(),
+    // The device's timeout, ms, where sysfs (/sys/class/watchdog/<dev>/timeout) gives none.
+    // Per node: the Node annotation fastfence.io/watchdog-timeout-ms wins, and where sysfs
+    // does give one the device must have the annotation's value or it is not armed (Node
+    // cannot set a device's timeout: set the driver's, e.g. softdog.soft_margin). Default:
+    // unset (sysfs or the annotation must say). 1000-600000.
+    FASTFENCE_WATCHDOG_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).optional(),
+    // How long after the last acknowledged heartbeat renewal (or a majority's vouches) the
+    // agent still pets, ms. Default 5000; at least twice the policy's
+    // probe.heartbeatIntervalMs (checked at start). Shorter resets an isolated node sooner;
+    // every deciding replica waits this + the timeout + its margin before it counts the
+    // node as reset, so it adds to the watchdog level's time to release.
+    FASTFENCE_WATCHDOG_RENEW_GRACE_MS: ms(5000),
+    // How often the agent pets, ms. Default 1000; must be below a third of the timeout.
+    FASTFENCE_WATCHDOG_PET_INTERVAL_MS: ms(1000),
+    // Port of the event source's vouch endpoint on the node network (source/vouch-server.ts):
+    // it vouches there for peers whose own heartbeat renewal fails (recording each vouch on
+    // its heartbeat Lease first) and, with a watchdog, asks its peers on the same port.
+    // Default 29465; 0 = no vouching (a node that loses the API then stops petting even when
+    // a majority of its peers could vouch for it).
+    FASTFENCE_WATCHDOG_VOUCH_PORT: z.coerce.number().int().min(0).max(65535).default(29465),
     // ---- Tracing (infra/tracing.ts; docs/observability.md). The standard OpenTelemetry
     // variables. Off unless one of the two endpoints is set: then every stage's handling
     // of an event, every resync and every BMC call is a span, exported over OTLP/HTTP

@@ -66,6 +66,11 @@ export interface FunctionMetrics extends BmcMetrics {
    * missing or stale (no observer on that node): by node, from confirm's coverage loop.
    */
   eventSourceUp: Gauge<"node">;
+  /**
+   * 1 when the node's heartbeat Lease reports its watchdog armed, 0 when it reports it not
+   * armed (or malformed): by node, from confirm's watchdog report loop (cluster view).
+   */
+  watchdogArmed: Gauge<"node">;
 }
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32];
@@ -177,6 +182,12 @@ export function createFunctionMetrics(options: { defaultMetrics?: boolean } = {}
       labelNames: ["node"],
       registers: [registry],
     }),
+    watchdogArmed: new Gauge({
+      name: "fastfence_watchdog_armed",
+      help: "1 when the node reports its watchdog armed on its heartbeat Lease, 0 when it reports it not armed (the FencingPolicy's WatchdogsArmed condition says why).",
+      labelNames: ["node"],
+      registers: [registry],
+    }),
     policyInvalid: new Counter({
       name: "fastfence_policy_invalid_total",
       help: "Invalid FencingPolicy generations found (once per generation).",
@@ -192,6 +203,10 @@ export interface SourceRegistry {
   probes: Counter<"result">;
   published: Counter<"type">;
   publishErrors: Counter;
+  /** The node's own watchdog agent: 1 armed, 0 not (source/watchdog-agent.ts). */
+  watchdogArmed: Gauge<"node">;
+  /** 1 while the agent pets (its node proves it is on the healthy side), 0 while it does not. */
+  watchdogPetting: Gauge<"node">;
 }
 
 export function createSourceMetrics(options: { defaultMetrics?: boolean } = {}): SourceRegistry {
@@ -215,6 +230,18 @@ export function createSourceMetrics(options: { defaultMetrics?: boolean } = {}):
     publishErrors: new Counter({
       name: "fastfence_source_publish_errors_total",
       help: "Failed publishes.",
+      registers: [registry],
+    }),
+    watchdogArmed: new Gauge({
+      name: "fastfence_watchdog_armed",
+      help: "1 while this node's watchdog agent has its device open and armed, 0 when it could not open it (the report on the heartbeat Lease says why) or has not yet.",
+      labelNames: ["node"],
+      registers: [registry],
+    }),
+    watchdogPetting: new Gauge({
+      name: "fastfence_watchdog_petting",
+      help: "1 while this node's watchdog agent pets its device (heartbeat renewed or vouched for by a majority), 0 while it lets it run down.",
+      labelNames: ["node"],
       registers: [registry],
     }),
   };

@@ -5,6 +5,7 @@
 // function-only crash stops come from the function registry. Declarations and fault
 // calls only; it never fences anything itself.
 import { stageNames } from "../functions/registry.ts";
+import { isolate, powerLoss } from "./faults.ts";
 import type { Lab } from "./lab.ts";
 
 export type Scenario =
@@ -14,6 +15,8 @@ export type Scenario =
   | "function-crash"
   | "partial-partition"
   | "partial-partition-api"
+  | "power-loss"
+  | "isolate"
   | "baseline-crash";
 
 export interface ScenarioSpec {
@@ -84,6 +87,29 @@ export const SCENARIOS: Readonly<Record<Scenario, ScenarioSpec>> = {
     fault: (lab, victim) => lab.partialPartition(victim, "api"),
     undo: heal,
     powerCycle: false,
+  },
+  // The node and its BMC die together: only its watchdog's timeout (lab up --watchdog) can
+  // prove it off. Undo: its BMC answers again; then the reset powers the node back on.
+  "power-loss": {
+    faulted: true,
+    baseline: false,
+    followMs: 40_000,
+    fault: (lab, victim) => powerLoss(lab, victim),
+    undo: (lab, victim) => lab.bmcFault(victim, "none"),
+    powerCycle: true,
+  },
+  // Cut off from peers, API and BMC, processes running: its watchdog must reset it before
+  // the survivors release its workloads. Undo: reconnect it and its BMC.
+  isolate: {
+    faulted: true,
+    baseline: false,
+    followMs: 40_000,
+    fault: (lab, victim) => isolate(lab, victim),
+    undo: async (lab, victim) => {
+      await lab.heal(victim);
+      await lab.bmcFault(victim, "none");
+    },
+    powerCycle: true,
   },
   "baseline-crash": {
     faulted: true,

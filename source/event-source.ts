@@ -33,9 +33,14 @@ import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
 import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
 import { ObserverKey } from "./observer-key.ts";
+import { NODE_TIMEOUT_ANNOTATION, parseNodeTimeout } from "../core/watchdog-status.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { NodeObserved } from "../events/schemas.ts";
 import { tcpProbe } from "./tcp-probe.ts";
+import { performance } from "node:perf_hooks";
+import { OBSERVER_KEY_ANNOTATION, OBSERVER_PREVIOUS_KEY_ANNOTATION } from "../core/evidence-proof.ts";
+import { askPeers } from "./vouch-client.ts";
+import { startVouchServer, vouchRecorder, type VouchServer } from "./vouch-server.ts";
 import { probeAddress } from "../core/probe-address.ts";
 
 export interface EventSourceConfig {
@@ -53,6 +58,12 @@ export interface EventSourceConfig {
   heartbeatNamespace?: string;
   /** The node's watchdog (source/watchdog-agent.ts); unset = none. Needs heartbeatNamespace. */
   watchdog?: WatchdogAgentConfig;
+  /**
+   * Port of the vouch endpoint on the node network (source/vouch-server.ts): this replica
+   * vouches for peers there and, with a watchdog, asks its peers on the same port. Unset: no
+   * vouching (a node that loses the API stops petting).
+   */
+  vouchPort?: number;
 }
 
 /** Counters the event source updates (served on /metrics by `fastfence source --http`). */
@@ -60,6 +71,9 @@ export interface SourceMetrics {
   probes: { inc(labels: { result: "ok" | "missed" }): void };
   published: { inc(labels: { type: string }): void };
   publishErrors: { inc(): void };
+  /** The watchdog agent's gauges, by this node (fastfence_watchdog_armed / _petting). */
+  watchdogArmed?: { set(labels: { node: string }, v: number): void };
+  watchdogPetting?: { set(labels: { node: string }, v: number): void };
 }
 
 export interface EventSource {
@@ -174,8 +188,14 @@ export async function startEventSource(opts: {
     `/apis/coordination.k8s.io/v1/namespaces/${hbNamespace}/leases`,
     () => coord.listNamespacedLease({ namespace: hbNamespace }),
   );
+  const peerKeys = new Map<string, string[]>();
   const onHeartbeat = (l: V1Lease) => {
     if (!l.metadata?.name) return;
+    const ann = l.metadata.annotations ?? {};
+    peerKeys.set(
+      l.metadata.name,
+      [ann[OBSERVER_KEY_ANNOTATION], ann[OBSERVER_PREVIOUS_KEY_ANNOTATION]].filter((k): k is string => !!k),
+    );
     const renew = l.spec?.renewTime ? new Date(l.spec.renewTime as unknown as string).getTime() : undefined;
     sightings.onLease(l.metadata.name, l.metadata.resourceVersion ?? "", clock.now(), renew);
   };
@@ -245,6 +265,19 @@ export async function startEventSource(opts: {
   // probe.heartbeatIntervalMs; a failed renewal is just skipped (the next one retries).
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let watchdog: WatchdogAgent | undefined;
+  let vouchServer: VouchServer | undefined;
+  /** The peers' vouch endpoints and the keys they published, for this node's agent. */
+  const vouchPeers = (port: number) => ({
+    self: config.node,
+    peers: [...nodes.values()].flatMap((n) => {
+      const name = n.metadata?.name;
+      const host = name && name !== config.node ? probeAddress(n, port)?.host : undefined;
+      return host ? [{ node: name!, host, port }] : [];
+    }),
+    publishedKeys: (n: string) => peerKeys.get(heartbeatLeaseName(n)) ?? [],
+    timeoutMs: Math.max(200, Math.floor((config.watchdog?.renewGraceMs ?? 2000) / 4)),
+    mono: () => performance.now(),
+  });
   let finalBeat: (() => Promise<void>) | undefined;
   if (config.heartbeatNamespace) {
     const interval = config.probe.heartbeatIntervalMs;
@@ -258,11 +291,43 @@ export async function startEventSource(opts: {
         node: config.node,
         bootId: () => nodes.get(config.node)?.status?.nodeInfo?.bootID ?? "",
         clusterSize: () => Math.max(1, nodes.size),
+        // Per node (core/watchdog-status.ts); "unknown" until this node's Node is listed.
+        nodeTimeout: () => {
+          const self = nodes.get(config.node);
+          return self ? parseNodeTimeout(self.metadata?.annotations?.[NODE_TIMEOUT_ANNOTATION]) : "unknown";
+        },
         log,
+        ...(config.vouchPort !== undefined
+          ? { askPeers: () => askPeers(vouchPeers(config.vouchPort!)) }
+          : {}),
+        ...(metrics?.watchdogArmed && metrics.watchdogPetting
+          ? {
+              metrics: {
+                armed: { set: (v: number) => metrics.watchdogArmed?.set({ node: config.node }, v) },
+                petting: { set: (v: number) => metrics.watchdogPetting?.set({ node: config.node }, v) },
+              },
+            }
+          : {}),
       });
     const renew = () =>
       leases.acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), {
         annotations: (cur) => ({ ...key.annotations(cur), ...watchdog?.annotations() }),
+      });
+    if (config.vouchPort !== undefined)
+      vouchServer = await startVouchServer({
+        node: config.node,
+        port: config.vouchPort,
+        isPeer: (n) => n !== config.node && nodes.has(n),
+        // A vouch is a renewal of this node's own Lease that also bumps the vouchee's counter.
+        record: vouchRecorder({
+          leases,
+          lease: heartbeatLeaseName(config.node),
+          holder: config.replica,
+          now: () => clock.now(),
+          keep: (cur) => ({ ...key.annotations(cur), ...watchdog?.annotations() }),
+        }),
+        sign: (c) => key.signVouch(c),
+        log,
       });
     finalBeat = async () => void (await renew().catch(() => undefined));
     let busy = false;
@@ -308,6 +373,7 @@ export async function startEventSource(opts: {
       stopped = true;
       clearInterval(probeTimer);
       clearInterval(heartbeatTimer);
+      await vouchServer?.close();
       // Disarm first (a graceful stop never resets the node), then say so on the Lease.
       if (watchdog) {
         await watchdog.stop();

@@ -2,7 +2,7 @@
 // the private key kept only in memory (never written, logged or sent), the public key
 // published on the replica's own node heartbeat Lease (fastfence-alive-<node>) as
 // "<keyId>:<base64 SPKI DER>". Signs the claims of node.observed events
-// (core/evidence-proof.ts). It performs no I/O itself; event-source.ts publishes the key.
+// (core/evidence-proof.ts) and the answers to peers' vouch requests (core/vouch.ts). It performs no I/O itself; event-source.ts publishes the key.
 import { generateKeyPairSync, type KeyObject } from "node:crypto";
 import {
   OBSERVER_KEY_ANNOTATION,
@@ -13,6 +13,7 @@ import {
   type Proof,
 } from "../core/evidence-proof.ts";
 import { claimOfObservation } from "../events/observation-claim.ts";
+import { signVouch, type VouchAnswer, type VouchClaim } from "../core/vouch.ts";
 import type { NodeObserved } from "../events/schemas.ts";
 
 export class ObserverKey {
@@ -41,6 +42,11 @@ export class ObserverKey {
 
   sign(claim: ObservationClaim): Proof {
     return signClaim(claim, this.privateKey, this.keyId);
+  }
+
+  /** A vouch answer (core/vouch.ts), signed only after the API acknowledged the record. */
+  signVouch(c: VouchClaim): VouchAnswer {
+    return signVouch(c, this.privateKey, this.keyId);
   }
 
   /** The observation with its proof. */

@@ -4,10 +4,14 @@
 // petIntervalMs only while
 // core/watchdog.ts petDecision says the node is on the healthy side, and reports armed /
 // not armed, with the device's timeout and the node's boot ID, as the annotation
-// fastfence.io/watchdog that the event source writes on the node's heartbeat Lease. A
+// fastfence.io/watchdog that the event source writes on the node's heartbeat Lease (the
+// timeout: the device's sysfs one, which must match the Node's fastfence.io/watchdog-timeout-ms
+// when that is set, else that annotation or the configured one). A
 // graceful stop disarms the device (the magic close); nothing else ever does. It never
-// pets on a guess: an unknown renewal time counts as no renewal. Peer vouching is not
-// implemented yet, so a node that loses the API stops petting. Times: monotonic only.
+// pets on a guess: an unknown renewal time counts as no renewal. When its renewals are
+// more than half the grace old it asks its peers to vouch (source/vouch-client.ts) and
+// counts each verified answer, dated when its request was sent; a strict majority of the
+// cluster (itself included) keeps it petting (core/watchdog.ts). Times: monotonic only.
 import { performance } from "node:perf_hooks";
 import {
   petDecision,
@@ -17,7 +21,13 @@ import {
 } from "../core/watchdog.ts";
 import { asFastfenceError } from "../core/errors.ts";
 import type { Logger } from "../infra/log.ts";
-import { openWatchdogDevice, type WatchdogDevice } from "../infra/watchdog/device.ts";
+import {
+  openWatchdogDevice,
+  WatchdogUnavailableError,
+  type WatchdogDevice,
+} from "../infra/watchdog/device.ts";
+import type { ParsedNodeTimeout } from "../core/watchdog-status.ts";
+import type { AskResult } from "./vouch-client.ts";
 
 export interface WatchdogAgentConfig {
   /** The device: /dev/watchdog (or /dev/watchdogN), or the lab's FIFO. */
@@ -53,10 +63,18 @@ export async function startWatchdogAgent(opts: {
   bootId(): string;
   /** Nodes in the cluster, this one included. */
   clusterSize(): number;
+  /**
+   * This node's configured timeout (its Node annotation, core/watchdog-status.ts), or
+   * "unknown" while the Node is not read yet (the agent then waits to arm). Unset: the
+   * configured FASTFENCE_WATCHDOG_TIMEOUT_MS only.
+   */
+  nodeTimeout?: () => ParsedNodeTimeout | "unknown";
   log: Logger;
   metrics?: WatchdogMetrics;
   /** Monotonic ms; default performance.now. */
   mono?: () => number;
+  /** Asks the peers to vouch (source/vouch-client.ts askPeers); unset: no vouching. */
+  askPeers?: () => Promise<AskResult[]>;
 }): Promise<WatchdogAgent> {
   const { config, log, node } = opts;
   let stopping = false;
@@ -72,9 +90,12 @@ export async function startWatchdogAgent(opts: {
    */
   async function arm(): Promise<void> {
     if (device || opening || stopping || mono() < retryOpenAt) return;
+    const nodeTimeout = opts.nodeTimeout?.() ?? { ok: true, timeoutMs: undefined };
+    if (nodeTimeout === "unknown") return void (notArmed = "waiting for this node's Node object");
     opening = true;
     try {
-      device = await openWatchdogDevice(config.devicePath, config.timeoutMs);
+      if (!nodeTimeout.ok) throw new WatchdogUnavailableError(nodeTimeout.reason);
+      device = await openWatchdogDevice(config.devicePath, config.timeoutMs, nodeTimeout.timeoutMs);
       await device.pet();
       opts.metrics?.armed.set(1);
       log.info({ incident: "none", node, timeoutMs: device.timeoutMs }, "watchdog armed");
@@ -89,13 +110,38 @@ export async function startWatchdogAgent(opts: {
   }
   let lastRenewedAt: number | undefined;
   let lastReason = "";
+  const vouchedAt = new Map<string, number>();
+  let asking = false;
+  /** Renewals more than half the grace old: ask the peers, once at a time. */
+  function maybeAsk(now: number): void {
+    if (!opts.askPeers || asking) return;
+    if (lastRenewedAt !== undefined && now - lastRenewedAt <= config.renewGraceMs / 2) return;
+    asking = true;
+    opts
+      .askPeers()
+      .then((rs) => {
+        for (const r of rs)
+          if (r.vouchedAt !== undefined)
+            vouchedAt.set(r.node, Math.max(vouchedAt.get(r.node) ?? -Infinity, r.vouchedAt));
+        const refused = rs.filter((r) => r.refused);
+        if (refused.length)
+          log.debug(
+            { incident: "none", node, refused: refused.map((r) => `${r.node}: ${r.refused}`) },
+            "peers did not vouch",
+          );
+      })
+      .catch(() => undefined)
+      .finally(() => (asking = false));
+  }
 
   async function tick(): Promise<void> {
     if (!device || stopping) return;
+    const now = mono();
+    maybeAsk(now);
     const d = petDecision({
-      now: mono(),
+      now,
       lastRenewedAt,
-      vouchedAt: new Map(),
+      vouchedAt,
       clusterSize: opts.clusterSize(),
       renewGraceMs: config.renewGraceMs,
       stopping: false,

@@ -156,6 +156,9 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
           "--disable-admission-plugins=ServiceAccount",
           "--profiling=false",
           "--enable-priority-and-fairness=false",
+          // As kubeadm, OpenShift and every distribution run it: the event source's pod is
+          // privileged (its node's watchdog device); Pod Security and SCCs still police it.
+          "--allow-privileged=true",
           ...(opts.apiserverArgs ?? []),
         ],
       });

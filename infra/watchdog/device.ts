@@ -48,11 +48,19 @@ export async function sysfsTimeoutMs(
 export async function openWatchdogDevice(
   path: string,
   configuredTimeoutMs?: number,
+  /** The node's own setting (Node annotation): the device must have it, or it is used where sysfs says none. */
+  nodeTimeoutMs?: number,
+  sysfs?: string,
 ): Promise<WatchdogDevice> {
-  const timeoutMs = (await sysfsTimeoutMs(path)) ?? configuredTimeoutMs;
+  const fromSysfs = await sysfsTimeoutMs(path, sysfs);
+  if (fromSysfs !== undefined && nodeTimeoutMs !== undefined && fromSysfs !== nodeTimeoutMs)
+    throw new WatchdogUnavailableError(
+      `watchdog ${path}: the device's timeout is ${fromSysfs} ms (sysfs) but the node's fastfence.io/watchdog-timeout-ms says ${nodeTimeoutMs} ms; set the driver's timeout (e.g. softdog.soft_margin) or the annotation`,
+    );
+  const timeoutMs = fromSysfs ?? nodeTimeoutMs ?? configuredTimeoutMs;
   if (timeoutMs === undefined)
     throw new WatchdogUnavailableError(
-      `watchdog ${path}: sysfs gives no timeout and FASTFENCE_WATCHDOG_TIMEOUT_MS is not set`,
+      `watchdog ${path}: sysfs gives no timeout and neither the node's fastfence.io/watchdog-timeout-ms nor FASTFENCE_WATCHDOG_TIMEOUT_MS is set`,
     );
   let fh: FileHandle;
   try {

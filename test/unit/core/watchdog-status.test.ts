@@ -1,0 +1,134 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { formatWatchdogReport } from "../../../core/watchdog.ts";
+import { parseNodeTimeout, summariseWatchdogs } from "../../../core/watchdog-status.ts";
+import { watchdogsCondition, watchdogsEvent } from "../../../infra/kube/watchdog-status.ts";
+import { openWatchdogDevice } from "../../../infra/watchdog/device.ts";
+import { watchdogAgentConfig } from "../../../source/watchdog-settings.ts";
+
+const armed = formatWatchdogReport({ armed: true, timeoutMs: 10_000, bootId: "b" });
+const unarmed = formatWatchdogReport({
+  armed: false,
+  timeoutMs: 10_000,
+  bootId: "b",
+  reason: "cannot open watchdog /host/dev/watchdog: ENOENT",
+});
+
+describe("parseNodeTimeout", () => {
+  it.each([
+    [undefined, { ok: true, timeoutMs: undefined }],
+    ["", { ok: true, timeoutMs: undefined }],
+    ["10000", { ok: true, timeoutMs: 10_000 }],
+    ["999", { ok: false }],
+    ["600001", { ok: false }],
+    ["10s", { ok: false }],
+    ["1.5e4", { ok: true, timeoutMs: 15_000 }],
+  ])("%j → %j", (v, want) => expect(parseNodeTimeout(v)).toMatchObject(want));
+});
+
+describe("summariseWatchdogs (the WatchdogsArmed condition)", () => {
+  it("True when every Ready node reports armed", () => {
+    const s = summariseWatchdogs([
+      { node: "b", ready: true, report: armed },
+      { node: "a", ready: true, report: armed },
+    ]);
+    expect(s).toMatchObject({ status: "True", reason: "AllReportedArmed", notArmed: [] });
+    expect([...s.armed]).toEqual([
+      ["a", 1],
+      ["b", 1],
+    ]);
+  });
+  it("False listing Ready nodes not armed, absent or malformed, with reasons; NotReady ones only in the gauge", () => {
+    const s = summariseWatchdogs([
+      { node: "c", ready: true, report: unarmed },
+      { node: "a", ready: true, report: armed },
+      { node: "d", ready: true, report: undefined },
+      { node: "e", ready: true, report: "{" },
+      { node: "f", ready: false, report: unarmed },
+    ]);
+    expect(s.status).toBe("False");
+    expect(s.reason).toBe("WatchdogNotArmed");
+    expect(s.notArmed.map((n) => n.node)).toEqual(["c", "d", "e"]);
+    expect(s.message).toContain("c: cannot open watchdog /host/dev/watchdog: ENOENT");
+    expect(s.message).toContain("d: no watchdog report");
+    expect(s.armed.get("f")).toBe(0);
+    expect(s.armed.get("a")).toBe(1);
+  });
+  it("NoWatchdogReports when no node reports one (watchdogs not deployed), and no gauge rows", () => {
+    const s = summariseWatchdogs([{ node: "a", ready: true, report: undefined }]);
+    expect(s).toMatchObject({ status: "False", reason: "NoWatchdogReports", notArmed: [] });
+    expect(s.armed.size).toBe(0);
+  });
+});
+
+describe("the condition and its Events", () => {
+  const at = Date.parse("2026-01-01T00:00:00Z");
+  const notArmed = summariseWatchdogs([
+    { node: "a", ready: true, report: unarmed },
+    { node: "b", ready: true, report: armed },
+  ]);
+  const allArmed = summariseWatchdogs([{ node: "a", ready: true, report: armed }]);
+  it("a Warning when unarmed nodes appear or change, none when the same, a Normal one on recovery", () => {
+    const c1 = watchdogsCondition(notArmed, 1, undefined, at);
+    expect(watchdogsEvent(undefined, c1)).toEqual({ type: "Warning", reason: "WatchdogNotArmed" });
+    expect(watchdogsEvent(c1, watchdogsCondition(notArmed, 1, c1, at + 1))).toBeUndefined();
+    const c2 = watchdogsCondition(allArmed, 1, c1, at + 2);
+    expect(c2.lastTransitionTime).not.toBe(c1.lastTransitionTime);
+    expect(watchdogsEvent(c1, c2)).toEqual({ type: "Normal", reason: "WatchdogsArmed" });
+    expect(watchdogsEvent(undefined, c2)).toBeUndefined();
+  });
+});
+
+describe("watchdogAgentConfig (FASTFENCE_WATCHDOG_*)", () => {
+  const base = {
+    FASTFENCE_WATCHDOG_DEVICE: "/host/dev/watchdog",
+    FASTFENCE_WATCHDOG_TIMEOUT_MS: undefined,
+    FASTFENCE_WATCHDOG_RENEW_GRACE_MS: 5000,
+    FASTFENCE_WATCHDOG_PET_INTERVAL_MS: 1000,
+  };
+  it("no device: no watchdog", () =>
+    expect(watchdogAgentConfig({ ...base, FASTFENCE_WATCHDOG_DEVICE: undefined }, 250)).toBeUndefined());
+  it("defaults", () =>
+    expect(watchdogAgentConfig(base, 250)).toEqual({
+      devicePath: "/host/dev/watchdog",
+      renewGraceMs: 5000,
+      petIntervalMs: 1000,
+    }));
+  it.each([
+    [{ FASTFENCE_WATCHDOG_RENEW_GRACE_MS: 400 }, /RENEW_GRACE_MS/],
+    [{ FASTFENCE_WATCHDOG_PET_INTERVAL_MS: 6000 }, /PET_INTERVAL_MS/],
+    [{ FASTFENCE_WATCHDOG_TIMEOUT_MS: 2000 }, /a third of/],
+  ])("refuses %j", (patch, re) => {
+    let issues: unknown;
+    try {
+      watchdogAgentConfig({ ...base, ...patch }, 250);
+    } catch (err) {
+      issues = (err as { issues?: unknown }).issues;
+    }
+    expect(JSON.stringify(issues)).toMatch(re);
+  });
+});
+
+describe("openWatchdogDevice and the node's timeout", () => {
+  const dir = mkdtempSync(join(tmpdir(), "ff-wd-unit-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const dev = join(dir, "watchdog");
+  writeFileSync(dev, "");
+  mkdirSync(join(dir, "sys/watchdog0"), { recursive: true });
+  writeFileSync(join(dir, "sys/watchdog0/timeout"), "60\n");
+  it("refuses a device whose sysfs timeout is not the node's", async () => {
+    await expect(openWatchdogDevice(dev, undefined, 10_000, join(dir, "sys"))).rejects.toThrow(
+      /60000 ms \(sysfs\).*10000 ms/,
+    );
+  });
+  it("takes the sysfs timeout when it matches or the node says nothing", async () => {
+    expect((await openWatchdogDevice(dev, 5000, 60_000, join(dir, "sys"))).timeoutMs).toBe(60_000);
+    expect((await openWatchdogDevice(dev, 5000, undefined, join(dir, "sys"))).timeoutMs).toBe(60_000);
+  });
+  it("without sysfs: the node's timeout wins over the configured one", async () => {
+    expect((await openWatchdogDevice(dev, 5000, 8000, join(dir, "none"))).timeoutMs).toBe(8000);
+    expect((await openWatchdogDevice(dev, 5000, undefined, join(dir, "none"))).timeoutMs).toBe(5000);
+  });
+});

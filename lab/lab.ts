@@ -18,7 +18,8 @@ import {
   StorageV1Api,
   type KubeConfig,
 } from "@kubernetes/client-node";
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { keepNodeLogs } from "./keep-logs.ts";
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../core/policy.ts";
 import type { ControlPlane } from "../harness/env/controlplane.ts";
@@ -42,7 +43,6 @@ import {
   BRIDGE,
   HOST_IP,
   LAB_RUN,
-  ROOT,
   emptyState,
   procAlive,
   readState,
@@ -381,7 +381,7 @@ export class Lab {
     for (const w of this.watchdogs) w.stop();
     await this.bmcs.stop();
     await this.relay?.stop().catch(() => undefined);
-    if (process.env.FASTFENCE_LAB_KEEP_LOGS) this.keepLogs();
+    if (process.env.FASTFENCE_LAB_KEEP_LOGS) keepNodeLogs(this.nodes);
     // Nodes first (their processes), then the control plane.
     const s = { ...this.state, controller: undefined };
     for (const x of this.nodes) {
@@ -390,17 +390,5 @@ export class Lab {
     }
     await this.cp?.stop().catch(() => undefined);
     return teardownFromState(s);
-  }
-
-  /** FASTFENCE_LAB_KEEP_LOGS: copy the node logs to .cache/lab-logs/ before teardown. */
-  private keepLogs(): void {
-    const keep = join(ROOT, ".cache", "lab-logs");
-    for (const x of this.nodes)
-      for (const f of existsSync(x.dir) ? readdirSync(x.dir).filter((f) => f.endsWith(".log")) : [])
-        cpSync(join(x.dir, f), join(keep, x.name, f));
-    for (const x of this.nodes) {
-      const brokerLog = join(x.dir, "kafka", "kafka.log"); // the broker's own log4j file
-      if (existsSync(brokerLog)) cpSync(brokerLog, join(keep, x.name, "broker.log"));
-    }
   }
 }

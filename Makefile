@@ -49,7 +49,7 @@ test: setup lint test-unit test-integration
 demo: setup
 	@node lab/demo.ts
 
-## bench: end-to-end fencing benchmark on the lab (BENCH_ARGS="--trials 20 --other 3 --baseline 1"; ~18 min)
+## bench: end-to-end fencing benchmark on the lab (BENCH_ARGS="--trials 20 --other 3 --baseline 1"; ~25 min with the watchdog scenarios)
 bench: setup
 	@node bench/lab.ts $(BENCH_ARGS)
 

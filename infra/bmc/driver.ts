@@ -262,7 +262,13 @@ export async function powerOffAndConfirm(driver: BmcDriver, opts: ConfirmOptions
       await driver.prepare({ timeoutMs: Math.max(1, remaining()), signal: opts.signal });
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason;
-      if (err instanceof FastfenceError && err.code === "FF_BMC_AUTH_FAILED") throw err;
+      // refused credentials, or a BMC that answers nothing (it died with its node, or is cut
+      // off): the off command would meet the same, after as long again
+      if (
+        err instanceof FastfenceError &&
+        (err.code === "FF_BMC_AUTH_FAILED" || err.code === "FF_BMC_UNREACHABLE")
+      )
+        throw err;
       // anything else: the off command below meets the same problem and reports it
     }
   }

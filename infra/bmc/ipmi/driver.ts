@@ -31,9 +31,23 @@ export interface IpmiDriverOptions {
   privilege?: "operator" | "admin";
   firstRetryMs?: number;
   maxRetryMs?: number;
+  /**
+   * A fresh session's BMC that sends back nothing at all for this long is unreachable, ms.
+   * Default NO_REPLY_MS. Lower moves a round off a dead BMC (one that died with its node)
+   * sooner; too low for the network fails a live BMC whose first reply is late, and the
+   * round goes on to its next level without it.
+   */
+  noReplyMs?: number;
   log?: Logger;
   onPacket?: IpmiSessionOptions["onPacket"];
 }
+
+/**
+ * Default of IpmiDriverOptions.noReplyMs: about five retransmits (200, 400, 800 ms...)
+ * without one datagram back. A BMC on the management LAN answers its first datagram in
+ * milliseconds; one that died with its node never does.
+ */
+export const NO_REPLY_MS = 2000;
 
 /** Budget for a command on a kept session before it is presumed dead and reopened. */
 const REUSE_PROBE_MS = 1500;
@@ -143,6 +157,7 @@ export class IpmiDriver implements BmcDriver {
                 privilege: this.opts.privilege === "operator" ? 3 : 4,
                 firstRetryMs: this.opts.firstRetryMs,
                 maxRetryMs: this.opts.maxRetryMs,
+                noReplyMs: this.opts.noReplyMs ?? NO_REPLY_MS,
                 onPacket: this.opts.onPacket,
               });
               try {
@@ -205,6 +220,8 @@ export class IpmiDriver implements BmcDriver {
           return new BmcUnsupportedError(this.target, err.message);
         case "unreachable":
           return new BmcUnreachableError(this.target, "ICMP port unreachable");
+        case "no-reply":
+          return new BmcUnreachableError(this.target, `${what}: ${err.message}`);
         case "aborted":
           return d.timedOut()
             ? new BmcUnreachableError(this.target, `no reply to ${what} within ${opts.timeoutMs} ms`)

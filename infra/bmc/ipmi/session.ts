@@ -37,6 +37,8 @@ export interface IpmiSessionOptions {
   /** First retransmit after this many ms, doubling up to maxRetryMs. */
   firstRetryMs?: number;
   maxRetryMs?: number;
+  /** See IpmiTransportOptions.noReplyMs. */
+  noReplyMs?: number;
   /** Sees every datagram (for recorded fixtures and debugging). */
   onPacket?: (dir: "tx" | "rx", pkt: Buffer) => void;
   /** Fixed randomness, for recording reproducible fixtures only. */
@@ -67,6 +69,7 @@ export class IpmiSession {
       port: opts.port,
       firstRetryMs: opts.firstRetryMs,
       maxRetryMs: opts.maxRetryMs,
+      noReplyMs: opts.noReplyMs,
       onPacket: opts.onPacket,
     });
   }

@@ -1,9 +1,10 @@
 // The UDP side of one IPMI session: a socket to one BMC and the request/reply exchange
 // every IPMI step uses — send a datagram, wait for the reply a matcher accepts (ignoring
-// malformed or foreign datagrams), retransmit with exponential backoff until answered or
-// the caller's signal fires. Also the session layer's internal failure type. Knows no
-// message, key or credential: it moves bytes the session (session.ts, handshake.ts) built
-// and shows them only to the packet hook (what is on the wire, where no password is).
+// malformed or foreign datagrams), retransmit with exponential backoff until answered, the
+// caller's signal fires, or (noReplyMs) the BMC has sent nothing at all since the first
+// send. Also the session layer's internal failure type. Knows no message, key or
+// credential: it moves bytes the session (session.ts, handshake.ts) built and shows them
+// only to the packet hook (what is on the wire, where no password is).
 import dgram from "node:dgram";
 
 export type IpmiFailureKind = "auth" | "no-reply" | "unsupported" | "protocol" | "aborted" | "unreachable";
@@ -23,6 +24,15 @@ export interface IpmiTransportOptions {
   /** First retransmit after this many ms, doubling up to maxRetryMs. */
   firstRetryMs?: number;
   maxRetryMs?: number;
+  /**
+   * Ends an exchange with "no-reply" when not one datagram has come back from the BMC this
+   * long after the transport's first send (undefined: wait for the caller's signal). A BMC
+   * that lost its power or its network answers nothing, while a live one answers its first
+   * datagram in milliseconds; so a dead BMC is known in this time instead of the caller's
+   * whole budget, and the round moves on to its next level. Once anything came back, only
+   * the caller's signal ends an exchange.
+   */
+  noReplyMs?: number;
   /** Sees every datagram (for recorded fixtures and debugging). */
   onPacket?: (dir: "tx" | "rx", pkt: Buffer) => void;
 }
@@ -33,11 +43,16 @@ export class IpmiTransport {
   private waiter: ((pkt: Buffer) => void) | undefined;
   private socketError: NodeJS.ErrnoException | undefined;
   private closed = false;
+  /** Whether any datagram came back on this socket. */
+  private heard = false;
+  /** When the first datagram was sent (ms since epoch). */
+  private firstSentAt: number | undefined;
 
   constructor(opts: IpmiTransportOptions) {
     this.opts = opts;
     this.socket = dgram.createSocket(opts.host.includes(":") ? "udp6" : "udp4");
     this.socket.on("message", (pkt) => {
+      this.heard = true;
       this.opts.onPacket?.("rx", pkt);
       this.waiter?.(pkt);
     });
@@ -61,9 +76,11 @@ export class IpmiTransport {
     return new Promise<T>((resolve, reject) => {
       let attempt = 0;
       let timer: NodeJS.Timeout | undefined;
+      let silence: NodeJS.Timeout | undefined;
       let delay = this.opts.firstRetryMs ?? 200;
       const finish = (fn: () => void) => {
         clearTimeout(timer);
+        clearTimeout(silence);
         this.waiter = undefined;
         signal.removeEventListener("abort", onAbort);
         fn();
@@ -85,6 +102,7 @@ export class IpmiTransport {
         if (this.socketError?.code === "ECONNREFUSED") {
           return finish(() => reject(new IpmiSessionError("unreachable", "port unreachable")));
         }
+        this.firstSentAt ??= Date.now();
         const pkt = build(attempt++);
         this.opts.onPacket?.("tx", pkt);
         this.socket.send(pkt, this.opts.port, this.opts.host, (err) => {
@@ -94,6 +112,16 @@ export class IpmiTransport {
         delay = Math.min(delay * 2, this.opts.maxRetryMs ?? 1000);
       };
       send();
+      const noReplyMs = this.opts.noReplyMs;
+      if (noReplyMs !== undefined && !this.heard) {
+        const left = Math.max(0, (this.firstSentAt ?? Date.now()) + noReplyMs - Date.now());
+        silence = setTimeout(() => {
+          if (!this.heard)
+            finish(() =>
+              reject(new IpmiSessionError("no-reply", `no datagram from the BMC within ${noReplyMs} ms`)),
+            );
+        }, left);
+      }
     });
   }
 

@@ -24,35 +24,63 @@ import { SCENARIOS as SPECS } from "../lab/scenarios.ts";
 import { runTrial, type Scenario, type TrialResult } from "../lab/trial.ts";
 import { trialsFor, watchdogSection, WATCHDOG_SCENARIOS } from "../lab/bench-watchdog.ts";
 
-const { values } = parseArgs({
-  options: {
-    trials: { type: "string" },
-    other: { type: "string" },
-    baseline: { type: "string" },
-    scenarios: { type: "string" },
-    "controller-trials": { type: "string" },
-    "watchdog-trials": { type: "string" },
-  },
-});
-const K = Number(values.trials ?? 20);
-const K2 = Number(values.other ?? 3);
-const KB = Number(values.baseline ?? 1);
+const USAGE = `usage: node bench/lab.ts [--trials N] [--other N] [--watchdog-trials N] [--baseline N]
+                         [--controller-trials N] [--scenarios ${Object.keys(SPECS).join(",")}]`;
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        help: { type: "boolean", short: "h" },
+        trials: { type: "string" },
+        other: { type: "string" },
+        baseline: { type: "string" },
+        scenarios: { type: "string" },
+        "controller-trials": { type: "string" },
+        "watchdog-trials": { type: "string" },
+      },
+    }).values;
+  } catch (err) {
+    console.error(`bench/lab.ts: ${(err as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
+const values = parseOptions();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+/** A count option: a whole number ≥ 0, or the default; anything else stops the bench naming it. */
+function count(name: keyof typeof values, dflt: number): number {
+  const raw = values[name];
+  if (raw === undefined) return dflt;
+  const n = Number(raw);
+  if (typeof raw !== "string" || !Number.isInteger(n) || n < 0) {
+    console.error(`bench/lab.ts: --${name} must be a whole number ≥ 0, got ${JSON.stringify(raw)}\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+}
+const K = count("trials", 20);
+const K2 = count("other", 3);
+const KB = count("baseline", 1);
 /** Crash trials whose victim is the active KRaft controller's node (spread over the K). */
-const KC = Math.min(K, Number(values["controller-trials"] ?? 5));
+const KC = Math.min(K, count("controller-trials", 5));
 const controllerTrial = (i: number) => KC > 0 && i % Math.floor(K / KC) === 0 && i / Math.floor(K / KC) < KC;
 const SCENARIOS = (
   values.scenarios ?? "crash,function-crash,partial-partition,hang,partition,power-loss,isolate"
 ).split(",") as Scenario[];
 for (const sc of SCENARIOS)
-  if (!(sc in SPECS))
-    throw new Error(`--scenarios: unknown scenario ${sc} (${Object.keys(SPECS).join(", ")})`);
+  if (!(sc in SPECS)) {
+    console.error(`bench/lab.ts: --scenarios: unknown scenario ${sc} (${Object.keys(SPECS).join(", ")})`);
+    process.exit(2);
+  }
 const WATCHDOG = SCENARIOS.some((s) => (WATCHDOG_SCENARIOS as readonly string[]).includes(s));
 const trialsOf = (sc: string) =>
   trialsFor(sc, {
     trials: K,
     trialsGiven: values.trials !== undefined,
     other: K2,
-    ...(values["watchdog-trials"] ? { watchdogTrials: Number(values["watchdog-trials"]) } : {}),
+    ...(values["watchdog-trials"] !== undefined ? { watchdogTrials: count("watchdog-trials", 0) } : {}),
   });
 const PHASES = [
   "detectedMs",

@@ -25,6 +25,12 @@ export interface BmcContext {
   nodes: LabNode[];
   state: LabState;
   save(): void;
+  /**
+   * The node's power was switched (after its processes are gone, or before its launcher
+   * starts): what a real power switch resets besides the processes (the lab's emulated
+   * watchdog, lab/watchdog.ts).
+   */
+  powerSwitched?(x: LabNode): void;
 }
 
 export class LabBmcs {
@@ -184,6 +190,7 @@ export class LabBmcs {
   /** Power-on (Redfish emulator hook, or the lab starting a Redfish node). */
   async startLauncher(x: LabNode, by: "bmc" | "lab"): Promise<void> {
     if (x.launcher?.running) return;
+    this.ctx.powerSwitched?.(x);
     x.launcher = ManagedProcess.spawn({
       name: `node-${x.name}`,
       command: x.startScript,
@@ -209,6 +216,7 @@ export class LabBmcs {
       await sleep(20);
     }
     await x.launcher?.waitExit();
+    this.ctx.powerSwitched?.(x);
   }
 
   /** Power the node on through its BMC (after a fence), e.g. between bench trials. */

@@ -86,7 +86,7 @@ export class Lab {
   readonly faults: FaultNote[] = [];
   private readonly bmcs: LabBmcs;
   private relay?: { stop(): Promise<void> };
-  private watchdogs: EmulatedWatchdog[] = [];
+  private watchdogs = new Map<string, EmulatedWatchdog>();
   private stopped = false;
   private readonly log: (line: string) => void;
 
@@ -99,6 +99,11 @@ export class Lab {
 
   save(): void {
     writeState(this.state);
+  }
+
+  /** BmcContext: a power switch resets the node's emulated watchdog, as a real one. */
+  powerSwitched(x: LabNode): void {
+    this.watchdogs.get(x.name)?.powerReset();
   }
 
   node(name: string): LabNode {
@@ -378,7 +383,7 @@ export class Lab {
     this.stopped = true;
     this.state.phase = "stopping";
     this.save();
-    for (const w of this.watchdogs) w.stop();
+    for (const w of this.watchdogs.values()) w.stop();
     await this.bmcs.stop();
     await this.relay?.stop().catch(() => undefined);
     if (process.env.FASTFENCE_LAB_KEEP_LOGS) keepNodeLogs(this.nodes);

@@ -77,6 +77,17 @@ export class EmulatedWatchdog {
     this.onExpire();
   }
 
+  /**
+   * The machine's power was switched off or on: as a real watchdog (it is part of the
+   * machine), it is no longer armed; the next boot's agent arms it with its first write.
+   * Without this, a timer armed before a fence's power-off fires after the power-on and
+   * kills the freshly booted node.
+   */
+  powerReset(): void {
+    this.lastPetAt = undefined;
+    this.disarmed = false;
+  }
+
   stop(): void {
     clearInterval(this.timer);
     this.socket?.destroy();
@@ -98,14 +109,18 @@ export function labWatchdogConfig(x: LabNode): WatchdogAgentConfig {
   return { devicePath: fifoOf(x), ...LAB_WATCHDOG };
 }
 
-/** One started emulated watchdog per node; expiry kills the node's processes (noted "watchdog-reset"). */
-export function startLabWatchdogs(lab: FaultTarget, log: (line: string) => void): EmulatedWatchdog[] {
-  return lab.nodes.map((x) => {
+/** One started emulated watchdog per node, by node name; expiry kills the node's processes (noted "watchdog-reset"). */
+export function startLabWatchdogs(
+  lab: FaultTarget,
+  log: (line: string) => void,
+): Map<string, EmulatedWatchdog> {
+  const started = lab.nodes.map((x) => {
     const wd = new EmulatedWatchdog(fifoOf(x), LAB_WATCHDOG.timeoutMs, () => {
       log(`watchdog of ${x.name} expired: killing its processes (watchdog-reset)`);
       void crash(lab, x.name, "watchdog-reset");
     });
     wd.start();
-    return wd;
+    return [x.name, wd] as const;
   });
+  return new Map(started);
 }

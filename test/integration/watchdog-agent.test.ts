@@ -1,7 +1,8 @@
 // The watchdog agent (source/watchdog-agent.ts) on the lab's emulated device
 // (lab/watchdog.ts: a real FIFO read by a host-side timer), with real timers and short
 // settings: it pets only while its heartbeat renewals are acknowledged, the timer fires
-// within grace + timeout once they stop, a graceful stop disarms it for good, and a
+// within grace + timeout once they stop, a graceful stop disarms it for good, a power
+// switch leaves it unarmed until the next boot arms it, and a
 // missing device is reported as not armed with the reason.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -81,6 +82,29 @@ describe("watchdog agent on the emulated device", () => {
       await sleep(SETTINGS.renewGraceMs + 2 * SETTINGS.timeoutMs);
       expect(r.firedAt()).toBeUndefined();
     } finally {
+      r.done();
+    }
+  });
+
+  it("a power switch (a fence's off, the lab's power-on) leaves it unarmed: a timer armed before never fires after", async () => {
+    const r = await rig("p");
+    try {
+      await sleep(500);
+      expect(r.wd.armed()).toBe(true);
+      // the node stops petting (as its processes die at a power-off, without the magic close)
+      r.stopRenewing();
+      await sleep(SETTINGS.renewGraceMs + 2 * SETTINGS.petIntervalMs);
+      expect(r.wd.armed()).toBe(true); // still armed: its timeout has not run out
+      r.wd.powerReset();
+      expect(r.wd.armed()).toBe(false);
+      await sleep(SETTINGS.timeoutMs + 500);
+      expect(r.firedAt()).toBeUndefined();
+      // the next boot's first write arms it again
+      r.agent.onRenewed();
+      await sleep(3 * SETTINGS.petIntervalMs);
+      expect(r.wd.armed()).toBe(true);
+    } finally {
+      await r.agent.stop();
       r.done();
     }
   });

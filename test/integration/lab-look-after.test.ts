@@ -7,17 +7,31 @@
 // condition False with that reason, a Kubernetes Event, fastfence_bmc_lied_total) and
 // escalate to the IPMI level, which really powers node-b off (its processes gone). The lab's
 // invariant checker reports the lying BMC in its own category and no fastfence violation.
-// Prints the time from the resume to the IPMI level's read-back Off. Needs root (the lab);
-// runs the real lab: API server, Kafka, node agents, ipmi_sim, the Redfish emulator.
+// Prints the time from the resume to the IPMI level's read-back Off. Before that, on the
+// same lab, the look before the power-off (issue 18, item 1): node-c (IPMI) hangs with its
+// BMC unreachable, so round 1 fails without an off command; it resumes (same boot ID) during
+// the backoff before round 2, whose last look must abandon the round: the incident ends
+// Closed with NodeResponding, no off command sent, node-c never powered off. Needs root (the
+// lab); runs the real lab: API server, Kafka, node agents, ipmi_sim, the Redfish emulator.
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+} from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeFence } from "../../core/incident.ts";
 import { ROOT, readState } from "../../lab/state.ts";
 import { NAMESPACE } from "../../lab/types.ts";
 
 const VICTIM = "node-b";
+/** An IPMI-only node of the mixed lab (ipmi, redfish, ipmi): its one level can be cut off. */
+const LOOK_VICTIM = "node-c";
+/** The lab policy's backoff between rounds while the look-before test runs, ms. */
+const LOOK_BACKOFF_MS = 10_000;
 const root = process.getuid?.() === 0;
 
 const cli = (...args: string[]) => {
@@ -45,6 +59,8 @@ interface NodeStatus {
   ip: string;
   processes: number;
   power: string;
+  bmc: string;
+  bootId?: string;
 }
 const nodeStatus = (name: string): NodeStatus =>
   (JSON.parse(cli("status", "-o", "json")) as { nodes: NodeStatus[] }).nodes.find((n) => n.name === name)!;
@@ -89,6 +105,76 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
     })) as { items: NodeFence[] };
     return list.items.find((i) => i.spec.nodeName === node);
   };
+
+  const patchBackoff = (retryBackoffMs: number) =>
+    custom.patchClusterCustomObject(
+      {
+        group: "fastfence.io",
+        version: "v1alpha1",
+        plural: "fencingpolicies",
+        name: "default",
+        body: { spec: { fencing: { retryBackoffMs } } },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+
+  it("the look before the off command: a node back (same boot) before round 2 is not powered off", async () => {
+    const before = nodeStatus(LOOK_VICTIM);
+    expect(before.bmc).toMatch(/^ipmi /);
+    await patchBackoff(LOOK_BACKOFF_MS);
+    try {
+      await new Promise((r) => setTimeout(r, 2_000)); // every stage reads the new policy
+      await control("/mark");
+      cli("bmc-fault", LOOK_VICTIM, "--fault", "unreachable");
+      const hungAt = Date.now();
+      cli("hang", LOOK_VICTIM);
+      // Round 1 fails without an off command: the BMC answers nothing.
+      const failed = await until(
+        "round 1 of node-c ended unreachable",
+        async () => {
+          const inc = await incidentOf(LOOK_VICTIM);
+          return inc?.status?.attempts.some((a) => a.round === 1 && a.result === "unreachable")
+            ? inc
+            : undefined;
+        },
+        60_000,
+      );
+      const round1At = Date.now();
+      cli("bmc-fault", LOOK_VICTIM, "--fault", "none");
+      cli("resume", LOOK_VICTIM);
+      const resumedAt = Date.now();
+      const closed = await until(
+        "node-c's incident Closed",
+        async () => {
+          const inc = await incidentOf(LOOK_VICTIM);
+          return inc?.status?.phase === "Closed" ? inc : undefined;
+        },
+        60_000,
+      );
+      const st = closed.status!;
+      console.log(
+        `look before: hang → round 1 unreachable ${round1At - hungAt} ms; resumed ${resumedAt - round1At} ms later; Closed ${Date.now() - resumedAt} ms after the resume (${st.reason}: ${st.message}); attempts: ${st.attempts.map((a) => `r${a.round}/l${a.level}:${a.result}${a.lastLook ? `(${JSON.stringify(a.lastLook)})` : ""}`).join(", ")}`,
+      );
+      expect(failed.metadata.name).toBe(closed.metadata.name);
+      expect(st.reason).toBe("NodeResponding");
+      const looked = st.attempts.filter((a) => a.result === "abandoned");
+      expect(looked.length).toBeGreaterThanOrEqual(1);
+      expect(looked.at(-1)!.lastLook).toMatchObject({ reason: "NodeResponding", back: true });
+      expect(st.attempts.every((a) => a.commandAt === undefined)).toBe(true);
+      expect(st.powerOffConfirmedAt).toBeUndefined();
+      // Never powered off: still On, its processes running, the same boot.
+      const after = nodeStatus(LOOK_VICTIM);
+      expect(after.power).toBe("On");
+      expect(after.processes).toBeGreaterThan(0);
+      expect(after.bootId).toBe(before.bootId);
+      const checked = (await control("/check", { node: LOOK_VICTIM })) as { violations: unknown[] };
+      expect(checked.violations).toEqual([]);
+    } finally {
+      cli("bmc-fault", LOOK_VICTIM, "--fault", "none");
+      cli("resume", LOOK_VICTIM);
+      await patchBackoff(500);
+    }
+  }, 180_000);
 
   it("raises the alarm and escalates to the IPMI level, which really powers the node off", async () => {
     // node-b's own fence replica is stopped first: a replica on the node that gets powered

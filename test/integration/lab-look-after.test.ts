@@ -105,6 +105,16 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
     })) as { items: NodeFence[] };
     return list.items.find((i) => i.spec.nodeName === node);
   };
+  /** The node's incident once `ok` holds for it. */
+  const incidentWhen = (node: string, what: string, ok: (i: NodeFence) => boolean, ms = 60_000) =>
+    until(
+      what,
+      async () => {
+        const inc = await incidentOf(node);
+        return inc && ok(inc) ? inc : undefined;
+      },
+      ms,
+    );
 
   const patchBackoff = (retryBackoffMs: number) =>
     custom.patchClusterCustomObject(
@@ -129,27 +139,17 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
       const hungAt = Date.now();
       cli("hang", LOOK_VICTIM);
       // Round 1 fails without an off command: the BMC answers nothing.
-      const failed = await until(
-        "round 1 of node-c ended unreachable",
-        async () => {
-          const inc = await incidentOf(LOOK_VICTIM);
-          return inc?.status?.attempts.some((a) => a.round === 1 && a.result === "unreachable")
-            ? inc
-            : undefined;
-        },
-        60_000,
+      const failed = await incidentWhen(LOOK_VICTIM, "round 1 of node-c ended unreachable", (i) =>
+        i.status!.attempts.some((a) => a.round === 1 && a.result === "unreachable"),
       );
       const round1At = Date.now();
       cli("bmc-fault", LOOK_VICTIM, "--fault", "none");
       cli("resume", LOOK_VICTIM);
       const resumedAt = Date.now();
-      const closed = await until(
+      const closed = await incidentWhen(
+        LOOK_VICTIM,
         "node-c's incident Closed",
-        async () => {
-          const inc = await incidentOf(LOOK_VICTIM);
-          return inc?.status?.phase === "Closed" ? inc : undefined;
-        },
-        60_000,
+        (i) => i.status?.phase === "Closed",
       );
       const st = closed.status!;
       console.log(
@@ -186,13 +186,10 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
     cli("hang", VICTIM);
 
     // Fenced on the lie: released while its processes are only stopped.
-    const lied = await until(
+    const lied = await incidentWhen(
+      VICTIM,
       "node-b Released on the Redfish level's read-back Off",
-      async () => {
-        const inc = await incidentOf(VICTIM);
-        return inc?.status?.phase === "Released" ? inc : undefined;
-      },
-      60_000,
+      (i) => i.status?.phase === "Released",
     );
     const first = lied.status!.attempts.find((a) => a.result === "off-confirmed")!;
     expect(first).toMatchObject({ level: 0, driver: "redfish", readBackState: "Off" });
@@ -205,16 +202,11 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
     cli("resume", VICTIM);
 
     // The alarm, then the escalation: level 2 (IPMI) reads back Off.
-    const escalated = await until(
-      "the IPMI level's read-back Off after the alarm",
-      async () => {
-        const inc = await incidentOf(VICTIM);
-        const st = inc?.status;
-        const ipmi = st?.attempts.find((a) => a.level === 1 && a.result === "off-confirmed");
-        return st?.bmcLied?.length && ipmi && st.powerOffConfirmedAt ? inc : undefined;
-      },
-      60_000,
-    );
+    const escalated = await incidentWhen(VICTIM, "the IPMI level's read-back Off after the alarm", (i) => {
+      const st = i.status;
+      const ipmi = st?.attempts.find((a) => a.level === 1 && a.result === "off-confirmed");
+      return Boolean(st?.bmcLied?.length && ipmi && st.powerOffConfirmedAt);
+    });
     const st = escalated.status!;
     expect(st.bmcLied).toHaveLength(1);
     expect(st.bmcLied![0]).toMatchObject({ level: 0, driver: "redfish", readBackAt: first.readBackAt });
@@ -257,11 +249,7 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
 
     // The invariant checker: the lie in its own category, no fastfence violation. The
     // incident goes on to Released again (the Fenced condition said BMCLied meanwhile).
-    await until(
-      "Released again",
-      async () => ((await incidentOf(VICTIM))?.status?.phase === "Released" ? true : undefined),
-      20_000,
-    );
+    await incidentWhen(VICTIM, "Released again", (i) => i.status?.phase === "Released", 20_000);
     const checked = (await control("/check", { node: VICTIM })) as {
       violations: unknown[];
       bmcLied: { driver: string; level: number; noticed: boolean }[];

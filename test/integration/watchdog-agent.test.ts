@@ -2,8 +2,8 @@
 // (lab/watchdog.ts: a real FIFO read by a host-side timer), with real timers and short
 // settings: it pets only while its heartbeat renewals are acknowledged, the timer fires
 // within grace + timeout once they stop, a graceful stop disarms it for good, a power
-// switch leaves it unarmed until the next boot arms it, and a
-// missing device is reported as not armed with the reason.
+// switch leaves it unarmed until the next boot arms it, and a missing device is reported
+// as not armed with the reason.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,7 +1,8 @@
 // What a trial reads back from the lab: the NodeFence incidents in the API (retrying
 // while the API server is busy) and the event log, every pipeline topic of the event
 // catalog (optionally the observations) plus the dead letters, decoded, as the read-only
-// audit Kafka user. Read only: it never writes to the API or to Kafka.
+// audit Kafka user (a timed-out read is tried again with a fresh client). Read only: it never writes to the API or to Kafka.
+import { FastfenceError } from "../core/errors.ts";
 import type { NodeFence } from "../core/incident.ts";
 import { parseEvent, TOPICS } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
@@ -39,8 +40,28 @@ export interface EventLog {
   deadLetters: Record<string, unknown>[];
 }
 
-/** Read the event log (pipeline topics, optionally observations) and the dead letters. */
+/** Attempts of one event-log read, each with a fresh client (see readEventLog). */
+const READ_ATTEMPTS = 3;
+
+/**
+ * Read the event log (pipeline topics, optionally observations) and the dead letters.
+ * A read that times out (FF_BUS_UNAVAILABLE) is tried again with a fresh client and group:
+ * right after a fault the first client may still hold metadata, a coordinator or
+ * connections on the node that was just cut off, and wait on them for the whole read.
+ */
 export async function readEventLog(lab: Lab, withObservations = false): Promise<EventLog> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await readOnce(lab, withObservations);
+    } catch (err) {
+      if (!(err instanceof FastfenceError && err.code === "FF_BUS_UNAVAILABLE") || attempt >= READ_ATTEMPTS)
+        throw err;
+      lab.log(`event log read ${attempt} of ${READ_ATTEMPTS} failed (${err.message}); reading again`);
+    }
+  }
+}
+
+async function readOnce(lab: Lab, withObservations: boolean): Promise<EventLog> {
   // the read-only audit principal, as `fastfence trace` reads
   const bus = createKafkaBus({
     brokers: lab.brokers,

@@ -88,7 +88,8 @@ export class Lab {
   private relay?: { stop(): Promise<void> };
   private watchdogs = new Map<string, EmulatedWatchdog>();
   private stopped = false;
-  private readonly log: (line: string) => void;
+  /** Progress lines (the lab's own and its tools'). */
+  readonly log: (line: string) => void;
 
   private constructor(opts: LabOptions) {
     this.opts = opts;

@@ -104,27 +104,31 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
     const start = await startOf(lab!, tStart);
     await createWorkloads(lab!, "-wdb", victim);
     const t0 = await isolate(lab!, victim);
-    const inc = await incidentOf(victim, start.before, (i) => !!i.status?.timestamps.released, 30_000);
-    if (!inc?.status?.timestamps.released) await explain(victim);
-    const st = inc?.status;
-    expect(st?.phase, JSON.stringify(st?.attempts)).toBe("Released");
-    const released = T(st!.timestamps.released);
-    const reset = resets(victim, t0)[0];
-    expect(reset, "the emulated watchdog reset the node").toBeDefined();
-    log(
-      `(b) isolate ${victim}: watchdog reset ${reset!.at - t0} ms, confirmed ${T(st!.timestamps.confirmed) - t0} ms, released ${released - t0} ms after the fault (released ${released - reset!.at} ms after the reset)`,
-    );
-    expect(reset!.at).toBeLessThan(released);
-    expect(reset!.at - t0).toBeLessThanOrEqual(LAB_WATCHDOG.renewGraceMs + LAB_WATCHDOG.timeoutMs + 500);
-    const checked = await check(
-      lab!,
-      spec(() => Promise.resolve(t0)),
-      { victim, start, withObservations: false },
-    );
-    expect(checked.violations).toEqual([]);
-    // put it back: BMC answering, healed, power-cycled, healthy, incident over
-    await lab!.bmcFault(victim, "none");
-    await resetAfter(lab!, "partition", victim, "-wdb", log);
+    try {
+      const inc = await incidentOf(victim, start.before, (i) => !!i.status?.timestamps.released, 30_000);
+      if (!inc?.status?.timestamps.released) await explain(victim);
+      const st = inc?.status;
+      expect(st?.phase, JSON.stringify(st?.attempts)).toBe("Released");
+      const released = T(st!.timestamps.released);
+      const reset = resets(victim, t0)[0];
+      expect(reset, "the emulated watchdog reset the node").toBeDefined();
+      log(
+        `(b) isolate ${victim}: watchdog reset ${reset!.at - t0} ms, confirmed ${T(st!.timestamps.confirmed) - t0} ms, released ${released - t0} ms after the fault (released ${released - reset!.at} ms after the reset)`,
+      );
+      expect(reset!.at).toBeLessThan(released);
+      expect(reset!.at - t0).toBeLessThanOrEqual(LAB_WATCHDOG.renewGraceMs + LAB_WATCHDOG.timeoutMs + 500);
+      const checked = await check(
+        lab!,
+        spec(() => Promise.resolve(t0)),
+        { victim, start, withObservations: false },
+      );
+      expect(checked.violations).toEqual([]);
+    } finally {
+      // put it back, pass or fail, so (a) starts on a whole lab: BMC answering, healed,
+      // power-cycled, healthy, incident over
+      await lab!.bmcFault(victim, "none");
+      await resetAfter(lab!, "partition", victim, "-wdb", log);
+    }
   }, 240_000);
   it("(a) power-loss: released on the watchdog proof after grace + timeout + margin, within 2 s more", async () => {
     const victim = "node-a";

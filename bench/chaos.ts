@@ -126,18 +126,20 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
     powerCycle: true,
   };
   const victim = schedule.broken ?? l.nodes[0]!.name;
-  const checked = await check(l, spec, { victim, start, withObservations: false });
-  const verdict = checkLiveness({
-    schedule,
-    t0: tStart,
-    now: Date.now(),
-    incidents: checked.incidents,
-    timings,
+  // A check that cannot read (the event log, the API) is this schedule's error, never the
+  // end of the run: the schedules so far keep their results, and the next one runs.
+  const checked = await check(l, spec, { victim, start, withObservations: false }).catch((err: unknown) => {
+    errors.push(`check: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
   });
+  const incidents =
+    checked?.incidents ??
+    (await listIncidents(l).catch(() => [])).filter((i) => !start.before.has(i.metadata.name));
+  const verdict = checkLiveness({ schedule, t0: tStart, now: Date.now(), incidents, timings });
   await reset(l, schedule, n).catch((err: unknown) =>
     errors.push(`reset: ${err instanceof Error ? err.message : String(err)}`),
   );
-  return { schedule, verdict, violations: checked.violations, errors, followedMs };
+  return { schedule, verdict, violations: checked?.violations ?? [], errors, followedMs };
 }
 
 /** Undo every fault of the schedule, power nodes back, and wait until the lab is healthy. */
@@ -244,11 +246,33 @@ async function main(): Promise<number> {
       );
       say(`schedule ${i + 1}/${n} seed ${schedule.seed}: ${describe(schedule)}`);
       for (const s of schedule.steps) faults[s.kind] = (faults[s.kind] ?? 0) + 1;
-      const o = await runSchedule(lab, schedule, timings, i + 1);
+      // A schedule that fails outside its checks (the lab itself) is reported as an error
+      // and the run goes on, so no finished schedule's result is lost; three in a row
+      // mean the lab is gone, and the run ends with what it has.
+      const l = lab;
+      const o = await runSchedule(l, schedule, timings, i + 1).catch(
+        async (err: unknown): Promise<Outcome> => {
+          const errors = [`schedule: ${err instanceof Error ? err.message : String(err)}`];
+          await reset(l, schedule, i + 1).catch((e: unknown) =>
+            errors.push(`reset: ${e instanceof Error ? e.message : String(e)}`),
+          );
+          return {
+            schedule,
+            verdict: { failures: [], noReleaseBecause: "not checked: the schedule failed" },
+            violations: [],
+            errors,
+            followedMs: 0,
+          };
+        },
+      );
       outcomes.push(o);
       say(
         `  seed ${schedule.seed}: released ${o.verdict.releasedMs ?? "-"} ms (bound ${o.verdict.releaseBoundMs ?? o.verdict.noReleaseBecause}); violations ${o.violations.length}; liveness ${o.verdict.failures.length ? JSON.stringify(o.verdict.failures) : "ok"}${o.errors.length ? `; errors ${JSON.stringify(o.errors)}` : ""}`,
       );
+      if (outcomes.slice(-3).length === 3 && outcomes.slice(-3).every((x) => x.errors.length)) {
+        say(`three schedules in a row failed; stopping after ${outcomes.length}`);
+        break;
+      }
     }
   } finally {
     await lab.down();
@@ -258,7 +282,7 @@ async function main(): Promise<number> {
   const bad = outcomes.filter((o) => o.violations.length || o.verdict.failures.length || o.errors.length);
   const result: ChaosResult = {
     schedules: outcomes.length,
-    seeds: [`${seed0}..${seed0 + n - 1}`],
+    seeds: [`${seed0}..${seed0 + outcomes.length - 1}`],
     faults,
     violations: outcomes.reduce((a, o) => a + o.violations.length, 0),
     livenessFailures: outcomes.reduce((a, o) => a + o.verdict.failures.length, 0),

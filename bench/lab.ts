@@ -10,12 +10,18 @@
 // isolate; the lab then runs with its emulated watchdogs) get their own section: fault →
 // released beside crash, and SBD's and Self Node Remediation's defaults (lab/bench-watchdog.ts).
 // Of the crash trials, --controller-trials (default 5) take the active KRaft controller's
-// node as the victim (its leaderships and the controller fail together).
+// node as the victim (its leaderships and the controller fail together); so does every
+// other hang trial (the first, third, ...), the rest take the node leading the most
+// partitions. A frozen node is not a dead one (issue 14): each hang trial first leaves the
+// lab idle for the next of --hang-waits (seconds, cycled; default 0,5,60) after its
+// workloads are placed, so fresh and settled client connections both meet the freeze; put
+// hang first in --scenarios to freeze a node right after `lab up`.
 //   node bench/lab.ts [--trials 20] [--other 3] [--watchdog-trials 5] [--baseline 1]
-//                     [--controller-trials 5] [--scenarios crash,hang,...]
+//                     [--controller-trials 5] [--hang-waits 0,5,60] [--scenarios crash,hang,...]
 //   only the watchdog scenarios, 5 trials each, no baseline:
 //   node bench/lab.ts --scenarios power-loss,isolate --trials 5 --baseline 0
 import { parseArgs } from "node:util";
+import { kafkaClientFrom } from "../infra/bus/kafka-bus.ts";
 import { Lab } from "../lab/lab.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
 import { benchSummaryOf, benchSvg, percentiles, type Percentiles } from "../lab/bench-chart.ts";
@@ -25,7 +31,8 @@ import { runTrial, type Scenario, type TrialResult } from "../lab/trial.ts";
 import { trialsFor, watchdogSection, WATCHDOG_SCENARIOS } from "../lab/bench-watchdog.ts";
 
 const USAGE = `usage: node bench/lab.ts [--trials N] [--other N] [--watchdog-trials N] [--baseline N]
-                         [--controller-trials N] [--scenarios ${Object.keys(SPECS).join(",")}]`;
+                         [--controller-trials N] [--hang-waits S,S,...]
+                         [--scenarios ${Object.keys(SPECS).join(",")}]`;
 function parseOptions() {
   try {
     return parseArgs({
@@ -33,6 +40,7 @@ function parseOptions() {
         help: { type: "boolean", short: "h" },
         trials: { type: "string" },
         other: { type: "string" },
+        "hang-waits": { type: "string" },
         baseline: { type: "string" },
         scenarios: { type: "string" },
         "controller-trials": { type: "string" },
@@ -66,6 +74,17 @@ const KB = count("baseline", 1);
 /** Crash trials whose victim is the active KRaft controller's node (spread over the K). */
 const KC = Math.min(K, count("controller-trials", 5));
 const controllerTrial = (i: number) => KC > 0 && i % Math.floor(K / KC) === 0 && i / Math.floor(K / KC) < KC;
+/** Seconds the lab idles before each hang trial's fault, cycled over the hang trials. */
+const HANG_WAITS = (values["hang-waits"] ?? "0,5,60").split(",").map((x) => {
+  const n = Number(x);
+  if (x.trim() === "" || !Number.isFinite(n) || n < 0) {
+    console.error(
+      `bench/lab.ts: --hang-waits takes seconds ≥ 0 separated by commas, got ${JSON.stringify(x)}\n${USAGE}`,
+    );
+    process.exit(2);
+  }
+  return n;
+});
 const SCENARIOS = (
   values.scenarios ?? "crash,function-crash,partial-partition,hang,partition,power-loss,isolate"
 ).split(",") as Scenario[];
@@ -117,11 +136,13 @@ async function main(): Promise<number> {
       for (let i = 0; i < n + failures; i++) {
         trial++;
         try {
-          const preferController = sc === "crash" && controllerTrial(i);
-          const r = await runTrial(lab, sc, { trial, preferController });
+          const hang = sc === "hang";
+          const preferController = (sc === "crash" && controllerTrial(i)) || (hang && i % 2 === 0);
+          const idleMs = hang ? HANG_WAITS[i % HANG_WAITS.length]! * 1000 : 0;
+          const r = await runTrial(lab, sc, { trial, preferController, idleMs });
           results.push(r);
           say(
-            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
+            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}${hang ? ` after ${idleMs / 1000} s idle` : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
           );
         } catch (err) {
           errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
@@ -178,7 +199,7 @@ async function main(): Promise<number> {
   const lines: string[] = [
     "# fastfence lab bench",
     "",
-    `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
+    `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT). Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
     "",
     "All times in ms from the fault. Victim = the node leading the most Kafka partitions (it also runs an event-source replica and one replica of every function).",
     "",
@@ -230,6 +251,20 @@ async function main(): Promise<number> {
       "",
       `Safety violations: ${viol}; trials where a healthy node was fenced: ${healthyFenced}; fenced nodes per trial: ${rs.map((r) => `[${r.fencedNodes.join(",")}]`).join(" ")}`,
     );
+    if (sc === "hang") {
+      // Issue 14's budget for a frozen node: twice the crash p99 of the same run.
+      const crashP99 = by("crash").length ? stats(by("crash")).releasedMs?.p99 : undefined;
+      const budget = crashP99 === undefined ? undefined : 2 * crashP99;
+      const within = rs.filter((r) => budget !== undefined && (r.releasedMs ?? Infinity) <= budget).length;
+      (summary[sc] as Record<string, unknown>).budget = { ms: budget ?? null, within };
+      lines.push(
+        "",
+        `Per trial (idle before the fault, victim, released): ${rs.map((r) => `${(r.idleMs ?? 0) / 1000} s ${r.node}${r.victimChoice?.activeController ? "*" : ""} ${r.releasedMs ?? "never"} ms`).join("; ")}.`,
+        budget === undefined
+          ? "Budget (2 × the crash p99 of the same run): no crash trial in this run."
+          : `Budget (2 × the crash p99 of the same run): ${budget} ms; ${within} of ${rs.length} hang trials within it.`,
+      );
+    }
     for (const r of rs)
       for (const v of r.violations)
         lines.push(`- trial ${r.trial} ${v.rule} ${v.node ?? ""} ${v.incident ?? ""}: ${v.detail}`);
@@ -275,7 +310,7 @@ async function main(): Promise<number> {
   const crash = by("crash");
   const cr = stats(crash);
   console.log(
-    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
+    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
   );
   const crashOk = !SCENARIOS.includes("crash") || (cr.releasedMs?.p99 ?? Infinity) <= 4000;
   return errors.length === 0 && totalViol === 0 && crashOk ? 0 : 1;

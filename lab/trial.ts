@@ -47,6 +47,8 @@ export interface TrialResult {
   refencedDuringReboot?: number;
   /** How the victim was chosen, when the trial chose it: leaders it hosted, the most any node did, controller or not. */
   victimChoice?: VictimChoice;
+  /** How long the lab idled before the fault (TrialOptions.idleMs), when it did. */
+  idleMs?: number;
 }
 
 export interface TrialOptions {
@@ -54,6 +56,8 @@ export interface TrialOptions {
   victim?: string;
   /** Choose the active KRaft controller's node as the victim (kafka.ts chooseVictim). */
   preferController?: boolean;
+  /** Leave the lab idle this long once the workloads are placed, before the fault (default 0). */
+  idleMs?: number;
   timeoutMs?: number;
   observeMs?: number;
   live?: (line: string) => void;
@@ -103,6 +107,7 @@ export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions)
     .items[0];
   const webOnVictim = webPod?.spec?.nodeName === victim;
 
+  if (opts.idleMs) await new Promise((r) => setTimeout(r, opts.idleMs));
   const t0 = await spec.fault(lab, victim);
   const timeline = new Timeline(t0, live);
   timeline.say(`fault: ${scenario} ${victim} (pods there: ${placed.join(", ")})`, t0);
@@ -133,6 +138,7 @@ export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions)
     timeline: timeline.lines,
     events: checked.log.events,
     ...(choice ? { victimChoice: choice } : {}),
+    ...(opts.idleMs ? { idleMs: opts.idleMs } : {}),
     ...(webOnVictim ? {} : { note: `web pod was scheduled on ${webPod?.spec?.nodeName}, not the victim` }),
   };
   if (opts.reset ?? true) result.refencedDuringReboot = await resetAfter(lab, scenario, victim, sfx, live);

@@ -2,9 +2,10 @@
 // end offsets at the time of the call, from the beginning or from the first offset at or
 // after a time (`sinceMs`, the broker's offsets-by-timestamp index), with no consumer
 // group committed anywhere. It reports progress while it reads (records so far, partitions
-// left) for long reads, and lists which topics exist (so callers read only those). Reads
+// left) for long reads, asks again when a partition's leader moved while it lists the
+// offsets, and lists which topics exist (so callers read only those). Reads
 // only; never commits offsets, never logs record values.
-import type { Kafka } from "kafkajs";
+import { KafkaJSError, type Kafka } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 import type { BusRecord, ReadOptions } from "./bus.ts";
@@ -40,6 +41,25 @@ async function spans(kafka: Kafka, topics: readonly string[], sinceMs: number | 
   return out;
 }
 
+/** Attempts at listing the spans; a leader moving (NOT_LEADER, a broker just gone) is retried. */
+const SPAN_ATTEMPTS = 5;
+
+/**
+ * spans() with a fresh admin (and so fresh metadata) per attempt while the error is one
+ * kafkajs marks retriable: right after a broker dies, its partitions' offsets are asked of
+ * a leader that no longer is one, and kafkajs' admin does not ask again itself.
+ */
+async function spansRetrying(kafka: Kafka, topics: readonly string[], sinceMs: number | undefined) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spans(kafka, topics, sinceMs);
+    } catch (err) {
+      if (!(err instanceof KafkaJSError && err.retriable) || attempt >= SPAN_ATTEMPTS) throw err;
+      await new Promise((r) => setTimeout(r, 250 * attempt));
+    }
+  }
+}
+
 /** The topics of `wanted` that exist on the cluster. */
 export async function existingTopics(kafka: Kafka, wanted?: (t: string) => boolean): Promise<string[]> {
   const admin = kafka.admin();
@@ -56,7 +76,7 @@ export async function readTopics(
   topics: readonly string[],
   opts: ReadOptions = {},
 ): Promise<BusRecord[]> {
-  const todo = await spans(kafka, topics, opts.sinceMs);
+  const todo = await spansRetrying(kafka, topics, opts.sinceMs);
   const out: BusRecord[] = [];
   if (todo.size === 0) return out;
   const partitions = todo.size;

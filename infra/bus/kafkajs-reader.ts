@@ -5,7 +5,7 @@
 // left) for long reads, asks again when a partition's leader moved while it lists the
 // offsets, and lists which topics exist (so callers read only those). Reads
 // only; never commits offsets, never logs record values.
-import { KafkaJSError, type Kafka } from "kafkajs";
+import kafkajs, { type Kafka } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 import type { BusRecord, ReadOptions } from "./bus.ts";
@@ -40,6 +40,9 @@ async function spans(kafka: Kafka, topics: readonly string[], sinceMs: number | 
   }
   return out;
 }
+
+// kafkajs is CommonJS: its error classes are reached through the default export.
+const { KafkaJSError } = kafkajs;
 
 /** Attempts at listing the spans; a leader moving (NOT_LEADER, a broker just gone) is retried. */
 const SPAN_ATTEMPTS = 5;

@@ -13,6 +13,7 @@ import { parseArgs } from "node:util";
 import { resolvePolicy } from "../core/policy.ts";
 import { stageNames } from "../functions/registry.ts";
 import { describe, SCHEDULE_MS, scheduleFor, type ChaosStep, type Schedule } from "../lab/chaos-schedule.ts";
+import type { NodeFence } from "../core/incident.ts";
 import { listIncidents } from "../lab/event-log.ts";
 import { Lab } from "../lab/lab.ts";
 import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
@@ -50,6 +51,8 @@ const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 /** How long the schedule waits for a step before going on with the next (it finishes in the background). */
 const INJECT_WAIT_MS = 2_000;
+/** How long, after following, the checks wait for steps still finishing (then name them as errors). */
+const STEP_FINISH_MS = 60_000;
 let lab: Lab | undefined;
 tearDownOnSignals(["SIGINT", "SIGTERM"], 130);
 
@@ -89,7 +92,9 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
   const errors: string[] = [];
   const tStart = Date.now();
   const pending = [...schedule.steps];
-  const injected: Promise<unknown>[] = [];
+  let cutOff = false;
+  /** Every step injected, and whether it has finished (a step still running at the reset is named). */
+  const injected: { step: ChaosStep; at: number; settled: boolean; done: Promise<unknown> }[] = [];
   const bound = checkLiveness({ schedule, t0: tStart, now: tStart, incidents: [], timings }).releaseBoundMs;
   const end = Math.max(SCHEDULE_MS, (bound ?? 0) + 2_000);
   // Inject every step on time; after the last one, stop following once everything settled.
@@ -100,11 +105,16 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
       say(`  #${n} +${(now / 1000).toFixed(1)}s ${s.kind} ${s.node}`);
       // A step may take long to complete (stopping replicas whose broker just died): the
       // schedule goes on after INJECT_WAIT_MS and the step finishes in the background.
-      const step = inject(l, s).catch((err: unknown) =>
-        errors.push(`${s.kind} ${s.node}: ${err instanceof Error ? err.message : String(err)}`),
-      );
-      injected.push(step);
-      await Promise.race([step, sleep(INJECT_WAIT_MS)]);
+      const entry = { step: s, at: now, settled: false, done: Promise.resolve() as Promise<unknown> };
+      entry.done = inject(l, s)
+        .catch((err: unknown) => {
+          // once the reset began, a late failure is the reset's doing (named below instead)
+          if (!cutOff)
+            errors.push(`${s.kind} ${s.node}: ${err instanceof Error ? err.message : String(err)}`);
+        })
+        .finally(() => (entry.settled = true));
+      injected.push(entry);
+      await Promise.race([entry.done, sleep(INJECT_WAIT_MS)]);
     }
     if (now >= end) break;
     if (!pending.length && now > (schedule.steps.at(-1)?.at ?? 0) + 5_000) {
@@ -118,7 +128,12 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
   }
   const followedMs = Date.now() - tStart;
   // Steps still finishing (at most one more minute), before the checks and the reset.
-  await Promise.race([Promise.all(injected), sleep(60_000)]);
+  await Promise.race([Promise.all(injected.map((x) => x.done)), sleep(STEP_FINISH_MS)]);
+  cutOff = true;
+  for (const x of injected.filter((y) => !y.settled))
+    errors.push(
+      `${x.step.kind} ${x.step.node}: still running ${Math.round((Date.now() - tStart - x.at) / 1000)} s after it was injected, when the checks began`,
+    );
   const spec: ScenarioSpec = {
     faulted: schedule.broken !== undefined,
     baseline: false,
@@ -136,10 +151,29 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
     checked?.incidents ??
     (await listIncidents(l).catch(() => [])).filter((i) => !start.before.has(i.metadata.name));
   const verdict = checkLiveness({ schedule, t0: tStart, now: Date.now(), incidents, timings });
+  // A failing schedule's incidents as they ended, for the diagnosis (times from the schedule's start).
+  if (verdict.failures.length || checked?.violations.length)
+    for (const i of incidents) say(`  #${n} ${incidentStory(i, tStart)}`);
   await reset(l, schedule, n).catch((err: unknown) =>
     errors.push(`reset: ${err instanceof Error ? err.message : String(err)}`),
   );
   return { schedule, verdict, violations: checked?.violations ?? [], errors, followedMs };
+}
+
+/** One line: an incident's end state, its milestones and every attempt, in ms from `t0`. */
+function incidentStory(i: NodeFence, t0: number): string {
+  const rel = (iso: string | undefined) => (iso ? `${Date.parse(iso) - t0}` : "-");
+  const st = i.status;
+  const times = Object.entries(st?.timestamps ?? {})
+    .map(([k, v]) => `${k} ${rel(v as string)}`)
+    .join(", ");
+  const attempts = (st?.attempts ?? [])
+    .map(
+      (a) =>
+        `r${a.round ?? "?"} ${a.driver} ${a.result}${a.errorCode ? ` ${a.errorCode}` : ""} ${rel(a.startedAt)}..${rel(a.finishedAt)}`,
+    )
+    .join("; ");
+  return `incident ${i.metadata.name}: ${st?.phase} ${st?.reason ?? ""} round ${st?.round ?? "-"} (${times}); attempts: ${attempts || "none"}; ${st?.message ?? ""}`;
 }
 
 /** Undo every fault of the schedule, power nodes back, and wait until the lab is healthy. */

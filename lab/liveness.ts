@@ -5,8 +5,10 @@
 //     BMC answered and whose peers could observe it, is Released within
 //     T + detection + 2 rounds (round + backoff) + the Lease (a driver that died) +
 //     2 reconcile intervals + the release, where T is when all of that last became true;
-//     unless its BMC came back only after every round had already failed (then the
-//     incident must be a final FenceFailed, which is an operator's case, not a wedge);
+//     unless its BMC came back only after every round had already failed, or could have
+//     (then the incident must be a final FenceFailed, which is an operator's case, not a
+//     wedge): at the latest after detection + maxRounds × (round + backoff), or earlier when
+//     the incident's own attempts all ran while the BMC was broken and it ended final;
 //  L2 no incident is left without progress: none still Confirmed or Fencing, and no
 //     retriable FenceFailed, longer than one round, the Lease and two reconcile intervals
 //     after it entered that state.
@@ -76,6 +78,40 @@ export interface LivenessInput {
 
 const rel = (iso: string | undefined, t0: number) => (iso ? Date.parse(iso) - t0 : undefined);
 
+/**
+ * Why no release is owed although the BMC came back in time: the node's incident ended a
+ * final FenceFailed, every one of its attempts ran while the BMC was still broken (a
+ * refused connection fails a round in milliseconds, so the rounds may all be spent long
+ * before the worst case above), none after it answered again. The policy's end for that
+ * is a final FenceFailed, an operator's case. Undefined when that is not what happened.
+ */
+function spentWhileBroken(
+  input: LivenessInput,
+  broken: string,
+  bmcSteps: readonly Schedule["steps"][number][],
+  bmcOk: number,
+): string | undefined {
+  const { t0, timings: t } = input;
+  // the BMC's last broken stretch before it answered again
+  const brokenFrom = bmcSteps
+    .filter((x) => x.kind === "bmc" && x.at < bmcOk && x.fault !== "none" && x.fault !== "slow")
+    .map((x) => x.at)
+    .at(-1);
+  if (brokenFrom === undefined) return undefined;
+  for (const i of input.incidents.filter((x) => x.spec.nodeName === broken)) {
+    const st = i.status;
+    if (!st || !isFinalFenceFailed(st, t.maxRounds) || st.attempts.length === 0) continue;
+    const inStretch = st.attempts.every((a) => {
+      const from = rel(a.startedAt, t0);
+      const to = rel(a.finishedAt, t0);
+      return from !== undefined && to !== undefined && from >= brokenFrom && to <= bmcOk;
+    });
+    if (inStretch)
+      return `every round of ${i.metadata.name} ran while the BMC of ${broken} was broken (${brokenFrom}..${bmcOk} ms): a final FenceFailed is the policy's end`;
+  }
+  return undefined;
+}
+
 export function checkLiveness(input: LivenessInput): LivenessVerdict {
   const { schedule: s, t0, timings: t } = input;
   const failures: LivenessFailure[] = [];
@@ -101,8 +137,10 @@ export function checkLiveness(input: LivenessInput): LivenessVerdict {
       const from = Math.max(brk.at, bmcOk, peersOk);
       // Every round failed before the BMC came back: a final FenceFailed is the right end.
       const exhaustedAt = brk.at + t.detectMs + t.maxRounds * (t.roundMs + t.backoffMs);
+      const spent = bmcOk > 0 ? spentWhileBroken(input, broken, bmc, bmcOk) : undefined;
       if (bmcOk > 0 && bmcOk > brk.at && bmcOk >= exhaustedAt)
         verdict.noReleaseBecause = `the BMC of ${broken} answered only after every round could have failed`;
+      else if (spent) verdict.noReleaseBecause = spent;
       else
         verdict.releaseBoundMs = Math.round(
           from + t.detectMs + 2 * (t.roundMs + t.backoffMs) + t.leaseMs + 2 * t.reconcileMs + t.releaseMs,

@@ -134,6 +134,62 @@ describe("liveness checker", () => {
     expect(v.failures).toEqual([]);
   });
 
+  // Seed 35 of the first long run: the BMC refused connections from 17.5 s to 33.8 s, the
+  // node hung at 17.6 s; every round failed at once (ECONNREFUSED) between 26.6 and 28.0 s,
+  // long before the worst case, and the incident ended a final FenceFailed.
+  describe("rounds all spent while the BMC was broken", () => {
+    const hangB: Schedule = {
+      seed: 35,
+      broken: "node-b",
+      steps: [
+        { at: 17_500, kind: "bmc", node: "node-b", fault: "unreachable" },
+        { at: 17_600, kind: "hang", node: "node-b" },
+        { at: 33_800, kind: "bmc", node: "node-b", fault: "none" },
+      ],
+    };
+    const attempt = (round: number, from: number, to: number) => ({
+      round,
+      level: 0,
+      driver: "redfish" as const,
+      by: "fence/0",
+      startedAt: iso(from),
+      finishedAt: iso(to),
+      result: "unreachable" as const,
+      errorCode: "FF_BMC_UNREACHABLE",
+    });
+    const failed = (attempts: ReturnType<typeof attempt>[]) =>
+      inc("node-b", { phase: "FenceFailed", round: 3, attempts, timestamps: { fenceFailed: iso(28_000) } });
+
+    test("every attempt inside the broken stretch, final FenceFailed: no release owed", () => {
+      const v = verdict(hangB, [
+        failed([attempt(1, 26_600, 26_620), attempt(2, 27_280, 27_300), attempt(3, 27_930, 27_960)]),
+      ]);
+      expect(v.failures).toEqual([]);
+      expect(v.releaseBoundMs).toBeUndefined();
+      expect(v.noReleaseBecause).toMatch(
+        /every round of .* ran while the BMC of node-b was broken \(17500\.\.33800 ms\)/,
+      );
+    });
+
+    test("an attempt after the BMC answered again, or a retry still due: the release is owed", () => {
+      const late = verdict(hangB, [
+        failed([attempt(1, 26_600, 26_620), attempt(2, 27_280, 27_300), attempt(3, 34_000, 34_100)]),
+      ]);
+      expect(late.failures).toMatchObject([{ rule: "L1", node: "node-b" }]);
+      const notFinal = inc("node-b", {
+        phase: "FenceFailed",
+        round: 1,
+        retryNotBefore: iso(27_000),
+        attempts: [attempt(1, 26_600, 26_620)],
+      });
+      // (and, 93 s on, L2: its retry is long overdue)
+      expect(verdict(hangB, [notFinal]).failures.map((f) => `${f.rule} ${f.node}`)).toEqual([
+        "L1 node-b",
+        "L2 node-b",
+      ]);
+    });
+  });
+
   test("a slow BMC still answers: the release is expected", () => {
     expect(verdict(crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "slow" }]), []).releaseBoundMs).toBe(
       BOUND,

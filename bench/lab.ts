@@ -15,13 +15,17 @@
 // partitions. A frozen node is not a dead one (issue 14): each hang trial first leaves the
 // lab idle for the next of --hang-waits (seconds, cycled; default 0,5,60) after its
 // workloads are placed, so fresh and settled client connections both meet the freeze; put
-// hang first in --scenarios to freeze a node right after `lab up`.
+// hang first in --scenarios to freeze a node right after `lab up`. --brokers shipped runs
+// the brokers with the shipped Kafka cluster's settings only, without the lab's overrides
+// (lab/broker-settings.ts; the default, lab, has them); the report and RESULT say which.
 //   node bench/lab.ts [--trials 20] [--other 3] [--watchdog-trials 5] [--baseline 1]
 //                     [--controller-trials 5] [--hang-waits 0,5,60] [--scenarios crash,hang,...]
+//                     [--brokers lab|shipped]
 //   only the watchdog scenarios, 5 trials each, no baseline:
 //   node bench/lab.ts --scenarios power-loss,isolate --trials 5 --baseline 0
 import { parseArgs } from "node:util";
 import { kafkaClientFrom } from "../infra/bus/kafka-bus.ts";
+import { brokerSettingsMode, describeBrokerSettings } from "../lab/broker-settings.ts";
 import { Lab } from "../lab/lab.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
 import { benchSummaryOf, benchSvg, percentiles, type Percentiles } from "../lab/bench-chart.ts";
@@ -31,7 +35,7 @@ import { runTrial, type Scenario, type TrialResult } from "../lab/trial.ts";
 import { trialsFor, watchdogSection, WATCHDOG_SCENARIOS } from "../lab/bench-watchdog.ts";
 
 const USAGE = `usage: node bench/lab.ts [--trials N] [--other N] [--watchdog-trials N] [--baseline N]
-                         [--controller-trials N] [--hang-waits S,S,...]
+                         [--controller-trials N] [--hang-waits S,S,...] [--brokers lab|shipped]
                          [--scenarios ${Object.keys(SPECS).join(",")}]`;
 function parseOptions() {
   try {
@@ -45,6 +49,7 @@ function parseOptions() {
         scenarios: { type: "string" },
         "controller-trials": { type: "string" },
         "watchdog-trials": { type: "string" },
+        brokers: { type: "string" },
       },
     }).values;
   } catch (err) {
@@ -68,6 +73,16 @@ function count(name: keyof typeof values, dflt: number): number {
   }
   return n;
 }
+// The lab's brokers read FASTFENCE_LAB_BROKERS (lab/kafka.ts); --brokers sets it.
+if (values.brokers !== undefined) process.env.FASTFENCE_LAB_BROKERS = values.brokers;
+const BROKERS = (() => {
+  try {
+    return brokerSettingsMode();
+  } catch (err) {
+    console.error(`bench/lab.ts: --brokers: ${(err as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+})();
 const K = count("trials", 20);
 const K2 = count("other", 3);
 const KB = count("baseline", 1);
@@ -199,7 +214,7 @@ async function main(): Promise<number> {
   const lines: string[] = [
     "# fastfence lab bench",
     "",
-    `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT). Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
+    `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT); broker settings ${describeBrokerSettings(BROKERS)}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
     "",
     "All times in ms from the fault. Victim = the node leading the most Kafka partitions (it also runs an event-source replica and one replica of every function).",
     "",
@@ -310,7 +325,7 @@ async function main(): Promise<number> {
   const crash = by("crash");
   const cr = stats(crash);
   console.log(
-    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
+    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
   );
   const crashOk = !SCENARIOS.includes("crash") || (cr.releasedMs?.p99 ?? Infinity) <= 4000;
   return errors.length === 0 && totalViol === 0 && crashOk ? 0 : 1;

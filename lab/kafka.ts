@@ -4,11 +4,13 @@
 // starts) and returns the java command the node launcher runs. Secured like the product
 // (harness/env/kafka-auth.ts): TLS + SCRAM-SHA-512 on :9092, mutual TLS between
 // controllers, the standard authorizer; the users and ACLs are the manifests' KafkaUsers,
-// their passwords written as Secret-like files under LAB_KAFKA_AUTH. Tuned so a dead
-// broker's partitions move within ~2 s (brief stall source 1). Also reads the cluster's
-// metadata: live brokers and partition leaders per broker. Never binds outside the node's netns.
+// their passwords written as Secret-like files under LAB_KAFKA_AUTH. Failover settings
+// are the shipped cluster's plus the lab's overrides (lab/broker-settings.ts). Also reads
+// the cluster's metadata: live brokers and partition leaders per broker. Never binds
+// outside the node's netns.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { LAB_RUN } from "./state.ts";
+import { brokerSettingsMode, labBrokerSettings, type BrokerValue } from "./broker-settings.ts";
 import { join } from "node:path";
 import { Kafka, logLevel } from "kafkajs";
 import { kafkaUserName, type KafkaPrincipal } from "../events/kafka-acls.ts";
@@ -57,11 +59,89 @@ export function bootstrapOf(brokers: LabBroker[]): string {
   return brokers.map((b) => `${b.ip}:${KAFKA_PORT}`).join(",");
 }
 
-/** Write configs and format storage for every broker; returns the java argv per broker id. */
-export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promise<Map<number, string[]>> {
-  const n = brokers.length;
-  const rf = Math.min(3, n);
+/**
+ * The lab's machinery, not failover behaviour, the same in every mode: topics created by
+ * the agents with 3 partitions, few offsets partitions and threads (2 cores), and a rebooted
+ * broker given its preferred leaderships back within 5 s (Kafka: 300 s), so each bench
+ * trial crashes a node that leads partitions again. A unit test fails if one of these is
+ * also a shipped or overridden setting (lab/broker-settings.ts).
+ */
+export const LAB_BROKER_MACHINERY: Readonly<Record<string, BrokerValue>> = {
+  "num.partitions": 3,
+  "offsets.topic.num.partitions": 6,
+  "auto.create.topics.enable": false,
+  "auto.leader.rebalance.enable": true,
+  "leader.imbalance.check.interval.seconds": 5,
+  "leader.imbalance.per.broker.percentage": 0,
+  "num.network.threads": 2,
+  "num.io.threads": 2,
+  "num.recovery.threads.per.data.dir": 1,
+  "background.threads": 2,
+  "log.segment.bytes": 16 * 1024 * 1024,
+  "log.cleaner.threads": 1,
+  "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
+};
+
+/** The shape of the lab's cluster a broker's properties depend on. */
+export interface BrokerShape {
+  /** How many brokers. */
+  n: number;
+  /** controller.quorum.voters. */
+  voters: string;
+  /** TLS/SCRAM/authorizer properties (harness/env/kafka-auth.ts). */
+  authProps: Record<string, string>;
+  /** The failover settings (labBrokerSettings). */
+  settings: Record<string, BrokerValue>;
+}
+
+/** One broker's server.properties: identity and listeners, machinery, then the failover settings. */
+export function brokerProperties(
+  b: Pick<LabBroker, "id" | "ip" | "dir">,
+  x: BrokerShape,
+): Record<string, BrokerValue> {
+  const voter = b.id <= 3;
+  const rf = Math.min(3, x.n);
   const isr = rf >= 3 ? 2 : 1;
+  return {
+    "process.roles": voter ? "broker,controller" : "broker",
+    "node.id": b.id,
+    "controller.quorum.voters": x.voters,
+    listeners: voter
+      ? `CLIENT://${b.ip}:${KAFKA_PORT},CONTROLLER://${b.ip}:${KAFKA_CONTROLLER_PORT}`
+      : `CLIENT://${b.ip}:${KAFKA_PORT}`,
+    "advertised.listeners": `CLIENT://${b.ip}:${KAFKA_PORT}`,
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": securityProtocolMap(),
+    "inter.broker.listener.name": "CLIENT",
+    ...x.authProps,
+    "log.dirs": join(b.dir, "data"),
+    ...LAB_BROKER_MACHINERY,
+    "share.coordinator.state.topic.replication.factor": rf,
+    "share.coordinator.state.topic.min.isr": isr,
+    // Failover behaviour: the shipped cluster's own settings (knative/kafka-cluster), plus
+    // the lab overrides unless FASTFENCE_LAB_BROKERS=shipped (lab/broker-settings.ts, each
+    // with its reason; docs/lab.md "Broker settings").
+    ...x.settings,
+    // A lab smaller than three nodes cannot hold three replicas.
+    ...(x.n < 3
+      ? {
+          "default.replication.factor": rf,
+          "min.insync.replicas": isr,
+          "offsets.topic.replication.factor": rf,
+          "transaction.state.log.replication.factor": rf,
+          "transaction.state.log.min.isr": isr,
+        }
+      : {}),
+  };
+}
+
+/** Write configs and format storage for every broker; returns the java argv per broker id. */
+export async function prepareBrokers(
+  brokers: LabBroker[],
+  settings: Record<string, BrokerValue> = labBrokerSettings(brokerSettingsMode()),
+  heap = "384m",
+): Promise<Map<number, string[]>> {
+  const n = brokers.length;
   const clusterId = newClusterId();
   const voters = brokers
     .slice(0, Math.min(3, n))
@@ -78,77 +158,7 @@ export async function prepareBrokers(brokers: LabBroker[], heap = "384m"): Promi
   await Promise.all(
     brokers.map(async (b) => {
       mkdirSync(b.dir, { recursive: true });
-      const voter = b.id <= 3;
-      const props: Record<string, string | number | boolean> = {
-        "process.roles": voter ? "broker,controller" : "broker",
-        "node.id": b.id,
-        "controller.quorum.voters": voters,
-        listeners: voter
-          ? `CLIENT://${b.ip}:${KAFKA_PORT},CONTROLLER://${b.ip}:${KAFKA_CONTROLLER_PORT}`
-          : `CLIENT://${b.ip}:${KAFKA_PORT}`,
-        "advertised.listeners": `CLIENT://${b.ip}:${KAFKA_PORT}`,
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": securityProtocolMap(),
-        "inter.broker.listener.name": "CLIENT",
-        ...auth.brokerProps,
-        "log.dirs": join(b.dir, "data"),
-        "num.partitions": 3,
-        "default.replication.factor": rf,
-        "min.insync.replicas": isr,
-        "offsets.topic.replication.factor": rf,
-        "offsets.topic.num.partitions": 6,
-        "transaction.state.log.replication.factor": rf,
-        "transaction.state.log.min.isr": isr,
-        "share.coordinator.state.topic.replication.factor": rf,
-        "share.coordinator.state.topic.min.isr": isr,
-        "group.initial.rebalance.delay.ms": 0,
-        "auto.create.topics.enable": false,
-        // Stall source 1: a dead broker is fenced by the controller after a broker
-        // session without heartbeats. Until then it stays in the ISR of every partition it
-        // replicates, and a record is visible to consumers only once every in-sync replica
-        // has it: the whole pipeline waits (Kafka's defaults 9000/2000 ms). Lower means a
-        // broker starved of CPU for this long is fenced too (its leaderships move; no record
-        // is lost); 700 ms is 5 missed heartbeats.
-        "broker.session.timeout.ms": 700,
-        "broker.heartbeat.interval.ms": 140,
-        // ... and when the dead node was the active KRaft controller, the others notice
-        // within fetch.timeout and elect a new one (pre-vote, then vote; a failed round
-        // waits election.timeout to 2x it). Kafka's defaults 2000/1000 made the first crash
-        // of every lab ~2 s slower. A follower's fetch is answered at the latest when the
-        // leader appends its no-op record (metadata.max.idle.interval.ms, 200 ms here), so
-        // 600 ms is three missed answers; pre-vote keeps one starved follower from
-        // unseating a live controller.
-        "controller.quorum.fetch.timeout.ms": 600,
-        "controller.quorum.election.timeout.ms": 300,
-        "controller.quorum.election.backoff.max.ms": 300,
-        "metadata.max.idle.interval.ms": 200,
-        "group.min.session.timeout.ms": 500,
-        "group.consumer.min.session.timeout.ms": 500,
-        "group.consumer.session.timeout.ms": 6000,
-        "group.consumer.min.heartbeat.interval.ms": 100,
-        "group.consumer.heartbeat.interval.ms": 1000,
-        // A leader also drops a dead follower from a partition's ISR by itself, sooner than
-        // the controller when the controller died too: once the partition got a record the
-        // follower lacks and it has not caught up for replica.lag.time.max.ms (checked every
-        // half of it; Kafka: 30 s). Lower drops live followers that are slow to start
-        // fetching after leaderships moved (seen at 750 ms on 2 cores): partitions fall
-        // below min.insync.replicas and refuse writes for a moment.
-        "replica.lag.time.max.ms": 1000,
-        "replica.fetch.wait.max.ms": 250,
-        "replica.socket.timeout.ms": 3000,
-        // A rebooted broker gets its preferred leaderships back soon (so each bench trial
-        // crashes a node that leads partitions again).
-        "auto.leader.rebalance.enable": true,
-        "leader.imbalance.check.interval.seconds": 5,
-        "leader.imbalance.per.broker.percentage": 0,
-        "num.network.threads": 2,
-        "num.io.threads": 2,
-        "num.recovery.threads.per.data.dir": 1,
-        "background.threads": 2,
-        "log.segment.bytes": 16 * 1024 * 1024,
-        "log.cleaner.threads": 1,
-        "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
-      };
+      const props = brokerProperties(b, { n, voters, authProps: auth.brokerProps, settings });
       const propsPath = join(b.dir, "server.properties");
       writeServerProperties(propsPath, props);
       const log4jPath = join(b.dir, "log4j2.yaml");

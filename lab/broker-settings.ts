@@ -1,0 +1,177 @@
+// The lab brokers' failover behaviour, taken from what we ship: the `spec.kafka.config` of
+// the Kafka resource in knative/kafka-cluster/kafka.yaml, read from the manifest (not kept
+// by hand beside it), plus the lab-only overrides below, each with its reason (listed in
+// docs/lab.md "Broker settings"). FASTFENCE_LAB_BROKERS=shipped runs the lab without them,
+// so `make bench` measures both. Reads one file; never writes, never talks to a broker.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadAll } from "js-yaml";
+import { ROOT } from "./state.ts";
+
+export type BrokerValue = string | number | boolean;
+
+/** Which broker settings the lab runs: the shipped ones, or those plus the lab overrides. */
+export type BrokerSettingsMode = "lab" | "shipped";
+
+export const SHIPPED_KAFKA_MANIFEST = join(ROOT, "knative/kafka-cluster/kafka.yaml");
+
+/** What the shipped Kafka resource says, as far as the lab's brokers are concerned. */
+export interface ShippedKafka {
+  version: string;
+  /** `spec.kafka.config`: the broker settings Strimzi passes through. */
+  config: Record<string, BrokerValue>;
+}
+
+/** A lab-only broker setting: its value in the lab, what the shipped cluster runs, and why. */
+export interface LabOverride {
+  value: BrokerValue;
+  /** The shipped cluster's value and where it comes from (Kafka's default, the manifest). */
+  shipped: string;
+  why: string;
+}
+
+/**
+ * The settings the lab runs that the shipped cluster does not, with the reason. A unit test
+ * fails when the lab's brokers differ from the manifest in a key not listed here, and when
+ * docs/lab.md does not name every key listed here.
+ */
+export const LAB_BROKER_OVERRIDES: Readonly<Record<string, LabOverride>> = {
+  "broker.session.timeout.ms": {
+    value: 700,
+    shipped: "9000 (Kafka's default: Strimzi refuses every broker.* option)",
+    why:
+      "a dead broker leaves every ISR and its leaderships move after 0.7 s instead of 9 s " +
+      "(BRIEF stall source 1); what the shipped cluster cannot set, fastfence's publish " +
+      "hedging has to make up for",
+  },
+  "broker.heartbeat.interval.ms": {
+    value: 140,
+    shipped: "2000 (Kafka's default: Strimzi refuses every broker.* option)",
+    why: "five heartbeats per 700 ms session; Kafka needs the interval well below the session",
+  },
+  "controller.quorum.fetch.timeout.ms": {
+    value: 600,
+    shipped: "1000 (the manifest)",
+    why:
+      "a dead active KRaft controller is noticed after three missed no-op records (200 ms " +
+      "apart) instead of four; the shipped value leaves more room for a real cluster's GC " +
+      "pauses and network",
+  },
+  "controller.quorum.election.timeout.ms": {
+    value: 300,
+    shipped: "500 (the manifest)",
+    why: "a faster election after the fetch timeout; same trade-off as the fetch timeout",
+  },
+  "controller.quorum.election.backoff.max.ms": {
+    value: 300,
+    shipped: "500 (the manifest)",
+    why: "a failed election round retries sooner; same trade-off",
+  },
+  "metadata.max.idle.interval.ms": {
+    value: 200,
+    shipped: "250 (the manifest)",
+    why: "the no-op records the fetch timeout counts in (600 ms = three of them)",
+  },
+  "replica.lag.time.max.ms": {
+    value: 1000,
+    shipped: "1500 (the manifest)",
+    why:
+      "a partition leader drops a dead follower from its ISR sooner; on a real cluster a " +
+      "live follower slow to resume fetching after leaderships moved would be dropped too",
+  },
+  "group.min.session.timeout.ms": {
+    value: 500,
+    shipped: "3000 (the manifest)",
+    why: "lets the integration tests and lab tools run short consumer sessions; fastfence's replicas use 3000",
+  },
+  "group.consumer.min.session.timeout.ms": {
+    value: 500,
+    shipped: "3000 (the manifest)",
+    why: "as group.min.session.timeout.ms, for the new consumer protocol",
+  },
+  "group.consumer.min.heartbeat.interval.ms": {
+    value: 100,
+    shipped: "1000 (the manifest)",
+    why: "as group.min.session.timeout.ms: short sessions need short heartbeats",
+  },
+};
+
+/**
+ * Kafka's broker config keys that Strimzi manages itself: `spec.kafka.config` keys with these
+ * prefixes are ignored (with a warning in the operator's log, nowhere else), except the
+ * listed ones. The CRD only says "certain prefixes"; these are Strimzi's FORBIDDEN_PREFIXES
+ * and FORBIDDEN_PREFIX_EXCEPTIONS.
+ */
+const STRIMZI_FORBIDDEN_PREFIXES = (
+  "listeners, advertised., broker., listener., host.name, port, inter.broker.listener.name, sasl., " +
+  "ssl., security., password., log.dir, zookeeper.connect, zookeeper.set.acl, zookeeper.ssl, " +
+  "zookeeper.clientCnxnSocket, authorizer., super.user, cruise.control.metrics.topic, " +
+  "cruise.control.metrics.reporter.bootstrap.servers, node.id, process.roles, controller., " +
+  "metadata.log.dir, zookeeper.metadata.migration.enable"
+).split(", ");
+/** The `controller.` keys Strimzi passes through all the same. */
+const STRIMZI_ALLOWED_EXCEPTIONS = [
+  "controller.quorum.election.backoff.max.ms",
+  "controller.quorum.election.timeout.ms",
+  "controller.quorum.fetch.timeout.ms",
+];
+
+/** Whether Strimzi would pass `key` from `spec.kafka.config` to the brokers. */
+export function strimziAllows(key: string): boolean {
+  if (STRIMZI_ALLOWED_EXCEPTIONS.includes(key)) return true;
+  return !STRIMZI_FORBIDDEN_PREFIXES.some((p) => key.startsWith(p));
+}
+
+/** Thrown when the shipped manifest or FASTFENCE_LAB_BROKERS cannot be used; names what. */
+export class BrokerSettingsError extends Error {
+  override name = "BrokerSettingsError";
+}
+
+/** Reads the Kafka resource of the shipped Kafka cluster manifest. */
+export function readShippedKafka(path = SHIPPED_KAFKA_MANIFEST): ShippedKafka {
+  const docs = loadAll(readFileSync(path, "utf8"));
+  const kafka = docs.find(
+    (d): d is { spec?: { kafka?: { version?: unknown; config?: unknown } } } =>
+      typeof d === "object" && d !== null && (d as { kind?: unknown }).kind === "Kafka",
+  );
+  const spec = kafka?.spec?.kafka;
+  if (!spec) throw new BrokerSettingsError(`${path}: no Kafka resource with spec.kafka`);
+  if (typeof spec.version !== "string")
+    throw new BrokerSettingsError(`${path}: spec.kafka.version is missing or not a string`);
+  const config: Record<string, BrokerValue> = {};
+  for (const [k, v] of Object.entries((spec.config ?? {}) as Record<string, unknown>)) {
+    if (typeof v !== "string" && typeof v !== "number" && typeof v !== "boolean")
+      throw new BrokerSettingsError(`${path}: spec.kafka.config.${k} is not a string, number or boolean`);
+    config[k] = v;
+  }
+  return { version: spec.version, config };
+}
+
+/** FASTFENCE_LAB_BROKERS: "lab" (default) or "shipped"; anything else is an error naming it. */
+export function brokerSettingsMode(env: NodeJS.ProcessEnv = process.env): BrokerSettingsMode {
+  const v = env.FASTFENCE_LAB_BROKERS ?? "lab";
+  if (v === "lab" || v === "shipped") return v;
+  throw new BrokerSettingsError(`FASTFENCE_LAB_BROKERS must be "lab" or "shipped", not ${JSON.stringify(v)}`);
+}
+
+/**
+ * The failover settings the lab's brokers run: the shipped config, then in mode "lab" the
+ * overrides. Structural settings (listeners, ids, storage, threads) are lab/kafka.ts's.
+ */
+export function labBrokerSettings(
+  mode: BrokerSettingsMode,
+  shipped: ShippedKafka = readShippedKafka(),
+): Record<string, BrokerValue> {
+  if (mode === "shipped") return { ...shipped.config };
+  const overrides = Object.fromEntries(Object.entries(LAB_BROKER_OVERRIDES).map(([k, o]) => [k, o.value]));
+  return { ...shipped.config, ...overrides };
+}
+
+/** One line for reports: which broker settings ran, and the lab-only ones if any. */
+export function describeBrokerSettings(mode: BrokerSettingsMode): string {
+  if (mode === "shipped") return "shipped (knative/kafka-cluster/kafka.yaml, no lab overrides)";
+  const list = Object.entries(LAB_BROKER_OVERRIDES)
+    .map(([k, o]) => `${k}=${String(o.value)}`)
+    .join(", ");
+  return `lab (knative/kafka-cluster/kafka.yaml plus ${list})`;
+}

@@ -233,7 +233,10 @@ async function main(): Promise<void> {
       const names = (u.searchParams.get("functions") ?? "").split(",").filter(Boolean);
       const stopSource = u.searchParams.get("source") === "1";
       void (async () => {
-        for (const f of fns.filter((x) => names.includes(x.name))) await f.stop().catch(() => undefined);
+        // Side by side: each stop waits at most the runtime's stopLeaveWaitMs for a frozen broker.
+        await Promise.all(
+          fns.filter((x) => names.includes(x.name)).map((f) => f.stop().catch(() => undefined)),
+        );
         for (let i = fns.length - 1; i >= 0; i--) if (names.includes(fns[i]!.name)) fns.splice(i, 1);
         if (stopSource && source) {
           await source.stop().catch(() => undefined);

@@ -46,7 +46,20 @@ export interface KafkaRuntimeConfig {
   dispatch?: Partial<DispatchConfig>;
   /** How long to keep retrying the first subscription, ms. Default 120000 (brokers starting up). */
   subscribeTimeoutMs?: number;
+  /**
+   * How long stop() waits for the consumer to leave its group, ms. Default 5000
+   * (STOP_LEAVE_WAIT_MS). Leaving asks the group coordinator, and a frozen coordinator
+   * (connections open, nothing answering) holds that for the client's retries, tens of
+   * seconds: past this wait stop() returns and the leave goes on in the background. Records
+   * are no longer handled by then (stop aborts handling first), so nothing is committed
+   * that was not handled; a shared group's other members get this member's partitions
+   * once the leave or its session ends.
+   */
+  stopLeaveWaitMs?: number;
 }
+
+/** KafkaRuntimeConfig.stopLeaveWaitMs's default. */
+export const STOP_LEAVE_WAIT_MS = 5000;
 
 /** A bounded set of the most recently added ids (oldest forgotten first). */
 export class RecentIds {
@@ -244,7 +257,26 @@ export async function startKafkaRuntime(opts: {
     ready: sub.ready,
     stop: async () => {
       stopping.abort(new FastfenceError("FF_CANCELLED", "runtime stopping"));
-      await sub.close();
+      const waitMs = config.stopLeaveWaitMs ?? STOP_LEAVE_WAIT_MS;
+      const left = sub.close().then(
+        () => true,
+        (err: unknown) => {
+          log.warn({ incident: "none", node: "none", groupId, err }, "leaving the consumer group failed");
+          return true;
+        },
+      );
+      const waited = new AbortController(); // ends the wait's timer once the consumer left
+      const timedOut = clock.sleep(waitMs, waited.signal).then(
+        () => false,
+        () => false,
+      );
+      const inTime = await Promise.race([left, timedOut]);
+      waited.abort();
+      if (!inTime)
+        log.warn(
+          { incident: "none", node: "none", groupId, waitMs },
+          `the consumer has not left its group within ${waitMs} ms (a broker not answering); stopped without waiting`,
+        );
     },
   };
 }

@@ -1,7 +1,9 @@
 // Topic resolution of the Kafka runtime (`fastfence run <fn> --kafka`): by default every
 // function consumes its catalog topics and publishes to the catalog's; with
 // FASTFENCE_KAFKA_TOPIC (catalogViewFor) it consumes from and publishes to that one topic,
-// and dead letters keep their own topic. An in-memory bus stands in for Kafka: no servers.
+// and dead letters keep their own topic. Its stop does not wait past stopLeaveWaitMs for a
+// consumer that cannot leave its group (a frozen coordinator). An in-memory bus stands in
+// for Kafka: no servers.
 import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { BROKER_TOPIC, CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
@@ -14,7 +16,11 @@ import { loadRuntimeConfig } from "../../../infra/config.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
 import { catalogViewFor } from "../../../app/host.ts";
-import { consumedTopics, startKafkaRuntime } from "../../../infra/runtime/kafka-runtime.ts";
+import {
+  consumedTopics,
+  startKafkaRuntime,
+  STOP_LEAVE_WAIT_MS,
+} from "../../../infra/runtime/kafka-runtime.ts";
 import { T0, observed } from "../../scenarios/fixtures.ts";
 
 const SINGLE = BROKER_TOPIC;
@@ -50,6 +56,8 @@ describe("consumedTopics", () => {
 
 /** A Bus that records subscriptions and publishes; `deliver` hands a record to the consumer. */
 class MemoryBus implements Bus {
+  /** What the subscription's close() returns (a frozen coordinator: never settles). */
+  leave: () => Promise<void> = async () => undefined;
   subscribed: string[] = [];
   published: { topic: string; types: string[] }[] = [];
   private onRecord?: SubscribeOptions["onRecord"];
@@ -59,7 +67,7 @@ class MemoryBus implements Bus {
   async subscribe(opts: SubscribeOptions) {
     this.subscribed.push(...opts.topics);
     this.onRecord = opts.onRecord;
-    return { ready: Promise.resolve(), close: async () => undefined };
+    return { ready: Promise.resolve(), close: () => this.leave() };
   }
   async readAll(): Promise<BusRecord[]> {
     return [];
@@ -120,5 +128,41 @@ describe("Kafka runtime with and without FASTFENCE_KAFKA_TOPIC", () => {
     const bus = await run(SINGLE);
     expect(bus.subscribed).toEqual([SINGLE]);
     expect(bus.published).toEqual([{ topic: SINGLE, types: [EVENT_TYPES.nodeSuspected] }]);
+  });
+});
+
+describe("Kafka runtime stop", () => {
+  const start = async (bus: MemoryBus, clock: ManualClock) =>
+    startKafkaRuntime({
+      def: relay,
+      handler: relayHandler,
+      bus,
+      catalog: catalogViewFor(undefined),
+      clock,
+      log: createLogger("relay", { level: "silent" }),
+      metrics: createFunctionMetrics({ defaultMetrics: false }),
+      config: { groupMode: "each-replica", replica: "relay-0" },
+    });
+
+  test("a consumer that cannot leave its group: stop returns after the wait, not never", async () => {
+    const bus = new MemoryBus();
+    bus.leave = () => new Promise<void>(() => undefined); // the coordinator never answers
+    const clock = new ManualClock(T0);
+    const rt = await start(bus, clock);
+    let stopped = false;
+    const stopping = rt.stop().then(() => (stopped = true));
+    await new Promise((r) => setImmediate(r));
+    clock.advance(STOP_LEAVE_WAIT_MS - 1);
+    await new Promise((r) => setImmediate(r));
+    expect(stopped).toBe(false);
+    clock.advance(1);
+    await stopping;
+    expect(stopped).toBe(true);
+  });
+
+  test("a consumer that leaves: stop returns at once", async () => {
+    const bus = new MemoryBus();
+    const rt = await start(bus, new ManualClock(T0));
+    await rt.stop(); // the manual clock never moves: only the leave can end it
   });
 });

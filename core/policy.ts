@@ -21,7 +21,6 @@ import { LookAfterSettingsSchema } from "./policy-look-after.ts";
 import { entryForNode, LEVELS_OR_WATCHDOG, WatchdogLevelSchema } from "./policy-watchdog.ts";
 
 export { watchdogForNode, type WatchdogLevel } from "./policy-watchdog.ts";
-
 export { PlannedWorkSettingsSchema, POLICY_MODES, type PolicyMode } from "./policy-planned.ts";
 export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from "./timeout-chain.ts";
 
@@ -31,10 +30,11 @@ export const ProbeSettingsSchema = z
     // How often each observer probes each node it watches. Unit: ms. Default 200.
     // Lower detects faster but costs more connections per second (linear in nodes).
     intervalMs: z.int().min(20).max(60_000).default(200),
-    // TCP connect timeout of one probe. Unit: ms. Default 250. Too low on a loaded
-    // network reports misses for healthy nodes; the quorum rule absorbs single observers.
+    // Deadline of one probe (connect and answer). Unit: ms. Default 250. Too low reports
+    // misses for healthy nodes on a loaded network; quorum absorbs single observers.
     timeoutMs: z.int().min(10).max(60_000).default(250),
-    // Port probed on the node (the kubelet's). Default 10250.
+    // Port probed on the node (the kubelet's). Default 10250. Its process must answer an HTTP
+    // request line or close; a connect alone is no answer (a frozen node's kernel accepts).
     port: z.int().min(1).max(65_535).default(10_250),
     // How many observer replicas (on other nodes) probe each node: its k successors on
     // a ring of node names. Default 2; must be >= corroboration.quorum or nothing confirms.

@@ -97,12 +97,13 @@ function start(name: string, argv: string[], env: Record<string, string> = {}): 
 
 async function main(): Promise<void> {
   for (const f of ["agent.json", "boot.json"]) rmSync(join(cfg.dir, f), { force: true });
-  // The kubelet port first: accepts and closes. A tiny backlog so a frozen node stops
-  // completing handshakes after a couple of probes (a hang is then visible to probes).
+  // The kubelet port first: accepts and closes, with a normal listen backlog, so a frozen
+  // node's kernel still completes handshakes as a real one does; the probe tells it from a
+  // live one because nothing answers (source/tcp-probe.ts).
   start("kubelet-port", [
     process.execPath,
     "-e",
-    `require("net").createServer((s)=>s.destroy()).listen({port:${cfg.listenerPort},host:"${cfg.ip}",backlog:1})`,
+    `require("net").createServer((s)=>s.destroy()).listen({port:${cfg.listenerPort},host:"${cfg.ip}"})`,
   ]);
   // Like a kubelet, announce the new incarnation only once the kubelet port answers.
   for (let i = 0; i < 100 && !(await canConnect()); i++) await new Promise((r) => setTimeout(r, 50));

@@ -71,7 +71,7 @@ export interface PipelineCluster {
   healPartition(node: string): Promise<void>;
   /**
    * The node hangs (a long pause, a hung NIC): its kubelet (kwok) is frozen, its probed port
-   * stops answering and its replicas stop renewing anything (they are stopped: nothing of a
+   * stops answering (its listener is frozen too: the kernel still completes connects) and its replicas stop renewing anything (they are stopped: nothing of a
    * hung node runs). Its BMC stays up and reports On; its boot ID does not change.
    */
   hang(node: string): Promise<number>;
@@ -320,14 +320,15 @@ export async function startPipelineCluster(
         const p = nodes.get(name)!;
         const t0 = Date.now();
         kwok.byName(name).freeze();
-        await p.listener.kill();
+        // Frozen, not gone: the kernel still accepts on the probed port, nothing answers.
+        p.listener.signalGroup("SIGSTOP");
         await stopReplicas(p, everything);
         return t0;
       },
       resume: async (name) => {
         const p = nodes.get(name)!;
         kwok.byName(name).thaw();
-        spawnListener(p);
+        p.listener.signalGroup("SIGCONT");
         await waitUntil(`${name}'s port answers`, () => answers(p.probePort), 10_000, 50);
         p.boots++;
         await startReplicas(replicaEnv, p);

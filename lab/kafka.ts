@@ -277,7 +277,18 @@ export async function chooseVictim(
   brokerDirs: readonly string[],
   preferController: boolean,
 ): Promise<VictimChoice> {
-  const { leaders } = await kafkaMeta(brokers);
+  // The metadata read may meet a broker that just restarted (a refused connection, a
+  // leadership still moving, most often with the shipped 9 s broker session): ask again.
+  let leaders: Record<number, number> = {};
+  for (let attempt = 1; ; attempt++) {
+    try {
+      ({ leaders } = await kafkaMeta(brokers));
+      break;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(1000);
+    }
+  }
   const led = (x: BrokerNode) => leaders[x.index + 1] ?? 0;
   const most = Math.max(0, ...nodes.map(led));
   const ctl = activeControllerId(brokerDirs);

@@ -92,10 +92,9 @@ const relayHandler: EventHandler = async () => ({
   emit: [{ type: EVENT_TYPES.nodeSuspected, subject: "a", data: {} }],
 });
 
-async function run(topic: string | undefined) {
-  const bus = new MemoryBus();
-  const clock = new ManualClock(T0 + 1000);
-  const rt = await startKafkaRuntime({
+/** The relay on `bus`, its clock `clock`, consuming and publishing through `topic`'s catalog view. */
+const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string) =>
+  startKafkaRuntime({
     def: relay,
     handler: relayHandler,
     bus,
@@ -105,6 +104,10 @@ async function run(topic: string | undefined) {
     metrics: createFunctionMetrics({ defaultMetrics: false }),
     config: { groupMode: "each-replica", replica: "relay-0" },
   });
+
+async function run(topic: string | undefined) {
+  const bus = new MemoryBus();
+  const rt = await startRelay(bus, new ManualClock(T0 + 1000), topic);
   const ev = observed("b", "a", 3, 1000);
   await bus.deliver({
     ...encodeKafka(ev),
@@ -132,17 +135,7 @@ describe("Kafka runtime with and without FASTFENCE_KAFKA_TOPIC", () => {
 });
 
 describe("Kafka runtime stop", () => {
-  const start = async (bus: MemoryBus, clock: ManualClock) =>
-    startKafkaRuntime({
-      def: relay,
-      handler: relayHandler,
-      bus,
-      catalog: catalogViewFor(undefined),
-      clock,
-      log: createLogger("relay", { level: "silent" }),
-      metrics: createFunctionMetrics({ defaultMetrics: false }),
-      config: { groupMode: "each-replica", replica: "relay-0" },
-    });
+  const start = (bus: MemoryBus, clock: ManualClock) => startRelay(bus, clock);
 
   test("a consumer that cannot leave its group: stop returns after the wait, not never", async () => {
     const bus = new MemoryBus();

@@ -12,6 +12,24 @@ import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions, toRecord, type ClientSettings } from "./platformatic-client.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
+
+/**
+ * The least connect and request timeout of a one-shot read, ms. A read is not on the
+ * fencing path, and a fetch of megabytes (a dead-letter topic after a flood) or a TLS and
+ * SCRAM handshake on a busy machine may take longer than the fencing path's 1 s / 0.5 s:
+ * with those, every fetch of such a read timed out and the read failed as a whole.
+ */
+export const READ_REQUEST_TIMEOUT_MS = 10_000;
+
+/** clientOptions for a one-shot read or listing: the bus's, with READ_REQUEST_TIMEOUT_MS at least. */
+function readerOptions(cfg: ClientSettings, security: KafkaSecurity, suffix: string) {
+  const base = clientOptions(cfg, security, suffix);
+  return {
+    ...base,
+    connectTimeout: Math.max(cfg.connectionTimeoutMs, READ_REQUEST_TIMEOUT_MS),
+    requestTimeout: Math.max(cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
+  };
+}
 const bounded = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => undefined), sleep(ms)]);
 
 /** The topics of `wanted` that exist on the cluster, sorted. */
@@ -20,7 +38,7 @@ export async function existingTopics(
   security: KafkaSecurity,
   wanted?: (t: string) => boolean,
 ): Promise<string[]> {
-  const admin = new Admin(clientOptions(cfg, security, "-admin"));
+  const admin = new Admin(readerOptions(cfg, security, "-admin"));
   try {
     return (await admin.listTopics()).filter((t) => (wanted ? wanted(t) : true)).sort();
   } finally {
@@ -35,7 +53,7 @@ export async function readTopics(
   opts: ReadOptions = {},
 ): Promise<BusRecord[]> {
   const consumer = new Consumer({
-    ...clientOptions(cfg, security, "-reader"),
+    ...readerOptions(cfg, security, "-reader"),
     groupId: `${READER_GROUP_PREFIX}${process.pid}-${Date.now()}`,
     sessionTimeout: cfg.sessionTimeoutMs,
     heartbeatInterval: Math.max(100, Math.floor(cfg.sessionTimeoutMs / 3)),
@@ -98,7 +116,11 @@ export async function readTopics(
         if (err === undefined) resolve();
         else
           reject(
-            new FastfenceError("FF_BUS_UNAVAILABLE", `reading ${topics.join(", ")} failed`, { cause: err }),
+            new FastfenceError(
+              "FF_BUS_UNAVAILABLE",
+              `reading ${topics.join(", ")} failed (${out.length} records read): ${err instanceof Error ? err.message : String(err)}`,
+              { cause: err },
+            ),
           );
       };
       s.on("error", finish);

@@ -56,6 +56,16 @@ const STEP_FINISH_MS = 60_000;
 let lab: Lab | undefined;
 tearDownOnSignals(["SIGINT", "SIGTERM"], 130);
 
+/** An error's message and its causes' ("fetch failed: connect ECONNREFUSED ..."): a lab step's error names what failed underneath. */
+function withCauses(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e !== undefined && depth < 4; depth++) {
+    parts.push(e instanceof Error ? e.message : String(e));
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join(": ");
+}
+
 /** Runs one step of a schedule on the lab. */
 async function inject(l: Lab, s: ChaosStep): Promise<void> {
   switch (s.kind) {
@@ -109,8 +119,7 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
       entry.done = inject(l, s)
         .catch((err: unknown) => {
           // once the reset began, a late failure is the reset's doing (named below instead)
-          if (!cutOff)
-            errors.push(`${s.kind} ${s.node}: ${err instanceof Error ? err.message : String(err)}`);
+          if (!cutOff) errors.push(`${s.kind} ${s.node}: ${withCauses(err)}`);
         })
         .finally(() => (entry.settled = true));
       injected.push(entry);

@@ -4,6 +4,7 @@
 // executor (and, for stages that re-drive incidents, the reconciler), and returns a handle to stop it. Used
 // by `fastfence run`, the lab and the integration tests, so all three run the same wiring; it decides nothing.
 import type { KubeConfig } from "@kubernetes/client-node";
+import { stopReplica } from "./stop-steps.ts";
 import { readFile } from "node:fs/promises";
 import { systemClock, type Clock } from "../core/clock.ts";
 import { FastfenceError } from "../core/errors.ts";
@@ -226,13 +227,8 @@ export async function hostFunction(opts: {
       name: def.name,
       ready: rt.ready,
       metrics,
-      stop: async () => {
-        await report.stop();
-        await reconciler?.stop();
-        await rt.stop();
-        if (ownBus) await bus!.close();
-        await tracing.shutdown().catch(() => undefined);
-      },
+      stop: () =>
+        stopReplica({ rt, reconciler, report, ownBus: ownBus ? bus : undefined, tracing }, { clock, log }),
     };
   }
   const b = bus;
@@ -293,13 +289,8 @@ export async function hostFunction(opts: {
     ready: Promise.resolve(),
     metrics,
     port: rt.port,
-    stop: async () => {
-      await report.stop();
-      await reconciler?.stop();
-      await rt.stop();
-      if (ownBus && b) await b.close();
-      await tracing.shutdown().catch(() => undefined);
-    },
+    stop: () =>
+      stopReplica({ rt, reconciler, report, ownBus: ownBus ? b : undefined, tracing }, { clock, log }),
   };
 }
 

@@ -1,8 +1,7 @@
 // Stopping a stage replica in a fixed order, each step bounded: a step that has not
 // finished within its bound is left to finish in the background, with a warning naming
 // it, and the next step starts. A replica's stop therefore ends within the sum of the
-// bounds even when a broker, a BMC or the API server stops answering (a health check
-// waiting on an unreachable BMC held a lab replica's stop for minutes). Steps run one at a
+// bounds even when a broker, a BMC or the API server stops answering. Steps run one at a
 // time, in the order given: the caller puts first what must end first (handling records).
 // Never throws: a step's error is logged and the next step runs.
 import type { Clock } from "../core/clock.ts";

@@ -1,8 +1,9 @@
 // Fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
-// ConsumerGroup class. kafkajs is pinned and no longer released, so these live here,
-// small and tested (test/integration/bus-kafka.test.ts kills the group coordinator),
-// instead of in a fork. They only change what happens after a connection error or while
-// the group coordinator is unavailable; they never touch records or the group protocol,
+// ConsumerGroup, OffsetManager and Runner classes. kafkajs is pinned and no longer released, so these live here,
+// small and tested (test/integration/bus-kafka.test.ts kills the group coordinator;
+// kafkajs-stop-frozen.test.ts stops a consumer while a broker is frozen),
+// instead of in a fork. They only change what happens after a connection error, while
+// the group coordinator is unavailable or once the consumer is stopping; they never touch records or the group protocol,
 // and an offset commit that does not happen only means a record is delivered again
 // (every handler is idempotent).
 //
@@ -28,6 +29,15 @@
 //    manager, which keeps its own copy of the coordinator from join time and otherwise
 //    fails every commit once that broker has left the cluster's metadata (until the
 //    consumer crashes), looks the coordinator up again.
+// 4. A stop while the fetchers are being rebuilt. When the set of brokers changes (a dead or
+//    frozen broker leaves the metadata), kafkajs' fetch manager stops its fetchers, one per
+//    broker, and then builds new ones, without asking whether the consumer is still running.
+//    If the consumer was stopped meanwhile, the new fetchers ask a runner that no longer runs
+//    for records, which answers "none" at once, with no I/O, and they ask again: a loop of
+//    microtasks only, so no timer of the process fires again, no request can time out and
+//    the stop never ends (chaos seed 99: an agent at full CPU whose other replicas starved).
+//    Now a runner that no longer runs stops the fetchers that ask it, and yields to the
+//    event loop before it answers.
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -54,6 +64,15 @@ interface ConsumerGroupProto {
   commitOffsets(this: ConsumerGroupLike, offsets?: unknown): Promise<unknown>;
   commitOffsetsIfNecessary(this: ConsumerGroupLike): Promise<unknown>;
   __fastfenceFailover?: true;
+}
+
+interface RunnerLike {
+  running: boolean;
+  fetchManager?: { stop(): Promise<void> };
+}
+
+interface RunnerProto {
+  fetch(this: RunnerLike, nodeId: number): Promise<unknown[]>;
 }
 
 interface OffsetManagerLike {
@@ -96,14 +115,17 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const OffsetManager = require("kafkajs/src/consumer/offsetManager/index.js") as {
     prototype: OffsetManagerProto;
   };
+  const Runner = require("kafkajs/src/consumer/runner.js") as { prototype: RunnerProto };
   const proto = ConsumerGroup.prototype;
   const om = OffsetManager.prototype;
+  const runner = Runner.prototype;
   if (
     typeof proto.heartbeat !== "function" ||
     typeof proto.recoverFromFetch !== "function" ||
     typeof proto.commitOffsets !== "function" ||
     typeof proto.commitOffsetsIfNecessary !== "function" ||
-    typeof om.getCoordinator !== "function"
+    typeof om.getCoordinator !== "function" ||
+    typeof runner.fetch !== "function"
   )
     return false;
   if (proto.__fastfenceFailover) return (applied = true);
@@ -112,6 +134,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const commitOffsets = proto.commitOffsets;
   const commitOffsetsIfNecessary = proto.commitOffsetsIfNecessary;
   const getCoordinator = om.getCoordinator;
+  const runnerFetch = runner.fetch;
 
   proto.heartbeat = async function (opts) {
     try {
@@ -175,6 +198,14 @@ export function applyKafkaJsFailoverFixes(): boolean {
       this.coordinator = await this.cluster.findGroupCoordinator({ groupId });
       return this.coordinator;
     }
+  };
+  runner.fetch = async function (nodeId) {
+    if (this.running) return runnerFetch.call(this, nodeId);
+    // Not awaited: the fetcher asking is one of those it waits for, and it ends only once
+    // this answer has reached it.
+    void this.fetchManager?.stop().catch(() => undefined);
+    await new Promise<void>((r) => setImmediate(r));
+    return [];
   };
   proto.__fastfenceFailover = true;
   return (applied = true);

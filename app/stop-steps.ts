@@ -4,7 +4,7 @@
 // bounds even when a broker, a BMC or the API server stops answering. Steps run one at a
 // time, in the order given: the caller puts first what must end first (handling records).
 // Never throws: a step's error is logged and the next step runs.
-import type { Clock } from "../core/clock.ts";
+import { settlesWithin, type Clock } from "../core/clock.ts";
 import type { Logger } from "../infra/log.ts";
 
 /** How long one step of a replica's stop may take before the next one starts, ms. */
@@ -25,23 +25,13 @@ export async function stopInOrder(
   for (const step of steps) {
     const done = Promise.resolve()
       .then(step.run)
-      .then(
-        () => true,
-        (err: unknown) => {
-          deps.log.warn(
-            { incident: "none", node: "none", step: step.name, err },
-            `stopping ${step.name} failed`,
-          );
-          return true;
-        },
+      .catch((err: unknown) =>
+        deps.log.warn(
+          { incident: "none", node: "none", step: step.name, err },
+          `stopping ${step.name} failed`,
+        ),
       );
-    const timer = new AbortController();
-    const late = deps.clock.sleep(stepMs, timer.signal).then(
-      () => false,
-      () => false,
-    );
-    const inTime = await Promise.race([done, late]);
-    timer.abort();
+    const inTime = await settlesWithin(deps.clock, stepMs, done);
     if (!inTime)
       deps.log.warn(
         { incident: "none", node: "none", step: step.name, stepMs },

@@ -26,6 +26,28 @@ export const systemClock: Clock = {
     }),
 };
 
+/**
+ * Whether `work` settles (fulfilled or rejected) within `ms` on `clock`. Never rejects: the
+ * caller logs the work's own error, and after a false answer the work goes on in the
+ * background. The wait's timer ends as soon as the work settles.
+ */
+export async function settlesWithin(clock: Clock, ms: number, work: Promise<unknown>): Promise<boolean> {
+  const timer = new AbortController();
+  const late = clock.sleep(ms, timer.signal).then(
+    () => false,
+    () => false,
+  );
+  const settled = work.then(
+    () => true,
+    () => true,
+  );
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    timer.abort();
+  }
+}
+
 /** A clock for tests: time moves only when `advance` is called. */
 export class ManualClock implements Clock {
   private t: number;

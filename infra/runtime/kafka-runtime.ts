@@ -12,7 +12,7 @@
 // for a record whose outcome was not recorded. A `traceparent` record header (not the
 // event's ce_traceparent) is the delivery's trace context (infra/tracing.ts).
 import { FastfenceError, InvalidInputError } from "../../core/errors.ts";
-import type { Clock } from "../../core/clock.ts";
+import { settlesWithin, type Clock } from "../../core/clock.ts";
 import { acksFor, factKey, isEventType } from "../../events/catalog.ts";
 import { decodeKafka, encodeKafka, type KafkaRecord } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
@@ -258,20 +258,12 @@ export async function startKafkaRuntime(opts: {
     stop: async () => {
       stopping.abort(new FastfenceError("FF_CANCELLED", "runtime stopping"));
       const waitMs = config.stopLeaveWaitMs ?? STOP_LEAVE_WAIT_MS;
-      const left = sub.close().then(
-        () => true,
-        (err: unknown) => {
-          log.warn({ incident: "none", node: "none", groupId, err }, "leaving the consumer group failed");
-          return true;
-        },
-      );
-      const waited = new AbortController(); // ends the wait's timer once the consumer left
-      const timedOut = clock.sleep(waitMs, waited.signal).then(
-        () => false,
-        () => false,
-      );
-      const inTime = await Promise.race([left, timedOut]);
-      waited.abort();
+      const left = sub
+        .close()
+        .catch((err: unknown) =>
+          log.warn({ incident: "none", node: "none", groupId, err }, "leaving the consumer group failed"),
+        );
+      const inTime = await settlesWithin(clock, waitMs, left);
       if (!inTime)
         log.warn(
           { incident: "none", node: "none", groupId, waitMs },

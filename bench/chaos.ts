@@ -1,6 +1,7 @@
 // chaos (`make chaos`): seeded, randomized fault schedules on the lab (lab/chaos-schedule.ts)
 // — node crash, hang and resume, full and partial partitions, BMC slow / stuck / unreachable,
-// function replicas crashed, several per schedule and overlapping — each followed by the
+// function replicas and event sources crashed, brokers killed, several per schedule and
+// overlapping — each followed by the
 // invariant checker (S1–S6 and "no healthy node fenced", lab/invariants.ts) and the
 // liveness checker (lab/liveness.ts, bounds from the policy in force). A failing seed is
 // replayed with `--seed S --schedules 1`. Runs over seed ranges can be split across
@@ -15,6 +16,7 @@ import { stageNames } from "../functions/registry.ts";
 import { describe, SCHEDULE_MS, scheduleFor, type ChaosStep, type Schedule } from "../lab/chaos-schedule.ts";
 import type { NodeFence } from "../core/incident.ts";
 import { listIncidents } from "../lab/event-log.ts";
+import { brokerKill } from "../lab/faults.ts";
 import { Lab } from "../lab/lab.ts";
 import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
 import { timelineSvg } from "../lab/chart.ts";
@@ -86,6 +88,10 @@ async function inject(l: Lab, s: ChaosStep): Promise<void> {
       return l.bmcFault(s.node, s.fault);
     case "fn-crash":
       return void (await l.functionCrash(s.node, stageNames(), false));
+    case "source-crash":
+      return void (await l.functionCrash(s.node, [], true, true));
+    case "broker-kill":
+      return void brokerKill(l, s.node);
   }
 }
 
@@ -193,11 +199,20 @@ async function reset(l: Lab, s: Schedule, n: number): Promise<void> {
     await l.heal(node);
     if (s.steps.some((x) => x.kind === "bmc" && x.node === node)) await l.bmcFault(node, "none");
   }
+  // A healthy node whose broker was killed is power-cycled first, without waiting for it:
+  // every node's reset below waits for all brokers, this one's included.
+  const brokerKilled = touched.filter(
+    (x) => x !== s.broken && s.steps.some((y) => y.kind === "broker-kill" && y.node === x),
+  );
+  for (const node of brokerKilled) await l.powerCycle(node);
   // The broken node first: the others' reset waits for every broker, its own included.
   if (s.broken) await resetAfter(l, "crash", s.broken, `-c${n}`);
-  // A node whose function replicas were crashed is power-cycled (they start at boot).
+  // A node whose function replicas or event source were crashed is power-cycled (they start
+  // at boot); one cycled above is only waited for.
+  const restarts = new Set(["fn-crash", "source-crash"]);
   for (const node of touched.filter((x) => x !== s.broken)) {
-    const crashed = s.steps.some((x) => x.kind === "fn-crash" && x.node === node);
+    const crashed =
+      !brokerKilled.includes(node) && s.steps.some((x) => restarts.has(x.kind) && x.node === node);
     await resetAfter(l, crashed ? "function-crash" : "partial-partition", node, `-c${n}`);
   }
 }

@@ -3,8 +3,8 @@
 // random nodes, overlapping — at most one node really broken (crash, hang, full
 // partition; optionally resumed or healed later), and beside it faults that must not get
 // anything fenced (a healthy node cut off from its peers or from the API, function replicas
-// crashed on a healthy node) and BMC faults (slow, stuck, unreachable; cleared later or
-// not). The same seed always gives the same schedule, so a failing one is replayed with
+// crashed on a healthy node, its event source stopped and started again), BMC faults (slow,
+// stuck, unreachable; cleared later or not) and a Kafka broker killed on its own. The same seed always gives the same schedule, so a failing one is replayed with
 // `--seed S --schedules 1`. Pure: no I/O, no clock.
 
 /** The longest schedule: every fault is injected, and every undo done, within it. */
@@ -22,7 +22,11 @@ export type ChaosStep =
   | { at: number; kind: "partial-heal"; node: string }
   | { at: number; kind: "bmc"; node: string; fault: ChaosBmcFault | "none" }
   /** Crash every function replica on a node (not its event source), restarted by its agent. */
-  | { at: number; kind: "fn-crash"; node: string };
+  | { at: number; kind: "fn-crash"; node: string }
+  /** Stop a node's event source and start it again (a crashed or rolled pod). */
+  | { at: number; kind: "source-crash"; node: string }
+  /** SIGKILL a node's Kafka broker alone; it stays dead until the schedule's reset. */
+  | { at: number; kind: "broker-kill"; node: string };
 
 export interface ChaosNode {
   name: string;
@@ -86,6 +90,20 @@ export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule
     const at = ms(0, 30_000);
     steps.push({ at, kind: "bmc", node, fault });
     if (r() < 0.7) steps.push({ at: at + ms(2_000, 30_000), kind: "bmc", node, fault: "none" });
+  }
+  // Drawn last, so every seed keeps the steps it had before these kinds existed.
+  // The event source of a node other than the broken one, stopped and started again.
+  const healthy = names.filter((n) => n !== broken);
+  if (healthy.length && r() < 0.3) {
+    const at = ms(0, 40_000);
+    steps.push({ at, kind: "source-crash", node: pick(healthy) });
+  }
+  // A broker killed on its own, on any node. Beside a broken node that leaves one broker of
+  // three: no write with acks=all succeeds, so no release is owed then (liveness.ts), while
+  // every safety rule still holds.
+  if (r() < 0.25) {
+    const at = ms(0, 40_000);
+    steps.push({ at, kind: "broker-kill", node: pick(names) });
   }
   steps.sort((a, b) => a.at - b.at);
   return { seed, steps: steps.filter((s) => s.at < SCHEDULE_MS), ...(broken ? { broken } : {}) };

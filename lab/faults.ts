@@ -2,9 +2,11 @@
 // on), hang/resume (SIGSTOP/SIGCONT the node's PID namespace), full partition/heal (the
 // host-side veth down/up), partial partitions (blackhole routes inside the node's
 // namespace), BMC faults, power-loss (node and BMC die together), isolate (node cut off
-// from peers, API and BMC, still running), and a function-only crash on a healthy node (its agent's
-// control endpoint). Each fault is noted with its time. It never signals a process
+// from peers, API and BMC, still running), a broker kill (SIGKILL of the node's Kafka broker
+// alone; the launcher does not restart it) and a function-only crash on a healthy node (its
+// agent's control endpoint). Each fault is noted with its time. It never signals a process
 // outside a lab node's namespace, and never fences or powers anything off itself.
+import { readFileSync } from "node:fs";
 import { sleep } from "../harness/env/base.ts";
 import { blackhole, setLink } from "./net.ts";
 import { HOST_IP, signalPids } from "./state.ts";
@@ -42,6 +44,32 @@ export async function crash(lab: FaultTarget, name: string, kind = "crash"): Pro
     await sleep(10);
   }
   note(lab, x, kind, t0);
+  return t0;
+}
+
+/** The node's Kafka broker JVM (its main class on the command line), if it runs. */
+function brokerPid(x: LabNode): number | undefined {
+  return nodeProcesses(x.netns).others.find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").includes("kafka.Kafka");
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
+}
+
+/**
+ * broker-kill: SIGKILL the node's Kafka broker only (a broker OOM-killed or crashed on its
+ * own); the node and its other processes go on. It stays dead until the node's power is
+ * cycled. Throws when the node runs no broker.
+ */
+export function brokerKill(lab: FaultTarget, name: string): number {
+  const t0 = Date.now();
+  const x = lab.node(name);
+  const pid = brokerPid(x);
+  if (pid === undefined) throw new Error(`broker-kill ${name}: the node runs no Kafka broker`);
+  signalPids([pid], "SIGKILL");
+  note(lab, x, "broker-kill", t0);
   return t0;
 }
 

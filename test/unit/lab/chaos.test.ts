@@ -48,13 +48,41 @@ describe("chaos schedules", () => {
       expect(breaks.length).toBeLessThanOrEqual(1);
       if (breaks[0]) expect(breaks[0].node).toBe(s.broken);
       // faults meant not to fence never land on the broken node
-      for (const x of s.steps.filter((y) => y.kind === "partial" || y.kind === "fn-crash"))
+      for (const x of s.steps.filter((y) => ["partial", "fn-crash", "source-crash"].includes(y.kind)))
         expect(x.node).not.toBe(s.broken);
+      expect(s.steps.filter((x) => x.kind === "broker-kill").length).toBeLessThanOrEqual(1);
       // IPMI BMCs only go unreachable
       for (const x of s.steps)
         if (x.kind === "bmc" && x.node !== "node-b") expect(["unreachable", "none"]).toContain(x.fault);
     },
   );
+});
+
+describe("event-source and broker kills (added after seeds 1-100 were run)", () => {
+  // What those seeds' schedules were, as the runs logged them (.cache/chaos, docs/lab.md).
+  const BEFORE: Record<number, string> = {
+    15: "+8.9s crash node-b, +21.7s bmc slow node-b, +31.3s bmc none node-b, +37.6s partial peers node-c, +46.4s partial-heal node-c",
+    26: "+0.0s hang node-c, +10.1s partial api node-a, +27.1s partial-heal node-a, +29.9s fn-crash node-b",
+    35: "+17.5s bmc unreachable node-b, +17.6s hang node-b, +29.8s fn-crash node-a, +33.8s bmc none node-b",
+    54: "+9.8s crash node-b, +22.3s fn-crash node-c",
+    81: "+1.3s bmc unreachable node-a, +11.1s crash node-a, +19.3s bmc none node-a, +38.5s fn-crash node-b",
+    99: "+10.2s bmc unreachable node-c, +13.8s hang node-c, +15.9s fn-crash node-a, +38.5s resume node-c",
+  };
+  test.each(Object.entries(BEFORE))("seed %s keeps every step it had", (seed, text) => {
+    const s = scheduleFor(Number(seed), NODES);
+    const old = { ...s, steps: s.steps.filter((x) => x.kind !== "source-crash" && x.kind !== "broker-kill") };
+    expect(describeSchedule(old)).toBe(text);
+  });
+
+  test("over 200 seeds both kinds occur, a broker kill also beside a broken node", () => {
+    const all = Array.from({ length: 200 }, (_, i) => scheduleFor(i, NODES));
+    const kills = all.filter((s) => s.steps.some((x) => x.kind === "broker-kill"));
+    expect(all.filter((s) => s.steps.some((x) => x.kind === "source-crash")).length).toBeGreaterThan(30);
+    expect(kills.length).toBeGreaterThan(25);
+    expect(
+      kills.some((s) => s.broken && s.steps.some((x) => x.kind === "broker-kill" && x.node !== s.broken)),
+    ).toBe(true);
+  });
 });
 
 const T: Timings = {
@@ -96,6 +124,12 @@ describe("liveness checker", () => {
     expect(verdict(crashB(), []).failures[0]!.detail).toContain("not released");
   });
 
+  test("L1: the broken node's own broker killed too still owes a release within the bound", () => {
+    const s = crashB([{ at: 500, kind: "broker-kill", node: "node-b" }]);
+    expect(verdict(s, []).releaseBoundMs).toBe(BOUND);
+    expect(verdict(s, []).failures).toMatchObject([{ rule: "L1" }]);
+  });
+
   test("L1: the bound starts when the BMC answers again and the peers' partial faults healed", () => {
     const s = crashB([
       { at: 500, kind: "bmc", node: "node-b", fault: "unreachable" },
@@ -120,6 +154,10 @@ describe("liveness checker", () => {
       },
     ],
     ["a BMC that never answers again", crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "stuck" }])],
+    [
+      "a second broker killed beside the broken node",
+      crashB([{ at: 3_000, kind: "broker-kill", node: "node-a" }]),
+    ],
     [
       "a BMC back only after every round failed",
       crashB([

@@ -89,6 +89,15 @@ export interface KafkaBusConfig {
   log?: Logger;
 }
 
+/**
+ * The least connect and request timeout of a one-shot read or topic listing, ms, on either
+ * client. A read is not on the fencing path, and a fetch of megabytes (a dead-letter topic
+ * after a flood) or a TLS and SCRAM handshake on a busy machine may take longer than the
+ * fencing path's 1 s: with those, every fetch of such a read timed out and the read failed
+ * as a whole (CI, kafka-runtime-flood).
+ */
+export const READ_REQUEST_TIMEOUT_MS = 10_000;
+
 /** A bus's settings with every default applied (what both clients run with). */
 export type BusSettings = Required<Omit<KafkaBusConfig, "log" | "security">> & { log?: Logger };
 

@@ -13,12 +13,20 @@ import { existingTopics, readTopics } from "./kafkajs-reader.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
-import { busSettings, type BusSettings, type KafkaBus, type KafkaBusConfig } from "./kafka-config.ts";
+import {
+  busSettings,
+  READ_REQUEST_TIMEOUT_MS,
+  type BusSettings,
+  type KafkaBus,
+  type KafkaBusConfig,
+} from "./kafka-config.ts";
 
 export type { KafkaBusConfig } from "./kafka-config.ts";
 
 export class KafkaJsBus implements KafkaBus {
   private readonly kafka: Kafka;
+  /** The same cluster with READ_REQUEST_TIMEOUT_MS at least, for one-shot reads and listings. */
+  private readonly reader: Kafka;
   private readonly publisher: HedgedPublisher;
   private readonly subscriptions: GroupSubscriptions;
   private readonly cfg: BusSettings;
@@ -31,25 +39,34 @@ export class KafkaJsBus implements KafkaBus {
       );
     this.cfg = busSettings(cfg);
     const log = cfg.log;
-    this.kafka = new Kafka({
-      clientId: cfg.clientId,
-      brokers: cfg.brokers
-        .split(",")
-        .map((b) => b.trim())
-        .filter(Boolean),
+    const client = (timeouts: { connectionTimeout: number; requestTimeout: number }) =>
+      new Kafka({
+        clientId: cfg.clientId,
+        brokers: cfg.brokers
+          .split(",")
+          .map((b) => b.trim())
+          .filter(Boolean),
+        ...timeouts,
+        retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 8 },
+        ...(cfg.security.ssl ? { ssl: cfg.security.ssl } : {}),
+        ...(cfg.security.sasl ? { sasl: cfg.security.sasl } : {}),
+        logLevel: logLevel.WARN,
+        logCreator: () => (entry) => {
+          if (!log) return;
+          const { message, ...rest } = entry.log;
+          const level =
+            entry.level <= logLevel.ERROR ? "error" : entry.level === logLevel.WARN ? "warn" : "debug";
+          log[level]({ kafka: { namespace: entry.namespace, ...rest } }, message);
+        },
+      });
+    this.kafka = client({
       connectionTimeout: this.cfg.connectionTimeoutMs,
       requestTimeout: this.cfg.requestTimeoutMs,
-      retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 8 },
-      ...(cfg.security.ssl ? { ssl: cfg.security.ssl } : {}),
-      ...(cfg.security.sasl ? { sasl: cfg.security.sasl } : {}),
-      logLevel: logLevel.WARN,
-      logCreator: () => (entry) => {
-        if (!log) return;
-        const { message, ...rest } = entry.log;
-        const level =
-          entry.level <= logLevel.ERROR ? "error" : entry.level === logLevel.WARN ? "warn" : "debug";
-        log[level]({ kafka: { namespace: entry.namespace, ...rest } }, message);
-      },
+    });
+    // kafkajs sets timeouts per client, not per consumer or admin: reads get their own.
+    this.reader = client({
+      connectionTimeout: Math.max(this.cfg.connectionTimeoutMs, READ_REQUEST_TIMEOUT_MS),
+      requestTimeout: Math.max(this.cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
     });
     this.publisher = new HedgedPublisher(this.kafka, this.cfg);
     this.subscriptions = new GroupSubscriptions(this.kafka, this.cfg);
@@ -70,12 +87,12 @@ export class KafkaJsBus implements KafkaBus {
   }
 
   async readAll(topics: readonly string[], opts: ReadOptions = {}): Promise<BusRecord[]> {
-    return readTopics(this.kafka, topics, opts);
+    return readTopics(this.reader, topics, opts);
   }
 
   /** The topics that exist on the cluster (optionally only those `wanted`). */
   async topics(wanted?: (t: string) => boolean): Promise<string[]> {
-    return existingTopics(this.kafka, wanted);
+    return existingTopics(this.reader, wanted);
   }
 
   async ensureTopics(specs: readonly TopicSpec[]): Promise<void> {

@@ -3,8 +3,9 @@
 // after a time (`sinceMs`, the broker's offsets-by-timestamp index), with no consumer
 // group committed anywhere. It reports progress while it reads (records so far, partitions
 // left) for long reads, asks again when a partition's leader moved while it lists the
-// offsets, and lists which topics exist (so callers read only those). Reads
-// only; never commits offsets, never logs record values.
+// offsets, and lists which topics exist (so callers read only those). It is handed a
+// client with READ_REQUEST_TIMEOUT_MS at least (kafkajs-bus.ts), not the fencing path's
+// 1 s. Reads only; never commits offsets, never logs record values.
 import kafkajs, { type Kafka } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";

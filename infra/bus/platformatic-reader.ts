@@ -8,18 +8,11 @@ import { Admin, Consumer, ListOffsetTimestamps, type Message } from "@platformat
 import { FastfenceError } from "../../core/errors.ts";
 import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 import type { BusRecord, ReadOptions } from "./bus.ts";
+import { READ_REQUEST_TIMEOUT_MS } from "./kafka-config.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions, toRecord, type ClientSettings } from "./platformatic-client.ts";
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
-
-/**
- * The least connect and request timeout of a one-shot read, ms. A read is not on the
- * fencing path, and a fetch of megabytes (a dead-letter topic after a flood) or a TLS and
- * SCRAM handshake on a busy machine may take longer than the fencing path's 1 s / 0.5 s:
- * with those, every fetch of such a read timed out and the read failed as a whole.
- */
-export const READ_REQUEST_TIMEOUT_MS = 10_000;
 
 /** clientOptions for a one-shot read or listing: the bus's, with READ_REQUEST_TIMEOUT_MS at least. */
 function readerOptions(cfg: ClientSettings, security: KafkaSecurity, suffix: string) {

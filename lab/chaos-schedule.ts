@@ -25,7 +25,8 @@ export type ChaosStep =
   | { at: number; kind: "fn-crash"; node: string }
   /** Stop a node's event source and start it again (a crashed or rolled pod). */
   | { at: number; kind: "source-crash"; node: string }
-  /** SIGKILL a node's Kafka broker alone; it stays dead until the schedule's reset. */
+  /** SIGKILL a node's Kafka broker alone; it stays dead until the schedule's reset. Only on
+   * the broken node before its break, or on any node when none breaks. */
   | { at: number; kind: "broker-kill"; node: string };
 
 export interface ChaosNode {
@@ -98,12 +99,16 @@ export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule
     const at = ms(0, 40_000);
     steps.push({ at, kind: "source-crash", node: pick(healthy) });
   }
-  // A broker killed on its own, on any node. Beside a broken node that leaves one broker of
-  // three: no write with acks=all succeeds, so no release is owed then (liveness.ts), while
-  // every safety rule still holds.
+  // A broker killed on its own: on the broken node, before its break (the broker dies
+  // first, then the node), or on any node when none breaks. Not beside a broken node: that
+  // leaves one broker of three, no controller quorum and no readable event log, so nothing
+  // could be checked (seed 101 of the first run with this kind).
   if (r() < 0.25) {
-    const at = ms(0, 40_000);
-    steps.push({ at, kind: "broker-kill", node: pick(names) });
+    const brk = steps.find((x) => x.node === broken && ["crash", "hang", "partition"].includes(x.kind));
+    const at = Math.floor(r() * (brk ? brk.at : 40_000));
+    const node = pick(names);
+    if (!brk) steps.push({ at, kind: "broker-kill", node });
+    else if (at < brk.at) steps.push({ at, kind: "broker-kill", node: brk.node });
   }
   steps.sort((a, b) => a.at - b.at);
   return { seed, steps: steps.filter((s) => s.at < SCHEDULE_MS), ...(broken ? { broken } : {}) };

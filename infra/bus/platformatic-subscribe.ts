@@ -169,6 +169,13 @@ export class PlatformaticSubscriptions {
     const start = async (): Promise<void> => {
       const consumer = new Consumer({
         ...clientOptions(this.cfg, this.security, "-consumer"),
+        // The coordinator holds a JoinGroup until every member it knows has joined again or
+        // the rebalance timeout passed: after a coordinator restart, this consumer's own
+        // member from before. With the fencing path's 1 s request timeout every such join
+        // timed out, and each retry left one more member to wait for: a consumer took up to
+        // a minute to consume again after a one-broker restart (bus-kafka.test.ts). Cost: a
+        // request of this consumer to a frozen broker is dropped only after this long.
+        requestTimeout: this.cfg.requestTimeoutMs + rebalanceTimeout,
         groupId: opts.groupId,
         sessionTimeout: this.cfg.sessionTimeoutMs,
         heartbeatInterval: this.cfg.heartbeatIntervalMs,

@@ -32,6 +32,19 @@ import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { startAll } from "./scope.ts";
 
+/** offsets.topic.num.partitions of the test brokers. */
+const OFFSETS_PARTITIONS = 6;
+
+/**
+ * The __consumer_offsets partition whose leader coordinates `groupId` on the test brokers:
+ * |Java hashCode(groupId)| mod offsets.topic.num.partitions, as Kafka's Utils.abs.
+ */
+export function coordinatorPartition(groupId: string): number {
+  let h = 0;
+  for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
+  return Math.abs(h) % OFFSETS_PARTITIONS;
+}
+
 export interface KafkaOptions {
   brokers?: 1 | 3;
   /** Extra server.properties lines (`key=value`), applied to every broker. */
@@ -151,7 +164,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
           "default.replication.factor": n,
           "min.insync.replicas": n === 3 ? 2 : 1,
           "offsets.topic.replication.factor": n,
-          "offsets.topic.num.partitions": 6,
+          "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
           "transaction.state.log.replication.factor": n,
           "transaction.state.log.min.isr": n === 3 ? 2 : 1,
           "share.coordinator.state.topic.replication.factor": n,

@@ -13,7 +13,7 @@ import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { createKafkaBus, KAFKA_CLIENTS } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
-import { startKafka } from "../../harness/env/index.ts";
+import { coordinatorPartition, startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 /** How long the fault lasts while events are published, ms. */
@@ -41,12 +41,6 @@ const ev = (n: number): FfEvent =>
     "/fastfence/test/freeze",
     Date.now(),
   );
-
-function coordinatorPartition(groupId: string): number {
-  let h = 0;
-  for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
-  return Math.abs(h) % 6;
-}
 
 const results: string[] = [];
 afterAll(() => {

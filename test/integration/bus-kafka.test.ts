@@ -10,7 +10,7 @@ import { Kafka, logLevel } from "kafkajs";
 import { createKafkaBus, KAFKA_CLIENTS, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
-import { startKafka } from "../../harness/env/index.ts";
+import { coordinatorPartition, startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 1 })) }));
@@ -229,13 +229,12 @@ describe.each(KAFKA_CLIENTS)(
           { topic: "t.coord", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
         ]);
         const { sub, seen } = await consumingGroup(bus, groupId, "t.coord");
-        // The group's coordinator is the leader of __consumer_offsets partition
-        // |Java hashCode(groupId)| mod offsets.topic.num.partitions (6 here), as Kafka's Utils.abs.
-        let h = 0;
-        for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
+        // The group's coordinator is the leader of its __consumer_offsets partition.
         await admin.connect();
         const md = await admin.fetchTopicMetadata({ topics: ["__consumer_offsets"] });
-        const coordinator = md.topics[0]!.partitions.find((p) => p.partitionId === Math.abs(h) % 6)!.leader;
+        const coordinator = md.topics[0]!.partitions.find(
+          (p) => p.partitionId === coordinatorPartition(groupId),
+        )!.leader;
         await admin.disconnect();
         await kafka.brokers[coordinator - 1]!.kill();
         const t = Date.now();

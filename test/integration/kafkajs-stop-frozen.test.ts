@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { Kafka, logLevel } from "kafkajs";
-import { startKafka } from "../../harness/env/index.ts";
+import { coordinatorPartition, startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import type { StopChildConfig } from "./kafkajs-stop-child.ts";
 
@@ -32,13 +32,6 @@ const STOP_BOUND_MS = REQUEST_TIMEOUT_MS + 4_000;
 const IDLE_SPAN_MS = 2_000;
 
 const CHILD = fileURLToPath(new URL("./kafkajs-stop-child.ts", import.meta.url));
-
-/** The __consumer_offsets partition (6 in the harness) that holds `groupId`'s coordinator. */
-function coordinatorPartition(groupId: string): number {
-  let h = 0;
-  for (const ch of groupId) h = (Math.imul(31, h) + ch.charCodeAt(0)) | 0;
-  return Math.abs(h) % 6;
-}
 
 interface Line {
   at: number;

@@ -5,14 +5,13 @@
 // nothing; progress about once a second; the topics that exist. Reads only; never
 // commits offsets, never logs record values.
 import { Admin, Consumer, ListOffsetTimestamps, type Message } from "@platformatic/kafka";
+import { settlesWithin, systemClock } from "../../core/clock.ts";
 import { FastfenceError } from "../../core/errors.ts";
 import { READER_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 import type { BusRecord, ReadOptions } from "./bus.ts";
 import { READ_REQUEST_TIMEOUT_MS } from "./kafka-config.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions, toRecord, type ClientSettings } from "./platformatic-client.ts";
-
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
 
 /** clientOptions for a one-shot read or listing: the bus's, with READ_REQUEST_TIMEOUT_MS at least. */
 function readerOptions(cfg: ClientSettings, security: KafkaSecurity, suffix: string) {
@@ -23,7 +22,8 @@ function readerOptions(cfg: ClientSettings, security: KafkaSecurity, suffix: str
     requestTimeout: Math.max(cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
   };
 }
-const bounded = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => undefined), sleep(ms)]);
+/** Waits for `p` at most `ms` (its outcome is ignored). */
+const bounded = (p: Promise<unknown>, ms: number) => settlesWithin(systemClock, ms, p);
 
 /** The topics of `wanted` that exist on the cluster, sorted. */
 export async function existingTopics(

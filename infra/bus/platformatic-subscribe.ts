@@ -6,6 +6,7 @@
 // bounded (platformatic-client.ts): heartbeats, fetches and commits to a frozen broker
 // time out and go to the new coordinator or leader. Never logs record values.
 import { Consumer, type Message, type MessagesStream } from "@platformatic/kafka";
+import { settlesWithin, systemClock } from "../../core/clock.ts";
 import type { Logger } from "../log.ts";
 import type { BusRecord, SubscribeOptions, Subscription } from "./bus.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
@@ -32,8 +33,8 @@ export interface ConsumerSettings extends ClientSettings {
 type Stream = MessagesStream<Buffer, Buffer, Buffer, Buffer>;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
-/** `p`, or undefined once `ms` have passed (its outcome is then ignored). */
-const bounded = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => undefined), sleep(ms)]);
+/** Waits for `p` at most `ms` (its outcome is ignored). */
+const bounded = (p: Promise<unknown>, ms: number) => settlesWithin(systemClock, ms, p);
 const commit = (m: Message) => void (m.commit() as Promise<void>).catch(() => undefined);
 
 /** What pump() uses of a consumer stream (a MessagesStream; a stand-in in unit tests). */

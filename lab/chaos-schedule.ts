@@ -4,7 +4,8 @@
 // partition; optionally resumed or healed later), and beside it faults that must not get
 // anything fenced (a healthy node cut off from its peers or from the API, function replicas
 // crashed on a healthy node, its event source stopped and started again), BMC faults (slow,
-// stuck, unreachable; cleared later or not) and a Kafka broker killed on its own. The same seed always gives the same schedule, so a failing one is replayed with
+// stuck, unreachable; cleared later or not) and a Kafka broker killed on its own. The same
+// seed always gives the same schedule, so a failing one is replayed with
 // `--seed S --schedules 1`. Pure: no I/O, no clock.
 
 /** The longest schedule: every fault is injected, and every undo done, within it. */
@@ -106,8 +107,7 @@ export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule
   if (r() < 0.25) {
     const brk = steps.find((x) => x.node === broken && ["crash", "hang", "partition"].includes(x.kind));
     const at = Math.floor(r() * (brk ? brk.at : 40_000));
-    const node = pick(names);
-    if (!brk) steps.push({ at, kind: "broker-kill", node });
+    if (!brk) steps.push({ at, kind: "broker-kill", node: pick(names) });
     else if (at < brk.at) steps.push({ at, kind: "broker-kill", node: brk.node });
   }
   steps.sort((a, b) => a.at - b.at);

@@ -121,8 +121,6 @@ export function checkLiveness(input: LivenessInput): LivenessVerdict {
   if (!broken || !brk) verdict.noReleaseBecause = "no node was broken";
   else if (s.steps.some((x) => x.node === broken && (x.kind === "resume" || x.kind === "heal")))
     verdict.noReleaseBecause = `${broken} was back before the end (it may or may not be fenced)`;
-  else if (s.steps.some((x) => x.kind === "broker-kill" && x.node !== broken))
-    verdict.noReleaseBecause = `the broker of ${s.steps.find((x) => x.kind === "broker-kill")!.node} was killed beside ${broken}: one broker of three is left, and no write with acks=all succeeds (min.insync.replicas 2)`;
   else {
     // The BMC: answering from `bmcOk` on (its last fault cleared), or never.
     const bmc = s.steps.filter((x) => x.kind === "bmc" && x.node === broken);

@@ -163,10 +163,6 @@ describe("liveness checker", () => {
     ],
     ["a BMC that never answers again", crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "stuck" }])],
     [
-      "a second broker killed beside the broken node",
-      crashB([{ at: 3_000, kind: "broker-kill", node: "node-a" }]),
-    ],
-    [
       "a BMC back only after every round failed",
       crashB([
         { at: 0, kind: "bmc", node: "node-b", fault: "unreachable" },

@@ -1,8 +1,8 @@
 // chaos (`make chaos`): seeded, randomized fault schedules on the lab (lab/chaos-schedule.ts)
 // — node crash, hang and resume, full and partial partitions, BMC slow / stuck / unreachable,
 // function replicas and event sources crashed, brokers killed, several per schedule and
-// overlapping — each followed by the
-// invariant checker (S1–S6 and "no healthy node fenced", lab/invariants.ts) and the
+// overlapping — each followed by the invariant checker (S1–S6 and "no healthy node
+// fenced", lab/invariants.ts) and the
 // liveness checker (lab/liveness.ts, bounds from the policy in force). A failing seed is
 // replayed with `--seed S --schedules 1`. Runs over seed ranges can be split across
 // sittings and their RESULT lines merged with `--merge LOG...`. Report: Markdown + SVG

@@ -1,11 +1,11 @@
 // Fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
-// ConsumerGroup, OffsetManager and Runner classes. kafkajs is pinned and no longer released, so these live here,
-// small and tested (test/integration/bus-kafka.test.ts kills the group coordinator;
-// kafkajs-stop-frozen.test.ts stops a consumer while a broker is frozen),
-// instead of in a fork. They only change what happens after a connection error, while
-// the group coordinator is unavailable or once the consumer is stopping; they never touch records or the group protocol,
-// and an offset commit that does not happen only means a record is delivered again
-// (every handler is idempotent).
+// ConsumerGroup, OffsetManager and Runner classes. kafkajs is pinned and no longer
+// released, so these live here, small and tested (test/integration/bus-kafka.test.ts kills
+// the group coordinator; kafkajs-stop-frozen.test.ts stops a consumer while a broker is
+// frozen), instead of in a fork. They only change what happens after a connection error,
+// while the group coordinator is unavailable or once the consumer is stopping; they never
+// touch records or the group protocol, and an offset commit that does not happen only
+// means a record is delivered again (every handler is idempotent).
 //
 // 1. Dead group coordinator. kafkajs finds the coordinator when it joins and keeps that
 //    broker: when it dies, every heartbeat fails with a connection error, which kafkajs

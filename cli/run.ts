@@ -31,12 +31,14 @@ Functions:
 ${fns}
 
 Options:
-  --kafka                 consume the function's topics as a Kafka consumer (local runner, lab)
+  --kafka                 consume the function's catalog topics as a Kafka consumer (how the shipped
+                          Services run the critical stages; the lab)
   --http PORT             serve the Knative Functions HTTP contract on PORT (POST CloudEvents to /);
                           each POST needs a bearer token the API server accepts for the function's
                           audience (FASTFENCE_HTTP_AUTH, FASTFENCE_HTTP_AUDIENCE; docs/deploy-knative.md)
   --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
-  --metrics PORT          with --kafka: serve /metrics and /health/* on PORT (--http serves them itself)
+  --metrics PORT          with --kafka: serve /metrics and /health/* on PORT; readiness answers 503
+                          until the consumer has joined (--http serves them itself)
 ${outputHelp(RUN_ARGS, "a running stage logs JSON lines (infra/log.ts)")}
   -h, --help              this help
 
@@ -72,12 +74,16 @@ export async function runCommand(argv: string[]): Promise<number> {
     config,
     kubeConfig: kc,
   });
+  let ready = false;
   const metricsServer =
     metricsPort === undefined
       ? undefined
       : createServer((req, res) => {
-          if (req.url === "/health/readiness" || req.url === "/health/liveness")
-            return void res.writeHead(200).end("ok");
+          if (req.url === "/health/liveness") return void res.writeHead(200).end("ok");
+          // Not ready until the consumer has joined, so a new replica does not count as one
+          // that would see the next event.
+          if (req.url === "/health/readiness")
+            return void (ready ? res.writeHead(200).end("ok") : res.writeHead(503).end("joining"));
           if (req.url === "/metrics")
             return void hosted.metrics.registry
               .metrics()
@@ -87,6 +93,7 @@ export async function runCommand(argv: string[]): Promise<number> {
           res.writeHead(404).end();
         }).listen(metricsPort);
   await hosted.ready;
+  ready = true;
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);

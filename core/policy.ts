@@ -276,8 +276,8 @@ export const TimeoutSettingsSchema = z
     bmcCallTimeoutMs: z.int().min(100).max(120_000).default(5_000),
     // One fencing round: every level, in order, until one reads back Off. Unit: ms.
     // Default 30000. Every level's timeoutMs must fit in it; a level that would start after
-    // it is not started. At most 240000 (the Knative fence Service's and
-    // Trigger's timeouts, 300 s, must exceed the round plus its recording margin). Longer
+    // it is not started. At most 240000, so leaseDurationMs (at most 600000) can cover a
+    // round with its margin; fence consumes Kafka, so no Knative timeout cuts it. Longer
     // gives several slow levels their full time; shorter fails over to the next round (and
     // its retryBackoffMs) sooner.
     powerOffTimeoutMs: z.int().min(1_000).max(MAX_POWER_OFF_TIMEOUT_MS).default(30_000),

@@ -2,7 +2,9 @@
 // component (it may write a topic only if it emits a type there, read one only if it
 // consumes a type there, and every component writes the dead letters), a read-only
 // `audit` principal (fastfence trace, the lab's event log), `knative-eventing` (the Kafka
-// Broker's data plane and the dead-letter KafkaSink, with a broker topic only), and the
+// Broker's data plane, the bridge KafkaSource that copies the catalog topics into the
+// Broker for the stages and extensions off the critical path, and the dead-letter
+// KafkaSink; with a broker topic only), and the
 // `admin` super user of
 // the harness and the lab (topics, ACLs; never given to a component). The Strimzi
 // KafkaUsers in knative/base/kafka and the harness/lab brokers both follow this table
@@ -56,18 +58,34 @@ export function groupPrefix(p: KafkaPrincipal): string | undefined {
 /** Prefix of readAll's one-shot consumer groups. */
 export const READER_GROUP_PREFIX = "fastfence-reader-";
 /**
- * Prefix of the Knative Kafka Broker's consumer groups (one per Trigger; Knative's default
- * template `knative-trigger-<namespace>-<name>`).
+ * Prefix of Knative's consumer groups: the Kafka Broker's (one per Trigger; Knative's default
+ * template `knative-trigger-<namespace>-<name>`) and the bridge KafkaSource's
+ * (`knative-fastfence-bridge`, knative/base/eventing/bridge.yaml).
  */
-export const KNATIVE_GROUP_PREFIX = "knative-trigger-";
+export const KNATIVE_GROUP_PREFIX = "knative-";
+
+/**
+ * The catalog topics the bridge KafkaSource copies into the Broker's topic, so that Triggers
+ * (recover, extensions) see every event the critical stages and the event source produce,
+ * while those consume the catalog topics directly. The dead letters stay out (a Trigger
+ * answering one would dead-letter it again).
+ */
+export const BRIDGED_TOPICS: readonly string[] = Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
 
 export interface AclOptions {
   /**
-   * The Knative Broker's topic (FASTFENCE_KAFKA_TOPIC, knative/base/runtime-config.yaml):
-   * in that mode every event type travels on it, so each emitter may write it and each
-   * consumer read it. Topic ACLs cannot tell types apart there.
+   * The Knative Broker's topic (FASTFENCE_KAFKA_TOPIC, knative/base/runtime-config.yaml).
+   * Every event type travels on it (the bridge copies the catalog topics there), so a
+   * component that runs on the Broker may read it, and write it when it emits. Topic ACLs
+   * cannot tell types apart there.
    */
   brokerTopic?: string;
+  /**
+   * The components that run on the Broker (HTTP deliveries through Triggers): only these get
+   * the broker topic's ACLs. The others consume and produce the catalog topics directly
+   * (the critical stages and the event source, docs/deploy-knative.md "Event wiring").
+   */
+  brokerComponents?: readonly Component[];
 }
 
 const order = (a: KafkaAclEntry, b: KafkaAclEntry): number =>
@@ -86,8 +104,9 @@ export function aclsFor(p: KafkaPrincipal, opts: AclOptions = {}): KafkaAclEntry
   const entries = Object.values(CATALOG);
   if (p === "knative-eventing") {
     // The Broker's receiver writes the broker topic, its dispatcher reads it (Triggers),
-    // the KafkaSink writes the dead letters.
+    // the bridge reads the catalog topics, the KafkaSink writes the dead letters.
     if (opts.brokerTopic) topic(opts.brokerTopic, ["Read", "Write", "Describe"]);
+    for (const t of BRIDGED_TOPICS) topic(t, ["Read", "Describe"]);
     topic(TOPICS.deadLetter, ["Write", "Describe"]);
   } else if (p === "audit") {
     for (const t of Object.values(TOPICS)) topic(t, ["Read", "Describe"]);
@@ -106,7 +125,7 @@ export function aclsFor(p: KafkaPrincipal, opts: AclOptions = {}): KafkaAclEntry
       }
     }
     topic(TOPICS.deadLetter, ["Write", "Describe"]);
-    if (opts.brokerTopic) {
+    if (opts.brokerTopic && opts.brokerComponents?.includes(p)) {
       if (emits) topic(opts.brokerTopic, ["Write", "Describe"]);
       if (consumes) topic(opts.brokerTopic, ["Read", "Describe"]);
     }

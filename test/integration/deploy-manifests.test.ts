@@ -1,11 +1,13 @@
 // Static checks of the rendered overlays (no servers; part of make test-deploy): every
-// critical-path function keeps >= 2 replicas spread across nodes and can never scale to
-// zero; the Triggers deliver exactly the event types each function consumes per the
-// catalog; every catalog topic has a durable KafkaTopic; the event source is never
+// critical-path function keeps >= 2 replicas spread across nodes, can never scale to
+// zero and consumes its catalog topics itself (`--kafka`, each replica its own group); the
+// Triggers deliver exactly the event types each other function consumes per the catalog,
+// and the bridge KafkaSource fills the Broker from every catalog topic; every catalog topic has a durable KafkaTopic; the event source is never
 // evicted. Reads manifests only; never talks to a cluster.
 import { describe, expect, it } from "vitest";
 import { join } from "node:path";
 import { TOPICS, consumedBy, type Component } from "../../events/catalog.ts";
+import { BRIDGED_TOPICS, KNATIVE_GROUP_PREFIX } from "../../events/kafka-acls.ts";
 import { stage as confirm } from "../../functions/confirm/handler.ts";
 import { stage as detect } from "../../functions/detect/handler.ts";
 import { stage as fence } from "../../functions/fence/handler.ts";
@@ -23,6 +25,7 @@ type Container = {
   image: string;
   args?: string[];
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  env?: { name: string; value?: string }[];
   readinessProbe?: { httpGet?: { path: string } };
   livenessProbe?: { httpGet?: { path: string } };
   securityContext?: Record<string, unknown>;
@@ -50,12 +53,24 @@ for (const overlay of OVERLAYS) {
       (o): o is Ksvc => o.apiVersion === "serving.knative.dev/v1" && o.kind === "Service",
     );
 
-    it("has one Knative Service per function, running `run <fn> --http 8080`", () => {
+    it("has one Knative Service per function: `run <fn> --kafka --metrics 8080` when critical, else `--http 8080`", () => {
       expect(ksvcs.map((s) => s.metadata.name).sort()).toEqual(STAGES.map((s) => s.name).sort());
       for (const s of ksvcs) {
         const c = s.spec.template.spec.containers;
         expect(c).toHaveLength(1);
-        expect(c[0]!.args).toEqual(["run", s.metadata.name, "--http", "8080"]);
+        const critical = STAGES.find((st) => st.name === s.metadata.name)!.critical;
+        expect(c[0]!.args).toEqual(
+          critical
+            ? ["run", s.metadata.name, "--kafka", "--metrics", "8080"]
+            : ["run", s.metadata.name, "--http", "8080"],
+        );
+        const env = Object.fromEntries((c[0]!.env ?? []).map((e) => [e.name, e.value]));
+        if (critical) {
+          // The catalog topics, each replica its own group; nothing routes it through the Broker.
+          expect(env.FASTFENCE_GROUP_MODE, s.metadata.name).toBe("each-replica");
+          for (const n of ["FASTFENCE_KAFKA_TOPIC", "K_SINK"])
+            expect(env, `${s.metadata.name} ${n}`).not.toHaveProperty(n);
+        }
         expect(c[0]!.readinessProbe?.httpGet?.path).toBe("/health/readiness");
         expect(c[0]!.livenessProbe?.httpGet?.path).toBe("/health/liveness");
         expect(c[0]!.resources?.requests?.cpu && c[0]!.resources?.requests?.memory).toBeTruthy();
@@ -131,7 +146,7 @@ for (const overlay of OVERLAYS) {
       }
     });
 
-    it("Triggers deliver exactly the event types each function consumes (events/catalog.ts)", () => {
+    it("Triggers deliver exactly the event types each non-critical function consumes (events/catalog.ts)", () => {
       const triggers = objs.filter((o) => o.kind === "Trigger") as (KubeObject & {
         spec: {
           broker: string;
@@ -151,7 +166,7 @@ for (const overlay of OVERLAYS) {
           .filter((t) => t.spec.subscriber.ref.name === st.name)
           .map((t) => t.spec.filter.attributes.type)
           .sort();
-        expect(got, st.name).toEqual([...consumedBy(st.name as Component)].sort());
+        expect(got, st.name).toEqual(st.critical ? [] : [...consumedBy(st.name as Component)].sort());
       }
       for (const t of triggers) {
         expect(t.spec.broker).toBe("fastfence");
@@ -166,6 +181,19 @@ for (const overlay of OVERLAYS) {
       expect(broker.metadata.annotations?.["eventing.knative.dev/broker.class"]).toBe("Kafka");
       const sink = objs.find((o) => o.kind === "KafkaSink")! as KubeObject & { spec: { topic: string } };
       expect(sink.spec.topic).toBe(TOPICS.deadLetter);
+    });
+
+    it("the bridge KafkaSource copies every catalog topic but the dead letters into the Broker", () => {
+      const sources = objs.filter((o) => o.kind === "KafkaSource") as (KubeObject & {
+        spec: { topics: string[]; consumerGroup: string; sink: { ref: { kind: string; name: string } } };
+      })[];
+      expect(sources.map((o) => o.metadata.name)).toEqual(["fastfence-bridge"]);
+      const bridge = sources[0]!.spec;
+      expect([...bridge.topics].sort()).toEqual([...BRIDGED_TOPICS].sort());
+      expect(bridge.topics).not.toContain(TOPICS.deadLetter);
+      // Its group falls under the knative-eventing user's group ACL (knative/base/kafka/users.yaml).
+      expect(bridge.consumerGroup.startsWith(KNATIVE_GROUP_PREFIX)).toBe(true);
+      expect(bridge.sink.ref).toMatchObject({ kind: "Broker", name: "fastfence" });
     });
 
     it("every catalog topic (and the broker's) is a KafkaTopic with replicas 3, min.insync.replicas 2", () => {

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { CATALOG, TOPICS, type Component } from "../../../events/catalog.ts";
 import {
   ACL_PRINCIPALS,
+  BRIDGED_TOPICS,
   READER_GROUP_PREFIX,
   aclTable,
   aclsFor,
@@ -90,14 +91,24 @@ describe("Kafka ACLs from the catalog", () => {
     expect(topics(withBroker.get("knative-eventing")!, "Write")).toEqual(
       [TOPICS.deadLetter, "fastfence.events"].sort(),
     );
-    expect(topics(withBroker.get("knative-eventing")!, "Read")).toEqual(["fastfence.events"]);
+    // The Broker's dispatcher reads its topic; the bridge KafkaSource reads every catalog topic
+    // but the dead letters.
+    expect(topics(withBroker.get("knative-eventing")!, "Read")).toEqual(
+      ["fastfence.events", ...BRIDGED_TOPICS].sort(),
+    );
+    expect(BRIDGED_TOPICS).not.toContain(TOPICS.deadLetter);
+    expect([...BRIDGED_TOPICS, TOPICS.deadLetter].sort()).toEqual(Object.values(TOPICS).sort());
   });
 
-  it("with a broker topic, emitters may write it and consumers read it; event-source still reads nothing", () => {
-    const t = aclTable({ brokerTopic: "fastfence.events" });
-    expect(topics(t.get("event-source")!, "Write")).toContain("fastfence.events");
-    expect(topics(t.get("event-source")!, "Read")).toEqual([]);
-    expect(topics(t.get("fence")!, "Read")).toContain("fastfence.events");
+  it("with a broker topic, only the components that run on the Broker may use it", () => {
+    const t = aclTable({ brokerTopic: "fastfence.events", brokerComponents: ["recover"] });
+    expect(topics(t.get("recover")!, "Read")).toContain("fastfence.events");
+    expect(topics(t.get("recover")!, "Write")).toContain("fastfence.events");
+    for (const c of ["event-source", "detect", "confirm", "fence", "remediate-workloads"] as const) {
+      expect(topics(t.get(c)!, "Read"), c).not.toContain("fastfence.events");
+      expect(topics(t.get(c)!, "Write"), c).not.toContain("fastfence.events");
+      expect(t.get(c), c).toEqual(aclsFor(c)); // exactly its catalog ACLs
+    }
     expect(topics(t.get("audit")!, "Read")).toContain("fastfence.events");
   });
 

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { load } from "js-yaml";
 import { describe, expect, it } from "vitest";
 import { aclTable, kafkaUserName, sortAcls, type KafkaPrincipal } from "../../../events/kafka-acls.ts";
+import { STAGES } from "../../../functions/registry.ts";
 import { readKafkaUsers } from "../../../harness/env/kafka-auth.ts";
 import { render, type KubeObject } from "../../../harness/kustomize.ts";
 
@@ -17,6 +18,8 @@ const runtimeConfig = load(readFileSync(join(ROOT, "knative/base/runtime-config.
   data: Record<string, string>;
 };
 const brokerTopic = runtimeConfig.data["kafka.topic"]!;
+// The stages Knative delivers through Triggers (the others consume the catalog topics).
+const brokerComponents = STAGES.filter((s) => !s.critical).map((s) => s.name as KafkaPrincipal & string);
 
 type Container = {
   env?: { name: string; value?: string }[];
@@ -28,7 +31,7 @@ describe("KafkaUsers (knative/base/kafka/users.yaml)", () => {
   const users = readKafkaUsers();
 
   it("are exactly the catalog's principals, with exactly the derived ACLs", () => {
-    const expected = aclTable({ brokerTopic });
+    const expected = aclTable({ brokerTopic, brokerComponents: brokerComponents as never });
     expect(users.map((u) => u.name).sort()).toEqual([...expected.keys()].map(kafkaUserName).sort());
     for (const [p, acls] of expected) {
       const u = users.find((x) => x.name === kafkaUserName(p))!;

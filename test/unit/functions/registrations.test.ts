@@ -1,10 +1,11 @@
 // Every registered stage (functions/registry.ts) has each registration that
 // docs/adding-a-function.md lists (part 2, "every place that must change"): its folder with
 // decide.pure.ts and handler.ts exporting that stage, consumed and emitted types in the
-// event catalog, a unit test file that imports it, a Knative Service running it (min-scale
-// >= 2 and the critical-path label when critical; the pod label the NetworkPolicy admits
-// the Knative data plane by) listed in the kustomization, one Trigger per consumed type,
-// its ServiceAccount, its Role file, its rows in docs/rbac.md, its Kafka principal and
+// event catalog, a unit test file that imports it, a Knative Service running it (when
+// critical: min-scale >= 2, the critical-path label, and `--kafka`, consuming its catalog
+// topics itself; otherwise `--http` behind one Trigger per consumed type and none when
+// critical; the pod label the NetworkPolicy admits the Knative data plane by) listed in
+// the kustomization, its ServiceAccount, its Role file, its rows in docs/rbac.md, its Kafka principal and
 // KafkaUser (which the harness and the lab create their users from), the lab and the
 // harness starting every registered stage, and the docs that list the stages (and every
 // path that docs/adding-a-function.md's checklist names exists). Adding a stage and
@@ -86,7 +87,10 @@ describe.each(STAGES.map((s) => [s.name, s] as const))("stage %s", (name, stage)
       spec: { serviceAccountName: string; containers: { args: string[] }[] };
     };
     expect(template.spec.serviceAccountName).toBe(`fastfence-${name}`);
-    expect(template.spec.containers[0]!.args.slice(0, 2)).toEqual(["run", name]);
+    const args = template.spec.containers[0]!.args;
+    expect(args.slice(0, 2)).toEqual(["run", name]);
+    // Critical stages consume their catalog topics; only the others are delivered over HTTP.
+    expect(args[2]).toBe(stage.critical ? "--kafka" : "--http");
     const minScale = Number(template.metadata.annotations["autoscaling.knative.dev/min-scale"] ?? "0");
     if (stage.critical) expect(minScale).toBeGreaterThanOrEqual(2);
     expect(svc.metadata?.labels?.["fastfence.io/critical-path"]).toBe(String(stage.critical));
@@ -96,7 +100,12 @@ describe.each(STAGES.map((s) => [s.name, s] as const))("stage %s", (name, stage)
     expect(template.metadata.labels).toMatchObject(admitted);
   });
 
-  test("one Trigger per consumed type delivers to it", () => {
+  test("no Trigger delivers to it when critical; otherwise one per consumed type does", () => {
+    const mine = triggers.filter(
+      (tr) => (tr.spec as { subscriber?: { ref?: { name?: string } } }).subscriber?.ref?.name === name,
+    );
+    if (stage.critical) return void expect(mine.map((t) => t.metadata?.name)).toEqual([]);
+    expect(mine).toHaveLength(consumedBy(name as Component).length);
     for (const type of consumedBy(name as Component)) {
       const t = triggers.find((tr) => {
         const spec = tr.spec as {

@@ -4,7 +4,8 @@
 // Triggers that deliver to it (the name computed as Knative's
 // GetOIDCServiceAccountNameForResource does, checked against Knative's own test vectors),
 // runs with FASTFENCE_HTTP_AUTH=tokenreview, and its ServiceAccount may create
-// TokenReviews. Renaming a Trigger without updating the allow list fails here.
+// TokenReviews. Renaming a Trigger without updating the allow list fails here. The critical
+// stages take no deliveries (they consume Kafka): no HTTP settings, no TokenReview grant.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -75,7 +76,19 @@ test("the Trigger identity names follow Knative's own test vectors", () => {
   ).toBe("my-looooooooooooooooooooooooooo2dfc2a3825b8d82077b0f25518b36884");
 });
 
-describe.each(STAGES.map((s) => [s.name] as const))("function %s", (fn) => {
+const tokenReviewers = () =>
+  docs("knative/base/rbac/tokenreview.yaml").find((o) => o.kind === "ClusterRoleBinding")!.subjects!;
+
+describe.each(STAGES.filter((s) => s.critical).map((s) => [s.name] as const))("critical stage %s", (fn) => {
+  test("takes no deliveries: no HTTP settings, no TokenReview grant", () => {
+    const names = Object.keys(envOf(fn));
+    for (const n of ["FASTFENCE_HTTP_AUTH", "FASTFENCE_HTTP_AUDIENCE", "FASTFENCE_HTTP_ALLOWED_SUBJECTS"])
+      expect(names, n).not.toContain(n);
+    expect(tokenReviewers().map((s) => s.name)).not.toContain(`fastfence-${fn}`);
+  });
+});
+
+describe.each(STAGES.filter((s) => !s.critical).map((s) => [s.name] as const))("function %s", (fn) => {
   const audience = `serving.knative.dev/service/${NS}/${fn}`;
   const mine = triggers.filter(
     (t) => t.spec.subscriber.ref.kind === "Service" && t.spec.subscriber.ref.name === fn,

@@ -49,9 +49,16 @@ function summary(ev: FfEvent): string {
 /**
  * Events about `key` (a node name or an incident name): every event whose incident is
  * `key`, plus, for a node, the observations of that node. For an incident, observations
- * of its node from shortly before its first event are included so detection shows.
+ * of its node from shortly before its first event are included so detection shows. An
+ * event read twice (the same source and id: a catalog topic and the Broker's topic, which
+ * the bridge KafkaSource copies it to) is listed once.
  */
-export function selectChain(events: readonly FfEvent[], key: string, leadInMs = 5000): FfEvent[] {
+export function selectChain(all: readonly FfEvent[], key: string, leadInMs = 5000): FfEvent[] {
+  const seen = new Set<string>();
+  const events = all.filter((e) => {
+    const id = `${e.source}\u0000${e.id}`;
+    return seen.has(id) ? false : (seen.add(id), true);
+  });
   const byIncident = events.filter((e) => e.ffincident === key);
   let chain: FfEvent[];
   if (byIncident.length > 0) {

@@ -48,6 +48,14 @@ describe("trace", () => {
     expect(formatTrace(rows)).toContain("node.fenced.v1");
   });
 
+  it("lists an event read from two topics once (the catalog topic and the Broker's, via the bridge)", () => {
+    const twice = [...events, ...events.slice(2, 4)];
+    expect(selectChain(twice, "a-1", 1000)).toEqual(selectChain(events, "a-1", 1000));
+    // Same id from another source is another event.
+    const other = { ...events[2]!, source: "/fastfence/y/r" };
+    expect(selectChain([...events, other], "a-1", 1000)).toHaveLength(5);
+  });
+
   it("selects by node name", () => {
     expect(selectChain(events, "b").length).toBe(1);
     expect(formatTrace(traceRows(selectChain(events, "zzz")))).toBe("no events found");

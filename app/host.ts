@@ -14,6 +14,7 @@ import { envelope, type FfEvent } from "../events/envelope.ts";
 import type { PureStage } from "../functions/contract.ts";
 import { findStage, stageNames } from "../functions/registry.ts";
 import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
+import type { KafkaBusConfig } from "../infra/bus/kafka-config.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import type { Bus, TopicSpec } from "../infra/bus/bus.ts";
 import { KubeMetal3Api } from "../infra/bmc/metal3.ts";
@@ -80,6 +81,22 @@ export function pipelineTopics(brokers: number, partitions = 3): TopicSpec[] {
     replicationFactor: rf,
     config: { "min.insync.replicas": String(Math.max(1, rf - 1)) },
   }));
+}
+
+/** A replica's Kafka bus settings, all from its config: `fastfence run`'s and the lab's (lab/node-agent.ts). */
+export function kafkaBusSettings(config: RuntimeConfig, clientId: string, log: Logger): KafkaBusConfig {
+  if (!config.FASTFENCE_KAFKA_BROKERS)
+    throw new FastfenceError("FF_INVALID_CONFIG", "FASTFENCE_KAFKA_BROKERS is required for --kafka");
+  return {
+    brokers: config.FASTFENCE_KAFKA_BROKERS,
+    clientId,
+    sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
+    hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
+    metadataMaxAgeMs: config.FASTFENCE_KAFKA_METADATA_MAX_AGE_MS,
+    acks: config.FASTFENCE_KAFKA_ACKS,
+    security: kafkaSecurityFrom(config, log),
+    log,
+  };
 }
 
 export interface HostedFunction {
@@ -176,19 +193,8 @@ export async function hostFunction(opts: {
   const needBus = "kafka" in opts.mode;
   let bus = opts.bus;
   if (!bus && (needBus || config.FASTFENCE_KAFKA_BROKERS)) {
-    if (!config.FASTFENCE_KAFKA_BROKERS)
-      throw new FastfenceError("FF_INVALID_CONFIG", "FASTFENCE_KAFKA_BROKERS is required for --kafka");
     bus = createKafkaBus(
-      {
-        brokers: config.FASTFENCE_KAFKA_BROKERS,
-        clientId: `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`,
-        sessionTimeoutMs: config.FASTFENCE_KAFKA_SESSION_TIMEOUT_MS,
-        hedgeAfterMs: config.FASTFENCE_KAFKA_HEDGE_MS,
-        metadataMaxAgeMs: config.FASTFENCE_KAFKA_METADATA_MAX_AGE_MS,
-        acks: config.FASTFENCE_KAFKA_ACKS,
-        security: kafkaSecurityFrom(config, log),
-        log,
-      },
+      kafkaBusSettings(config, `fastfence-${def.name}-${config.FASTFENCE_REPLICA}`, log),
       config.FASTFENCE_KAFKA_CLIENT,
     );
   }

@@ -1,8 +1,9 @@
 // The node agent of one simulated lab node: in one process (cheap on 2 cores), the node's
 // event-source replica and one replica of every pipeline function (Kafka runtime), wired
-// exactly like the integration tests and `fastfence run` (app/host.ts); each replica
-// connects to Kafka as its own component's user, from the Secret-like credential files of
-// lab/kafka.ts (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
+// exactly like the integration tests and `fastfence run` (app/host.ts), with the settings
+// its Knative Service ships (lab/replica-settings.ts); each replica connects to Kafka as its
+// own component's user, from the Secret-like credential files of lab/kafka.ts
+// (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
 // it first creates the topics and the manifests' KafkaUser ACLs. It also
 // serves a tiny control endpoint on the node's address for the "function-only crash"
 // fault (stops chosen replicas while the node stays healthy) and writes agent.json
@@ -21,7 +22,8 @@ import { loadRuntimeConfig } from "../infra/config.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger } from "../infra/log.ts";
-import { hostFunction, pipelineTopics, type HostedFunction } from "../app/host.ts";
+import { hostFunction, kafkaBusSettings, pipelineTopics, type HostedFunction } from "../app/host.ts";
+import { labStageEnv, shippedStages } from "./replica-settings.ts";
 import { stageNames } from "../functions/registry.ts";
 import { startEventSource, type EventSource } from "../source/event-source.ts";
 import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
@@ -130,6 +132,7 @@ async function startSource(
 
 async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
   const r: Replicas = { fns: [], buses: [] };
+  const shipped = shippedStages();
   try {
     const replica = (fn: string) => `${fn}-${cfg.node}`;
     const kafkaLog = log.child({ component: "kafka" });
@@ -137,17 +140,21 @@ async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise
     r.buses.push(src.bus);
     r.source = src.source;
     for (const fn of stageNames()) {
+      // The stage's Service settings from the rendered manifests (lab/replica-settings.ts),
+      // this environment's own, and its bus from that config as `fastfence run` builds it.
       const config = loadRuntimeConfig({
+        ...labStageEnv(fn, shipped),
         ...componentEnv(fn as Component),
+        ...(process.env.FASTFENCE_KAFKA_CLIENT
+          ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
+          : {}),
+        FASTFENCE_KAFKA_BROKERS: cfg.brokers,
         FASTFENCE_REPLICA: replica(fn),
       });
-      const bus = createKafkaBus({
-        brokers: cfg.brokers,
-        clientId: replica(fn),
-        sessionTimeoutMs: 3000,
-        security: kafkaSecurityFrom(config, kafkaLog),
-        log: kafkaLog.child({ client: replica(fn) }),
-      });
+      const bus = createKafkaBus(
+        kafkaBusSettings(config, replica(fn), kafkaLog.child({ client: replica(fn) })),
+        config.FASTFENCE_KAFKA_CLIENT,
+      );
       r.buses.push(bus);
       r.fns.push(
         await hostFunction({

@@ -1,0 +1,156 @@
+// The lab runs what the manifests ship (issue 16, item 2): each pipeline replica of the lab
+// gets its stage's Knative Service settings from the rendered vanilla overlay, with only
+// this environment's addresses and files its own, and builds its Kafka bus from that
+// config as `fastfence run` does. A setting added to a Service, or an override added to the
+// lab's node agent, fails here.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { kafkaBusSettings } from "../../../app/host.ts";
+import { STAGES } from "../../../functions/registry.ts";
+import type { KubeObject } from "../../../harness/kustomize.ts";
+import { loadRuntimeConfig } from "../../../infra/config.ts";
+import { createLogger } from "../../../infra/log.ts";
+import {
+  ENVIRONMENT_SETTINGS,
+  LAB_ONLY_STAGES,
+  ReplicaSettingsError,
+  labStageEnv,
+  shippedStages,
+} from "../../../lab/replica-settings.ts";
+
+const ROOT = join(import.meta.dirname, "../../..");
+const shipped = shippedStages();
+const log = createLogger("test", { level: "silent" });
+afterAll(() => rmSync(auth, { recursive: true, force: true }));
+
+// Credential files laid out as the lab lays them (lab/kafka.ts), with placeholder contents.
+const auth = mkdtempSync(join(tmpdir(), "ff-replica-settings-"));
+mkdirSync(join(auth, "fastfence-x"));
+writeFileSync(join(auth, "ca.crt"), "placeholder CA\n");
+writeFileSync(join(auth, "fastfence-x", "password"), "placeholder\n");
+/** What the lab's node agent sets for itself (lab/node-agent.ts componentEnv, brokers, replica). */
+const labEnvironment = {
+  FASTFENCE_NAMESPACE: "fastfence-system",
+  FASTFENCE_KAFKA_BROKERS: "10.77.0.1:9092",
+  FASTFENCE_KAFKA_CA_FILE: join(auth, "ca.crt"),
+  FASTFENCE_KAFKA_USERNAME: "fastfence-x",
+  FASTFENCE_KAFKA_PASSWORD_FILE: join(auth, "fastfence-x", "password"),
+  FASTFENCE_REPLICA: "x-node-a",
+};
+
+describe.each(STAGES.filter((s) => !(s.name in LAB_ONLY_STAGES)).map((s) => [s.name] as const))(
+  "stage %s",
+  (name) => {
+    const svc = shipped.find((s) => s.name === name)!;
+
+    it("ships as a Kafka consumer, which is how the lab hosts it", () => {
+      expect(svc.args.slice(0, 3)).toEqual(["run", name, "--kafka"]);
+    });
+
+    it("gets every behaviour setting of its Service in the lab", () => {
+      const env = labStageEnv(name, shipped);
+      for (const [k, v] of Object.entries(svc.env))
+        if (!ENVIRONMENT_SETTINGS.includes(k)) expect(env[k], k).toBe(v);
+      expect(Object.keys(env).filter((k) => ENVIRONMENT_SETTINGS.includes(k))).toEqual([]);
+      expect(env.FASTFENCE_GROUP_MODE).toBe("each-replica");
+    });
+
+    it("runs the same config and Kafka client settings as the shipped replica, in the same environment", () => {
+      const lab = loadRuntimeConfig({ ...labStageEnv(name, shipped), ...labEnvironment });
+      const pod = loadRuntimeConfig({ ...svc.env, ...labEnvironment });
+      expect(lab).toEqual(pod);
+      const { security: a, log: _a, ...labBus } = kafkaBusSettings(lab, "c", log);
+      const { security: b, log: _b, ...podBus } = kafkaBusSettings(pod, "c", log);
+      expect(labBus).toEqual(podBus);
+      expect(a).toEqual(b);
+    });
+  },
+);
+
+describe("the lab's node agent", () => {
+  const agent = readFileSync(join(ROOT, "lab/node-agent.ts"), "utf8");
+  const stageLoop = agent.slice(agent.indexOf("for (const fn of stageNames())"));
+
+  it("builds each replica's config from labStageEnv and its bus from kafkaBusSettings, with no settings of its own", () => {
+    expect(stageLoop).toMatch(/loadRuntimeConfig\(\{\s*\.\.\.labStageEnv\(fn, shipped\),/);
+    expect(stageLoop).toMatch(/createKafkaBus\(\s*kafkaBusSettings\(config,/);
+    // Any client setting written in the agent would be a lab-only override the manifests lack.
+    for (const knob of [
+      "sessionTimeoutMs",
+      "hedgeAfterMs",
+      "metadataMaxAgeMs",
+      "acks:",
+      "heartbeatIntervalMs",
+    ])
+      expect(agent, knob).not.toContain(knob);
+  });
+});
+
+describe("lab-only stages", () => {
+  it("are exactly the stages shipped behind Triggers, each with its reason in docs/lab.md", () => {
+    expect(Object.keys(LAB_ONLY_STAGES).sort()).toEqual(
+      STAGES.filter((s) => !s.critical)
+        .map((s) => s.name)
+        .sort(),
+    );
+    for (const name of Object.keys(LAB_ONLY_STAGES)) {
+      expect(shipped.find((s) => s.name === name)!.args).toContain("--http");
+      expect(labStageEnv(name, shipped)).toEqual({});
+    }
+    const doc = readFileSync(join(ROOT, "docs/lab.md"), "utf8");
+    for (const name of Object.keys(LAB_ONLY_STAGES)) expect(doc).toContain(`\`${name}\``);
+  });
+});
+
+describe("reading the manifests", () => {
+  const svc = (args: string[], env: object[]): KubeObject =>
+    ({
+      apiVersion: "serving.knative.dev/v1",
+      kind: "Service",
+      metadata: { name: "detect" },
+      spec: { template: { spec: { containers: [{ args, env }] } } },
+    }) as unknown as KubeObject;
+  const cm = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: "fastfence-runtime" },
+    data: { "kafka.brokers": "b:9093" },
+  } as unknown as KubeObject;
+
+  it("resolves ConfigMap keys and passes a new setting through to the lab", () => {
+    const s = shippedStages([
+      cm,
+      svc(
+        ["run", "detect", "--kafka"],
+        [
+          { name: "FASTFENCE_KAFKA_SESSION_TIMEOUT_MS", value: "9000" },
+          {
+            name: "FASTFENCE_KAFKA_BROKERS",
+            valueFrom: { configMapKeyRef: { name: "fastfence-runtime", key: "kafka.brokers" } },
+          },
+          { name: "FASTFENCE_KAFKA_PASSWORD", valueFrom: { secretKeyRef: { name: "s", key: "p" } } },
+        ],
+      ),
+    ]);
+    expect(s[0]!.env).toEqual({
+      FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: "9000",
+      FASTFENCE_KAFKA_BROKERS: "b:9093",
+    });
+    expect(labStageEnv("detect", s)).toEqual({ FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: "9000" });
+  });
+
+  it("refuses a missing ConfigMap key, a stage no Service runs, and a stage the lab cannot host, naming it", () => {
+    const missing = svc(
+      ["run", "detect", "--kafka"],
+      [{ name: "X", valueFrom: { configMapKeyRef: { name: "fastfence-runtime", key: "nope" } } }],
+    );
+    expect(() => shippedStages([cm, missing])).toThrow(
+      /detect: X references ConfigMap fastfence-runtime key nope/,
+    );
+    expect(() => labStageEnv("confirm", shippedStages([cm]))).toThrow(ReplicaSettingsError);
+    const http = shippedStages([cm, svc(["run", "detect", "--http", "8080"], [])]);
+    expect(() => labStageEnv("detect", http)).toThrow(/Service detect runs .*--http.*LAB_ONLY_STAGES/);
+  });
+});

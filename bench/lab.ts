@@ -25,6 +25,7 @@
 //   node bench/lab.ts --scenarios power-loss,isolate --trials 5 --baseline 0
 import { parseArgs } from "node:util";
 import { kafkaClientFrom } from "../infra/bus/kafka-bus.ts";
+import { describeTopology } from "../lab/replica-settings.ts";
 import { brokerSettingsMode, describeBrokerSettings } from "../lab/broker-settings.ts";
 import { Lab } from "../lab/lab.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
@@ -80,6 +81,15 @@ const BROKERS = (() => {
     return brokerSettingsMode();
   } catch (err) {
     console.error(`bench/lab.ts: --brokers: ${(err as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+})();
+/** What the lab runs of the manifests (lab/replica-settings.ts), for the report. */
+const TOPOLOGY = (() => {
+  try {
+    return describeTopology();
+  } catch (err) {
+    console.error(`bench/lab.ts: the manifests' stage settings: ${(err as Error).message}`);
     process.exit(2);
   }
 })();
@@ -214,7 +224,7 @@ async function main(): Promise<number> {
   const lines: string[] = [
     "# fastfence lab bench",
     "",
-    `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT); broker settings ${describeBrokerSettings(BROKERS)}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
+    `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT); broker settings ${describeBrokerSettings(BROKERS)}; ${TOPOLOGY.text}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
     "",
     "All times in ms from the fault. Victim = the node leading the most Kafka partitions (it also runs an event-source replica and one replica of every function).",
     "",
@@ -325,7 +335,7 @@ async function main(): Promise<number> {
   const crash = by("crash");
   const cr = stats(crash);
   console.log(
-    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
+    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
   );
   const crashOk = !SCENARIOS.includes("crash") || (cr.releasedMs?.p99 ?? Infinity) <= 4000;
   return errors.length === 0 && totalViol === 0 && crashOk ? 0 : 1;

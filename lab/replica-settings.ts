@@ -36,7 +36,7 @@ export const ENVIRONMENT_SETTINGS: readonly string[] = [
  */
 export const LAB_ONLY_STAGES: Readonly<Record<string, string>> = {
   recover:
-    "shipped as `--http` behind Triggers (off the critical path: it acts after the release); the lab has no Broker, so it runs `--kafka` with the defaults",
+    "shipped as `--http` behind Triggers, off the critical path since it acts after the release; the lab has no Broker, so it runs `--kafka` with the defaults",
 };
 
 /** A stage's Service as the manifests ship it. */
@@ -104,4 +104,28 @@ export function labStageEnv(stage: string, shipped: ShippedStage[]): Record<stri
       `Service ${stage} runs ${JSON.stringify(s.args)}, not "run ${stage} --kafka": the lab can run only Kafka-consuming stages (or list it in LAB_ONLY_STAGES with a reason)`,
     );
   return Object.fromEntries(Object.entries(s.env).filter(([k]) => !ENVIRONMENT_SETTINGS.includes(k)));
+}
+
+/**
+ * What a bench or demo report says it measured: each stage's mode as the lab runs it, and
+ * the lab-only stages. One line of prose, and the same as data for the RESULT line.
+ */
+export function describeTopology(shipped: ShippedStage[] = shippedStages()): {
+  text: string;
+  stages: Record<string, string>;
+  labOnly: string[];
+} {
+  const stages = Object.fromEntries(
+    shipped.map((s) => [
+      s.name,
+      s.name in LAB_ONLY_STAGES
+        ? "kafka (lab only)"
+        : `kafka, group mode ${labStageEnv(s.name, shipped).FASTFENCE_GROUP_MODE ?? "default"}`,
+    ]),
+  );
+  const labOnly = Object.keys(LAB_ONLY_STAGES);
+  const text = `stages as knative/overlays/vanilla ships them, one replica per node (${Object.entries(stages)
+    .map(([n, m]) => `${n}: ${m}`)
+    .join("; ")}); lab-only: ${labOnly.map((n) => `${n} (${LAB_ONLY_STAGES[n]})`).join("; ")}`;
+  return { text, stages, labOnly };
 }

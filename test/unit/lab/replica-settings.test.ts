@@ -16,6 +16,7 @@ import {
   ENVIRONMENT_SETTINGS,
   LAB_ONLY_STAGES,
   ReplicaSettingsError,
+  describeTopology,
   labStageEnv,
   shippedStages,
 } from "../../../lab/replica-settings.ts";
@@ -152,5 +153,18 @@ describe("reading the manifests", () => {
     expect(() => labStageEnv("confirm", shippedStages([cm]))).toThrow(ReplicaSettingsError);
     const http = shippedStages([cm, svc(["run", "detect", "--http", "8080"], [])]);
     expect(() => labStageEnv("detect", http)).toThrow(/Service detect runs .*--http.*LAB_ONLY_STAGES/);
+  });
+});
+
+describe("the topology a report states", () => {
+  it("names every stage's mode as the lab runs it and the lab-only ones with their reason", () => {
+    const t = describeTopology(shipped);
+    expect(Object.keys(t.stages).sort()).toEqual(STAGES.map((s) => s.name).sort());
+    for (const s of STAGES)
+      expect(t.stages[s.name], s.name).toBe(
+        s.critical ? "kafka, group mode each-replica" : "kafka (lab only)",
+      );
+    expect(t.labOnly).toEqual(Object.keys(LAB_ONLY_STAGES));
+    expect(t.text).toContain(LAB_ONLY_STAGES.recover!);
   });
 });

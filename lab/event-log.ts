@@ -40,23 +40,38 @@ export interface EventLog {
   deadLetters: Record<string, unknown>[];
 }
 
-/** Attempts of one event-log read, each with a fresh client (see readEventLog). */
-const READ_ATTEMPTS = 3;
+/**
+ * How long an event-log read keeps trying (see readEventLog): past the shipped brokers'
+ * 9 s session, after which a dead broker's leaderships have moved.
+ */
+const READ_DEADLINE_MS = 40_000;
+
+/**
+ * Whether a failed read may succeed when tried again: a timeout (FF_BUS_UNAVAILABLE), or a
+ * Kafka error the client marks retriable (a refused connection to a broker that just died
+ * or restarts, a leadership still moving).
+ */
+export function retriableRead(err: unknown): boolean {
+  if (err instanceof FastfenceError) return err.code === "FF_BUS_UNAVAILABLE";
+  return (err as { retriable?: unknown } | null)?.retriable === true;
+}
 
 /**
  * Read the event log (pipeline topics, optionally observations) and the dead letters.
- * A read that times out (FF_BUS_UNAVAILABLE) is tried again with a fresh client and group:
- * right after a fault the first client may still hold metadata, a coordinator or
- * connections on the node that was just cut off, and wait on them for the whole read.
+ * A read that fails retriably is tried again with a fresh client and group, for up to
+ * READ_DEADLINE_MS: right after a fault the first client may still hold metadata, a
+ * coordinator or connections on the node that was just cut off, and with the shipped
+ * broker settings the dead broker leads its partitions for 9 s (its connections refused).
  */
 export async function readEventLog(lab: Lab, withObservations = false): Promise<EventLog> {
+  const deadline = Date.now() + READ_DEADLINE_MS;
   for (let attempt = 1; ; attempt++) {
     try {
       return await readOnce(lab, withObservations);
     } catch (err) {
-      if (!(err instanceof FastfenceError && err.code === "FF_BUS_UNAVAILABLE") || attempt >= READ_ATTEMPTS)
-        throw err;
-      lab.log(`event log read ${attempt} of ${READ_ATTEMPTS} failed (${err.message}); reading again`);
+      if (!retriableRead(err) || Date.now() >= deadline) throw err;
+      lab.log(`event log read ${attempt} failed (${(err as Error).message}); reading again`);
+      await sleep(1000);
     }
   }
 }

@@ -1,7 +1,7 @@
 // fence: S6 and S2 checked again on the stored incident before any round — it was confirmed
 // by a trusted confirm identity, and the evidence it recorded is still a quorum of
 // independent observers (or a person's request, tied to its creator by admission). Pure.
-import { OPERATOR_REQUESTED_REASON, type NodeFence, type NodeFenceStatus } from "../../core/incident.ts";
+import type { NodeFence, NodeFenceStatus } from "../../core/incident.ts";
 import { ms, type NodeInfo } from "../../core/decision.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import type { RejectCode } from "../../core/reasons.ts";
@@ -24,8 +24,11 @@ export function checkConfirmation(
   const confirmedAt = ms(st.timestamps.confirmed);
   if (!Number.isFinite(confirmedAt))
     return { code: "NoConfirmationTime", reason: `incident ${inc.metadata.name} has no confirmed timestamp` };
-  // A person's request stands in for the evidence; the admission policy tied it to its creator.
-  if (inc.spec.operatorRequest && st.reason === OPERATOR_REQUESTED_REASON) return undefined;
+  // A person's request stands in for the evidence, for every round: the admission policy
+  // ties spec.operatorRequest to its creator and keeps it unchanged once set. The status
+  // reason says OperatorRequested only until the first round ends, so it is not what is
+  // checked (a failed first round would otherwise never be retried).
+  if (inc.spec.operatorRequest) return undefined;
   const fresh = freshIndependentEvidence(st.evidence, node.name, confirmedAt, policy);
   if (!hasQuorum(fresh, policy)) {
     return {

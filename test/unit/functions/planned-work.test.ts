@@ -395,6 +395,40 @@ describe("an operator's request (spec.operatorRequest), confirmed by confirm's r
     });
     expect(d.actions.map((a) => a.kind)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
   });
+  test("after a failed round, fence retries it without a quorum too (the request stands for every round)", () => {
+    const st = (resync(requested()).actions[1] as { status: NodeFence["status"] }).status!;
+    // Round 1 ended without a confirmed power-off: the reason is no longer OperatorRequested.
+    const failed = {
+      ...st,
+      phase: "FenceFailed" as const,
+      reason: "PowerOffNotConfirmed",
+      round: 1,
+      retryNotBefore: at(NOW),
+    };
+    const inc = { ...requested(), status: failed };
+    const d = fenceDecide({
+      event: event(
+        EVENT_TYPES.fenceFailed,
+        "a",
+        {
+          incident: inc.metadata.name,
+          node: "a",
+          bootId: BOOT.a,
+          round: 1,
+          reason: "power-off not confirmed",
+          code: "PowerOffNotConfirmed",
+          attempts: [],
+          final: false,
+        },
+        { incident: inc.metadata.name, timeMs: NOW, component: "fence" },
+      ),
+      view: view({ incident: inc, node: worker("a"), planned: NONE }),
+      now: T0 + NOW + 50,
+      self: FENCE,
+    });
+    expect(d.outcome).not.toMatchObject({ kind: "rejected" });
+    expect(d.actions.map((a) => a.kind)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
+  });
   test("the same incident without a request, confirmed without evidence, is refused by fence (S2)", () => {
     const inc = confirmed("a", NOW, { evidence: [], reason: "OperatorRequested" });
     const d = fenceDecide({

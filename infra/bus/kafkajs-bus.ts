@@ -10,6 +10,7 @@ import { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { existingTopics, readTopics } from "./kafkajs-reader.ts";
+import { createTopicsWithLeaders } from "./kafkajs-topics.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
@@ -115,15 +116,15 @@ export class KafkaJsBus implements KafkaBus {
           `creating ${missing.map((s) => s.topic).join(", ")} needs ${needed} running brokers (replication factor ${needed}); ${up} are up`,
           { retriable: true },
         );
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: missing.map((s) => ({
+      await createTopicsWithLeaders(
+        admin,
+        missing.map((s) => ({
           topic: s.topic,
           numPartitions: s.partitions,
           replicationFactor: s.replicationFactor,
           configEntries: Object.entries(s.config ?? {}).map(([name, value]) => ({ name, value })),
         })),
-      });
+      );
     } catch (err) {
       if (err instanceof FastfenceError) throw err;
       throw new FastfenceError("FF_BUS_UNAVAILABLE", "creating topics failed", {

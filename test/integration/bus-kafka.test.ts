@@ -152,6 +152,38 @@ describe.each(KAFKA_CLIENTS)(
   (client) => {
     const three = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
 
+    it("creates several replicated topics at once and returns only when every partition has a leader", async () => {
+      // With KRaft the broker that took CreateTopics may not know the topics yet; kafkajs'
+      // own leader wait failed the whole call on that (CI). ensureTopics waits it out.
+      const { kafka } = three();
+      const bus = createKafkaBus(
+        { brokers: kafka.bootstrap, clientId: "create-many", security: kafka.clientSecurity("admin") },
+        client,
+      );
+      const topics = Array.from({ length: 6 }, (_, i) => `t.create-${client}-${i}`);
+      const admin = new Kafka({
+        clientId: "create-many-check",
+        brokers: kafka.bootstrap.split(","),
+        ...kafka.clientSecurity("admin"),
+        logLevel: logLevel.NOTHING,
+      }).admin();
+      try {
+        await bus.ensureTopics(topics.map((topic) => ({ topic, partitions: 3, replicationFactor: 3 })));
+        await admin.connect();
+        const md = await admin.fetchTopicMetadata({ topics });
+        expect(md.topics.map((t) => t.name).sort()).toEqual([...topics].sort());
+        for (const t of md.topics) {
+          expect(t.partitions).toHaveLength(3);
+          expect(t.partitions.every((p) => p.leader >= 1 && p.replicas.length === 3)).toBe(true);
+        }
+        // A second call finds them all and changes nothing.
+        await bus.ensureTopics(topics.map((topic) => ({ topic, partitions: 3, replicationFactor: 3 })));
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+        await bus.close();
+      }
+    });
+
     it("gets a record through well before the request timeout when the first partition's leader is dead", async () => {
       const { kafka } = three();
       const admin = createKafkaBus(

@@ -16,6 +16,7 @@ import { describe, expect, it } from "vitest";
 import { Kafka, logLevel } from "kafkajs";
 import { coordinatorPartition, startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
+import { createTopicsWithLeaders } from "../../infra/bus/kafkajs-topics.ts";
 import type { StopChildConfig } from "./kafkajs-stop-child.ts";
 
 /** The child's request timeout (the bus's default). */
@@ -61,20 +62,17 @@ describe("a kafkajs consumer stopped while a broker is frozen", () => {
     try {
       await admin.connect();
       const [a, b, c] = kafka.brokers.map((x) => x.id) as [number, number, number];
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [
-          {
-            topic,
-            replicaAssignment: [
-              { partition: 0, replicas: [c, a, b] },
-              { partition: 1, replicas: [a, b, c] },
-              { partition: 2, replicas: [b, c, a] },
-            ],
-            configEntries: [{ name: "min.insync.replicas", value: "1" }],
-          },
-        ],
-      });
+      await createTopicsWithLeaders(admin, [
+        {
+          topic,
+          replicaAssignment: [
+            { partition: 0, replicas: [c, a, b] },
+            { partition: 1, replicas: [a, b, c] },
+            { partition: 2, replicas: [b, c, a] },
+          ],
+          configEntries: [{ name: "min.insync.replicas", value: "1" }],
+        },
+      ]);
       // A group whose coordinator is not the broker to be frozen (creates __consumer_offsets).
       const probe = new Kafka({
         clientId: "stop-probe",

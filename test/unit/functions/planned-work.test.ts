@@ -372,11 +372,21 @@ describe("an operator's request (spec.operatorRequest), confirmed by confirm's r
       { type: EVENT_TYPES.fenceRequested, data: { observers: [], requestedBy: "alice" } },
     ]);
   });
+  /** The status confirm writes for the operator's request (observers: none). */
+  const confirmedStatus = () => (resync(requested()).actions[1] as { status: NodeFence["status"] }).status!;
+  /** fence's decision on `ev` for the request's incident with status `st`. */
+  const fenceOn = (ev: Parameters<typeof fenceDecide>[0]["event"], st: NodeFence["status"]) =>
+    fenceDecide({
+      event: ev,
+      view: view({ incident: { ...requested(), status: st }, node: worker("a"), planned: NONE }),
+      now: T0 + NOW + 50,
+      self: FENCE,
+    });
   test("fence accepts it without a quorum of evidence (the request stands in for it)", () => {
-    const st = (resync(requested()).actions[1] as { status: NodeFence["status"] }).status!;
+    const st = confirmedStatus();
     const inc = { ...requested(), status: st };
-    const d = fenceDecide({
-      event: event(
+    const d = fenceOn(
+      event(
         EVENT_TYPES.fenceRequested,
         "a",
         {
@@ -389,14 +399,12 @@ describe("an operator's request (spec.operatorRequest), confirmed by confirm's r
         },
         { incident: inc.metadata.name, timeMs: NOW, component: "confirm" },
       ),
-      view: view({ incident: inc, node: worker("a"), planned: NONE }),
-      now: T0 + NOW + 50,
-      self: FENCE,
-    });
+      st,
+    );
     expect(d.actions.map((a) => a.kind)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
   });
   test("after a failed round, fence retries it without a quorum too (the request stands for every round)", () => {
-    const st = (resync(requested()).actions[1] as { status: NodeFence["status"] }).status!;
+    const st = confirmedStatus();
     // Round 1 ended without a confirmed power-off: the reason is no longer OperatorRequested.
     const failed = {
       ...st,
@@ -406,8 +414,8 @@ describe("an operator's request (spec.operatorRequest), confirmed by confirm's r
       retryNotBefore: at(NOW),
     };
     const inc = { ...requested(), status: failed };
-    const d = fenceDecide({
-      event: event(
+    const d = fenceOn(
+      event(
         EVENT_TYPES.fenceFailed,
         "a",
         {
@@ -422,10 +430,8 @@ describe("an operator's request (spec.operatorRequest), confirmed by confirm's r
         },
         { incident: inc.metadata.name, timeMs: NOW, component: "fence" },
       ),
-      view: view({ incident: inc, node: worker("a"), planned: NONE }),
-      now: T0 + NOW + 50,
-      self: FENCE,
-    });
+      failed,
+    );
     expect(d.outcome).not.toMatchObject({ kind: "rejected" });
     expect(d.actions.map((a) => a.kind)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
   });

@@ -1,6 +1,7 @@
 // chaos (`make chaos`): seeded, randomized fault schedules on the lab (lab/chaos-schedule.ts)
-// — node crash, hang and resume, full and partial partitions, BMC slow / stuck / unreachable,
-// function replicas and event sources crashed, brokers killed, several per schedule and
+// — node crash, hang and resume, full and partial partitions, BMC slow / stuck / unreachable /
+// lying, function replicas and event sources crashed, brokers killed, pipeline records
+// replayed (lab/replay.ts), several per schedule and
 // overlapping — each followed by the invariant checker (S1–S6 and "no healthy node
 // fenced", lab/invariants.ts) and the
 // liveness checker (lab/liveness.ts, bounds from the policy in force). A failing seed is
@@ -13,10 +14,19 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolvePolicy } from "../core/policy.ts";
 import { stageNames } from "../functions/registry.ts";
-import { describe, SCHEDULE_MS, scheduleFor, type ChaosStep, type Schedule } from "../lab/chaos-schedule.ts";
+import {
+  describe,
+  REPLAY_NODE,
+  SCHEDULE_MS,
+  scheduleFor,
+  type ChaosStep,
+  type Schedule,
+} from "../lab/chaos-schedule.ts";
 import type { NodeFence } from "../core/incident.ts";
 import { listIncidents } from "../lab/event-log.ts";
 import { brokerKill } from "../lab/faults.ts";
+import type { BmcLieFinding } from "../lab/bmc-lies.ts";
+import { replayRecords } from "../lab/replay.ts";
 import { Lab } from "../lab/lab.ts";
 import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
 import { timelineSvg } from "../lab/chart.ts";
@@ -42,6 +52,8 @@ interface ChaosResult {
   faults: Record<string, number>;
   violations: number;
   livenessFailures: number;
+  /** Releases that rested on a lying BMC (the hardware's fault, not counted in violations; lab/bmc-lies.ts). */
+  bmcLies?: number;
   /** Steps or resets that failed (the lab, not fastfence); the seed is listed in failedSeeds. */
   errors: number;
   failedSeeds: number[];
@@ -92,6 +104,10 @@ async function inject(l: Lab, s: ChaosStep): Promise<void> {
       return void (await l.functionCrash(s.node, [], true, true));
     case "broker-kill":
       return void brokerKill(l, s.node);
+    case "replay": {
+      const n = await replayRecords(l, s.windowMs);
+      return void l.log(`  replayed ${JSON.stringify(n)}`);
+    }
   }
 }
 
@@ -99,6 +115,7 @@ interface Outcome {
   schedule: Schedule;
   verdict: LivenessVerdict;
   violations: Violation[];
+  bmcLied: BmcLieFinding[];
   errors: string[];
   followedMs: number;
 }
@@ -172,7 +189,18 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
   await reset(l, schedule, n).catch((err: unknown) =>
     errors.push(`reset: ${err instanceof Error ? err.message : String(err)}`),
   );
-  return { schedule, verdict, violations: checked?.violations ?? [], errors, followedMs };
+  for (const lie of checked?.bmcLied ?? [])
+    say(
+      `  #${n} BMC lie (not a violation): ${lie.node} ${lie.incident}: ${lie.detail}; noticed ${lie.noticed}`,
+    );
+  return {
+    schedule,
+    verdict,
+    violations: checked?.violations ?? [],
+    bmcLied: checked?.bmcLied ?? [],
+    errors,
+    followedMs,
+  };
 }
 
 /** One line: an incident's end state, its milestones and every attempt, in ms from `t0`. */
@@ -193,7 +221,7 @@ function incidentStory(i: NodeFence, t0: number): string {
 
 /** Undo every fault of the schedule, power nodes back, and wait until the lab is healthy. */
 async function reset(l: Lab, s: Schedule, n: number): Promise<void> {
-  const touched = [...new Set(s.steps.map((x) => x.node))];
+  const touched = [...new Set(s.steps.map((x) => x.node))].filter((x) => x !== REPLAY_NODE);
   for (const node of touched) {
     l.resume(node);
     await l.heal(node);
@@ -235,6 +263,7 @@ function mergeResults(files: string[]): ChaosResult {
     faults,
     violations: all.reduce((a, r) => a + r.violations, 0),
     livenessFailures: all.reduce((a, r) => a + r.livenessFailures, 0),
+    bmcLies: all.reduce((a, r) => a + (r.bmcLies ?? 0), 0),
     errors: all.reduce((a, r) => a + (r.errors ?? 0), 0),
     failedSeeds: all.flatMap((r) => r.failedSeeds),
     wallSeconds: all.reduce((a, r) => a + r.wallSeconds, 0),
@@ -252,7 +281,7 @@ function report(outcomes: Outcome[], timings: Timings): string[] {
   ];
   for (const o of outcomes)
     lines.push(
-      `| ${o.schedule.seed} | ${describe(o.schedule)} | ${o.schedule.broken ?? "-"} | ${o.verdict.releaseBoundMs ?? `- (${o.verdict.noReleaseBecause})`} | ${o.verdict.releasedMs ?? "-"} | ${o.followedMs} | ${o.violations.map((v) => `${v.rule}: ${v.detail}`).join("; ") || "0"} | ${o.verdict.failures.map((f) => `${f.rule} ${f.node}: ${f.detail}`).join("; ") || "ok"} | ${o.errors.join("; ")} |`,
+      `| ${o.schedule.seed} | ${describe(o.schedule)} | ${o.schedule.broken ?? "-"} | ${o.verdict.releaseBoundMs ?? `- (${o.verdict.noReleaseBecause})`} | ${o.verdict.releasedMs ?? "-"} | ${o.followedMs} | ${o.violations.map((v) => `${v.rule}: ${v.detail}`).join("; ") || "0"}${o.bmcLied.length ? ` (and ${o.bmcLied.length} release on a lying BMC, not counted)` : ""} | ${o.verdict.failures.map((f) => `${f.rule} ${f.node}: ${f.detail}`).join("; ") || "ok"} | ${o.errors.join("; ")} |`,
     );
   const svg = timelineSvg(
     "chaos: release of the broken node per seed (its bound is in the table)",
@@ -303,7 +332,10 @@ async function main(): Promise<number> {
         lab.nodes.map((x) => ({ name: x.name, bmc: x.bmc })),
       );
       say(`schedule ${i + 1}/${n} seed ${schedule.seed}: ${describe(schedule)}`);
-      for (const s of schedule.steps) faults[s.kind] = (faults[s.kind] ?? 0) + 1;
+      for (const s of schedule.steps) {
+        const k = s.kind === "bmc" ? `bmc-${s.fault}` : s.kind;
+        faults[k] = (faults[k] ?? 0) + 1;
+      }
       // A schedule that fails outside its checks (the lab itself) is reported as an error
       // and the run goes on, so no finished schedule's result is lost; three in a row
       // mean the lab is gone, and the run ends with what it has.
@@ -318,6 +350,7 @@ async function main(): Promise<number> {
             schedule,
             verdict: { failures: [], noReleaseBecause: "not checked: the schedule failed" },
             violations: [],
+            bmcLied: [],
             errors,
             followedMs: 0,
           };
@@ -344,6 +377,7 @@ async function main(): Promise<number> {
     faults,
     violations: outcomes.reduce((a, o) => a + o.violations.length, 0),
     livenessFailures: outcomes.reduce((a, o) => a + o.verdict.failures.length, 0),
+    bmcLies: outcomes.reduce((a, o) => a + o.bmcLied.length, 0),
     errors: outcomes.reduce((a, o) => a + o.errors.length, 0),
     failedSeeds: bad.map((o) => o.schedule.seed),
     wallSeconds: Math.round((Date.now() - t0) / 1000),

@@ -4,7 +4,8 @@
 // partition; optionally resumed or healed later), and beside it faults that must not get
 // anything fenced (a healthy node cut off from its peers or from the API, function replicas
 // crashed on a healthy node, its event source stopped and started again), BMC faults (slow,
-// stuck, unreachable; cleared later or not) and a Kafka broker killed on its own. The same
+// stuck, unreachable; cleared later or not), a Kafka broker killed on its own, a Redfish
+// BMC that lies (reads Off without powering off) and pipeline records replayed. The same
 // seed always gives the same schedule, so a failing one is replayed with
 // `--seed S --schedules 1`. Pure: no I/O, no clock.
 
@@ -12,7 +13,7 @@
 export const SCHEDULE_MS = 90_000;
 
 export type BreakKind = "crash" | "hang" | "partition";
-export type ChaosBmcFault = "slow" | "stuck" | "unreachable";
+export type ChaosBmcFault = "slow" | "stuck" | "unreachable" | "lying";
 
 /** One step of a schedule, at `at` ms from its start. */
 export type ChaosStep =
@@ -28,7 +29,17 @@ export type ChaosStep =
   | { at: number; kind: "source-crash"; node: string }
   /** SIGKILL a node's Kafka broker alone; it stays dead until the schedule's reset. Only on
    * the broken node before its break, or on any node when none breaks. */
-  | { at: number; kind: "broker-kill"; node: string };
+  | { at: number; kind: "broker-kill"; node: string }
+  /**
+   * Publish again, unchanged, every pipeline record of the last `windowMs` (observations:
+   * the newest REPLAY_OBSERVATIONS), each as the principal allowed to write its topic: a
+   * producer's retries and a replica with that identity replaying old records. Concerns
+   * no node (`node` is REPLAY_NODE).
+   */
+  | { at: number; kind: "replay"; node: typeof REPLAY_NODE; windowMs: number };
+
+/** The `node` of a step that concerns no node. */
+export const REPLAY_NODE = "*";
 
 export interface ChaosNode {
   name: string;
@@ -110,6 +121,26 @@ export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule
     if (!brk) steps.push({ at, kind: "broker-kill", node: pick(names) });
     else if (at < brk.at) steps.push({ at, kind: "broker-kill", node: brk.node });
   }
+  // Drawn after the kinds above, so their seeds keep those steps. A Redfish BMC that lies
+  // (reads Off, powers nothing off), often the broken node's, on a node without other BMC
+  // trouble: its release then rests on the lie (reported apart from S1-S6, lab/bmc-lies.ts).
+  if (r() < 0.25) {
+    const redfish = nodes.filter((n) => n.bmc === "redfish").map((n) => n.name);
+    const node =
+      broken && redfish.includes(broken) && r() < 0.7 ? broken : pick(redfish.length ? redfish : names);
+    const at = ms(0, 30_000);
+    const free = !steps.some((x) => x.kind === "bmc" && x.node === node);
+    if (redfish.includes(node) && free) {
+      steps.push({ at, kind: "bmc", node, fault: "lying" });
+      if (r() < 0.5) steps.push({ at: at + ms(2_000, 30_000), kind: "bmc", node, fault: "none" });
+    }
+  }
+  // Records replayed: those of the last 10 s (duplicates of the running incident's) or of
+  // the last 5 minutes (earlier schedules' incidents, long Released, their nodes healthy).
+  if (r() < 0.3) {
+    const at = ms(0, 40_000);
+    steps.push({ at, kind: "replay", node: REPLAY_NODE, windowMs: r() < 0.5 ? 10_000 : 300_000 });
+  }
   steps.sort((a, b) => a.at - b.at);
   return { seed, steps: steps.filter((s) => s.at < SCHEDULE_MS), ...(broken ? { broken } : {}) };
 }
@@ -118,7 +149,14 @@ export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule
 export function describe(s: Schedule): string {
   return s.steps
     .map((x) => {
-      const extra = x.kind === "partial" ? ` ${x.mode}` : x.kind === "bmc" ? ` ${x.fault}` : "";
+      const extra =
+        x.kind === "partial"
+          ? ` ${x.mode}`
+          : x.kind === "bmc"
+            ? ` ${x.fault}`
+            : x.kind === "replay"
+              ? ` ${x.windowMs / 1000}s`
+              : "";
       return `+${(x.at / 1000).toFixed(1)}s ${x.kind}${extra} ${x.node}`;
     })
     .join(", ");

@@ -9,6 +9,7 @@ import {
   SCHEDULE_MS,
   describe as describeSchedule,
   prng,
+  REPLAY_NODE,
   scheduleFor,
   type Schedule,
 } from "../../../lab/chaos-schedule.ts";
@@ -70,7 +71,8 @@ describe("event-source and broker kills (added after seeds 1-100 were run)", () 
   };
   test.each(Object.entries(BEFORE))("seed %s keeps every step it had", (seed, text) => {
     const s = scheduleFor(Number(seed), NODES);
-    const old = { ...s, steps: s.steps.filter((x) => x.kind !== "source-crash" && x.kind !== "broker-kill") };
+    const kept = s.steps.filter((x) => x.kind !== "source-crash" && x.kind !== "broker-kill");
+    const old: Schedule = { ...s, steps: withoutLiesAndReplays(kept) };
     expect(describeSchedule(old)).toBe(text);
   });
 
@@ -90,6 +92,49 @@ describe("event-source and broker kills (added after seeds 1-100 were run)", () 
     }
     expect(kills.some((s) => s.broken)).toBe(true);
     expect(kills.some((s) => !s.broken)).toBe(true);
+  });
+});
+
+/** A schedule's steps without the kinds added after seeds 1-115 were run: lying BMCs (with the step clearing them) and replays. */
+function withoutLiesAndReplays(steps: Schedule["steps"]): Schedule["steps"] {
+  const liars = new Set(steps.filter((x) => x.kind === "bmc" && x.fault === "lying").map((x) => x.node));
+  return steps.filter((x) => x.kind !== "replay" && !(x.kind === "bmc" && liars.has(x.node)));
+}
+
+describe("lying BMCs and replayed records (added after seeds 1-115 were run)", () => {
+  const all = Array.from({ length: 300 }, (_, i) => scheduleFor(i, NODES));
+
+  test("over 300 seeds both kinds occur, lies on the broken node and on healthy ones, replays of both windows", () => {
+    const lies = all.filter((s) => s.steps.some((x) => x.kind === "bmc" && x.fault === "lying"));
+    const replays = all.filter((s) => s.steps.some((x) => x.kind === "replay"));
+    expect(lies.length).toBeGreaterThan(20);
+    expect(replays.length).toBeGreaterThan(50);
+    // a lie on the broken node itself occurs, and one on a healthy node too
+    expect(
+      lies.some((s) => s.steps.some((x) => x.kind === "bmc" && x.fault === "lying" && x.node === s.broken)),
+    ).toBe(true);
+    expect(
+      lies.some((s) => s.steps.some((x) => x.kind === "bmc" && x.fault === "lying" && x.node !== s.broken)),
+    ).toBe(true);
+    // both windows: duplicates of the running incident and earlier schedules' records
+    const windows = new Set(
+      replays.flatMap((s) => s.steps.flatMap((x) => (x.kind === "replay" ? [x.windowMs] : []))),
+    );
+    expect([...windows].sort((a, b) => a - b)).toEqual([10_000, 300_000]);
+  });
+
+  test("a lie only on a Redfish BMC, and only on a node without other BMC trouble in the schedule", () => {
+    for (const s of all)
+      for (const x of s.steps)
+        if (x.kind === "bmc" && x.fault === "lying") {
+          expect(x.node).toBe("node-b");
+          const others = s.steps.filter((y) => y.kind === "bmc" && y.node === x.node && y !== x);
+          expect(others.every((y) => y.kind === "bmc" && y.fault === "none" && y.at > x.at)).toBe(true);
+        }
+  });
+
+  test("a replay concerns no node, so the reset touches none for it", () => {
+    for (const s of all) for (const x of s.steps) if (x.kind === "replay") expect(x.node).toBe(REPLAY_NODE);
   });
 });
 
@@ -236,6 +281,13 @@ describe("liveness checker", () => {
     expect(verdict(crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "slow" }]), []).releaseBoundMs).toBe(
       BOUND,
     );
+  });
+
+  test("a lying BMC still powers off as far as liveness goes: the release is expected (the lie is reported apart)", () => {
+    const s = crashB([{ at: 0, kind: "bmc", node: "node-b", fault: "lying" }]);
+    expect(verdict(s, []).releaseBoundMs).toBe(BOUND);
+    expect(verdict(s, []).failures).toMatchObject([{ rule: "L1" }]);
+    expect(verdict(s, [released("node-b", 3_000)]).failures).toEqual([]);
   });
 
   test("L2: an incident stuck in Fencing or Confirmed, or a retry long overdue, is a failure; a final FenceFailed is not", () => {

@@ -8,10 +8,25 @@ import { sleep } from "../harness/env/base.ts";
 import { listIncidents } from "./event-log.ts";
 import type { Lab } from "./lab.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
+import type { AgentStatus } from "./types.ts";
 import { deleteWorkloads } from "./workloads.ts";
 
 const OPEN_PHASES = ["Confirmed", "Fencing", "FencedOff", "Released", "FenceFailed"];
 const OUT_OF_SERVICE = "node.kubernetes.io/out-of-service";
+
+/**
+ * Whether the node's agent is ready in its current boot: its agent.json survives a power-off,
+ * so a "ready" written before the node's last power-on is stale (chaos seed 117 began while
+ * node-a's agent was still starting after the previous reset, and its fn-crash was refused).
+ */
+export function agentReadySinceBoot(
+  status: Pick<AgentStatus, "ready" | "startedAt"> | undefined,
+  powerLog: readonly { at: number; action: "off" | "on" }[],
+): boolean {
+  if (status?.ready !== true) return false;
+  const lastOn = powerLog.filter((p) => p.action === "on").at(-1)?.at ?? 0;
+  return Date.parse(status.startedAt) >= lastOn;
+}
 
 /** Put the lab back; resolves to how often the victim was fenced again while it rebooted. */
 export async function resetAfter(
@@ -36,7 +51,7 @@ export async function resetAfter(
     const node = await lab.core.readNode({ name: victim }).catch(() => undefined);
     const ready = node?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
     const tainted = (node?.spec?.taints ?? []).some((tt) => tt.key === OUT_OF_SERVICE);
-    const agent = lab.opts.fastfence === false || lab.agentStatus(x)?.ready === true;
+    const agent = lab.opts.fastfence === false || agentReadySinceBoot(lab.agentStatus(x), x.powerLog);
     let brokers = 0;
     try {
       brokers = (await lab.kafkaMeta()).brokers;

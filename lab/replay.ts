@@ -8,6 +8,7 @@
 // and never changes a record.
 import { TOPICS } from "../events/catalog.ts";
 import type { KafkaRecord } from "../events/codec.ts";
+import { isKeepalive } from "../events/keepalive.ts";
 import { ACL_PRINCIPALS, aclsFor, type KafkaPrincipal } from "../events/kafka-acls.ts";
 import type { BusRecord } from "../infra/bus/bus.ts";
 import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
@@ -16,6 +17,9 @@ import type { Lab } from "./lab.ts";
 
 /** Observations are many (every probe): only the newest this many are replayed. */
 export const REPLAY_OBSERVATIONS = 500;
+
+/** How often a topic's replay is tried, 2 s apart, before the step fails. */
+const PUBLISH_TRIES = 8;
 
 /** The topics a replay reads and writes again: every catalog topic but the dead letters. */
 export const REPLAY_TOPICS: readonly string[] = Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
@@ -46,7 +50,7 @@ export interface ReplayBatch {
 export function replayPlan(records: readonly BusRecord[]): { batches: ReplayBatch[]; unwritable: number } {
   const byTopic = new Map<string, BusRecord[]>();
   for (const r of records) {
-    if (!REPLAY_TOPICS.includes(r.topic)) continue;
+    if (!REPLAY_TOPICS.includes(r.topic) || isKeepalive(r)) continue;
     const list = byTopic.get(r.topic) ?? [];
     list.push(r);
     byTopic.set(r.topic, list);
@@ -88,16 +92,25 @@ export async function replayRecords(lab: Lab, windowMs: number): Promise<Record<
   const { batches } = replayPlan(records);
   const done: Record<string, number> = {};
   for (const b of batches) {
-    const bus = createKafkaBus({
-      brokers: lab.brokers,
-      clientId: `lab-replay-${b.principal}`,
-      security: labKafkaSecurity(b.principal),
-    });
-    try {
-      for (let i = 0; i < b.records.length; i += 100) await bus.publish(b.topic, b.records.slice(i, i + 100));
-      done[b.topic] = b.records.length;
-    } finally {
-      await bus.close().catch(() => undefined);
+    // A fresh client per try: right after a fault the first may have picked a hung or dead
+    // bootstrap broker (chaos seed 129: "cannot connect the Kafka producer").
+    for (let attempt = 1; ; attempt++) {
+      const bus = createKafkaBus({
+        brokers: lab.brokers,
+        clientId: `lab-replay-${b.principal}`,
+        security: labKafkaSecurity(b.principal),
+      });
+      try {
+        for (let i = 0; i < b.records.length; i += 100)
+          await bus.publish(b.topic, b.records.slice(i, i + 100));
+        done[b.topic] = b.records.length;
+        break;
+      } catch (err) {
+        if (attempt >= PUBLISH_TRIES) throw err;
+        await new Promise((r) => setTimeout(r, 2000));
+      } finally {
+        await bus.close().catch(() => undefined);
+      }
     }
   }
   return done;

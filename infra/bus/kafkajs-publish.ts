@@ -85,21 +85,6 @@ export class HedgedPublisher {
     await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
-  /** One unhedged send per partition, acks from the leader; how many were acknowledged. */
-  async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
-    const p = await this.producer();
-    const n = await this.partitions.of(topic);
-    const sends = Array.from({ length: n }, (_, partition) =>
-      p.send({
-        topic,
-        acks: 1,
-        timeout: this.cfg.requestTimeoutMs,
-        messages: [{ key: record.key, value: record.value, headers: record.headers, partition }],
-      }),
-    );
-    return (await Promise.allSettled(sends)).filter((r) => r.status === "fulfilled").length;
-  }
-
   /** Disconnects the producer, if one was connected. */
   async close(): Promise<void> {
     if (this.producerP) await (await this.producerP.catch(() => undefined))?.disconnect();

@@ -42,11 +42,6 @@ export class PlatformaticBus implements KafkaBus {
     return this.publisher.publish(topic, records, opts);
   }
 
-  /** One unhedged send per partition (ISR keepalives); how many were acknowledged. */
-  publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
-    return this.publisher.publishToEveryPartition(topic, record);
-  }
-
   /** A consumer-group subscription (platformatic-subscribe.ts). */
   subscribe(opts: SubscribeOptions): Promise<Subscription> {
     return this.subscriptions.subscribe(opts);

@@ -70,27 +70,6 @@ export class PlatformaticPublisher {
     await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
-  /** One unhedged send per partition, acks from the leader; how many were acknowledged. */
-  async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
-    const p = this.producer();
-    const n = await this.partitions.of(topic);
-    const sends = Array.from({ length: n }, (_, partition) =>
-      p.send({
-        acks: ProduceAcks.LEADER,
-        messages: [
-          {
-            topic,
-            ...(record.key === null ? {} : { key: record.key }),
-            ...(record.value === null ? {} : { value: record.value }),
-            headers: record.headers,
-            partition,
-          },
-        ],
-      }),
-    );
-    return (await Promise.allSettled(sends)).filter((r) => r.status === "fulfilled").length;
-  }
-
   /** Closes the producer, if one was made. */
   async close(): Promise<void> {
     const p = this.producerP;

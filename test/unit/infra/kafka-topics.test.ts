@@ -8,7 +8,6 @@ import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { BROKER_TOPIC, CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
 import { encodeKafka } from "../../../events/codec.ts";
-import { KEEPALIVE_HEADER, keepaliveRecord } from "../../../events/keepalive.ts";
 import type { StageInfo } from "../../../functions/contract.ts";
 import { STAGES } from "../../../functions/registry.ts";
 import type { EventHandler } from "../../../infra/runtime/contract.ts";
@@ -61,15 +60,9 @@ class MemoryBus implements Bus {
   leave: () => Promise<void> = async () => undefined;
   subscribed: string[] = [];
   published: { topic: string; types: string[] }[] = [];
-  /** Topics of publishToEveryPartition calls (keepalives), in order. */
-  everyPartition: { topic: string; headers: Record<string, string> }[] = [];
   private onRecord?: SubscribeOptions["onRecord"];
   async publish(topic: string, records: readonly { headers: Record<string, string> }[]): Promise<void> {
     this.published.push({ topic, types: records.map((r) => r.headers.ce_type ?? "") });
-  }
-  async publishToEveryPartition(topic: string, record: { headers: Record<string, string> }): Promise<number> {
-    this.everyPartition.push({ topic, headers: record.headers });
-    return 3;
   }
   async subscribe(opts: SubscribeOptions) {
     this.subscribed.push(...opts.topics);
@@ -100,7 +93,7 @@ const relayHandler: EventHandler = async () => ({
 });
 
 /** The relay on `bus`, its clock `clock`, consuming and publishing through `topic`'s catalog view. */
-const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string, keepaliveMs = 0) =>
+const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string) =>
   startKafkaRuntime({
     def: relay,
     handler: relayHandler,
@@ -109,7 +102,7 @@ const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string, keepaliv
     clock,
     log: createLogger("relay", { level: "silent" }),
     metrics: createFunctionMetrics({ defaultMetrics: false }),
-    config: { groupMode: "each-replica", replica: "relay-0", keepaliveMs },
+    config: { groupMode: "each-replica", replica: "relay-0" },
   });
 
 async function run(topic: string | undefined) {
@@ -164,53 +157,5 @@ describe("Kafka runtime stop", () => {
     const bus = new MemoryBus();
     const rt = await start(bus, new ManualClock(T0));
     await rt.stop(); // the manual clock never moves: only the leave can end it
-  });
-});
-
-describe("ISR keepalives (events/keepalive.ts)", () => {
-  const tick = () => new Promise((r) => setImmediate(r));
-
-  test("a keepalive record is skipped unread: no handler, no event, no dead letter", async () => {
-    const bus = new MemoryBus();
-    const rt = await startRelay(bus, new ManualClock(T0));
-    await bus.deliver({
-      ...keepaliveRecord("/fastfence/detect/detect-0"),
-      topic: TOPICS.observations,
-      partition: 1,
-      offset: "7",
-      timestamp: 0,
-    });
-    await rt.stop();
-    expect(bus.published).toEqual([]);
-  });
-
-  test("with keepaliveMs: one round to every output topic at start and every interval, none after stop", async () => {
-    const bus = new MemoryBus();
-    const clock = new ManualClock(T0);
-    const rt = await startRelay(bus, clock, undefined, 1000);
-    await tick();
-    expect(bus.everyPartition).toEqual([
-      { topic: TOPICS.suspicions, headers: { [KEEPALIVE_HEADER]: "/fastfence/relay/relay-0" } },
-    ]);
-    clock.advance(999);
-    await tick();
-    expect(bus.everyPartition).toHaveLength(1);
-    clock.advance(1);
-    await tick();
-    expect(bus.everyPartition).toHaveLength(2);
-    await rt.stop();
-    clock.advance(5000);
-    await tick();
-    expect(bus.everyPartition).toHaveLength(2);
-  });
-
-  test("off by default: no keepalive at all", async () => {
-    const bus = new MemoryBus();
-    const clock = new ManualClock(T0);
-    const rt = await startRelay(bus, clock);
-    clock.advance(10_000);
-    await tick();
-    await rt.stop();
-    expect(bus.everyPartition).toEqual([]);
   });
 });

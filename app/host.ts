@@ -22,7 +22,6 @@ import {
   httpAllowedSubjects,
   httpAudience,
   identityFor,
-  kafkaRuntimeSettings,
   metal3Namespaces,
   trustedConfirmers,
   type RuntimeConfig,
@@ -213,7 +212,7 @@ export async function hostFunction(opts: {
       log,
       metrics,
       tracing,
-      config: { ...kafkaRuntimeSettings(config), dispatch },
+      config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
     });
     const kbus = bus!;
     const reconciler = reconcilerFor(

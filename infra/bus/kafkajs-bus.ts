@@ -11,7 +11,6 @@ import type { KafkaRecord } from "../../events/codec.ts";
 import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { existingTopics, readTopics } from "./kafkajs-reader.ts";
 import { createTopicsWithLeaders } from "./kafkajs-topics.ts";
-import { kafkaJsTrouble } from "./broker-trouble.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
@@ -70,7 +69,7 @@ export class KafkaJsBus implements KafkaBus {
       connectionTimeout: Math.max(this.cfg.connectionTimeoutMs, READ_REQUEST_TIMEOUT_MS),
       requestTimeout: Math.max(this.cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
     });
-    this.publisher = new HedgedPublisher(this.kafka, this.cfg, kafkaJsTrouble);
+    this.publisher = new HedgedPublisher(this.kafka, this.cfg);
     this.subscriptions = new GroupSubscriptions(this.kafka, this.cfg);
   }
 
@@ -81,16 +80,6 @@ export class KafkaJsBus implements KafkaBus {
     opts: { acks?: "leader" | "all"; hedge?: boolean } = {},
   ): Promise<void> {
     return this.publisher.publish(topic, records, opts);
-  }
-
-  /** Reports of an unreachable broker: the failover fixes' (every kafkajs client here) and this bus's publishes. */
-  onBrokerTrouble(listener: () => void): () => void {
-    return kafkaJsTrouble.on(listener);
-  }
-
-  /** One unhedged send per partition (ISR keepalives); how many were acknowledged. */
-  publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
-    return this.publisher.publishToEveryPartition(topic, record);
   }
 
   /** A consumer-group subscription (kafkajs-subscribe.ts). */

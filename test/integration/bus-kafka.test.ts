@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
-import { Kafka, logLevel } from "kafkajs";
+import { Kafka, logLevel, type Admin } from "kafkajs";
 import { createKafkaBus, KAFKA_CLIENTS, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
@@ -36,6 +36,19 @@ function testEvent(n: number): FfEvent {
     "/fastfence/test/replica-1",
     Date.now(),
   );
+}
+
+/** Topic metadata, asked again (up to 10 s) while the answering broker does not know the topics yet. */
+async function metadataOnceKnown(admin: Admin, topics: string[]) {
+  const end = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return await admin.fetchTopicMetadata({ topics });
+    } catch (err) {
+      if (Date.now() > end) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
 }
 
 /** Publish, retrying (up to 21 tries, `pauseMs` apart) while the cluster recovers from a broker loss. */
@@ -170,7 +183,9 @@ describe.each(KAFKA_CLIENTS)(
       try {
         await bus.ensureTopics(topics.map((topic) => ({ topic, partitions: 3, replicationFactor: 3 })));
         await admin.connect();
-        const md = await admin.fetchTopicMetadata({ topics });
+        // This checker's own metadata broker may lag behind the one the bus asked (KRaft):
+        // it asks again for a few seconds; what it then reads must be complete.
+        const md = await metadataOnceKnown(admin, topics);
         expect(md.topics.map((t) => t.name).sort()).toEqual([...topics].sort());
         for (const t of md.topics) {
           expect(t.partitions).toHaveLength(3);

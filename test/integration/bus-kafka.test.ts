@@ -10,7 +10,7 @@ import { Kafka, logLevel, type Admin } from "kafkajs";
 import { createKafkaBus, KAFKA_CLIENTS, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
-import { coordinatorPartition, startKafka } from "../../harness/env/index.ts";
+import { coordinatorPartition, startKafka, type KafkaCluster } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 1 })) }));
@@ -36,6 +36,16 @@ function testEvent(n: number): FfEvent {
     "/fastfence/test/replica-1",
     Date.now(),
   );
+}
+
+/** A kafkajs admin of the test's own (not the bus's), as the cluster's admin principal. */
+function adminOf(kafka: KafkaCluster, clientId: string): Admin {
+  return new Kafka({
+    clientId,
+    brokers: kafka.bootstrap.split(","),
+    ...kafka.clientSecurity("admin"),
+    logLevel: logLevel.NOTHING,
+  }).admin();
 }
 
 /** Topic metadata, asked again (up to 10 s) while the answering broker does not know the topics yet. */
@@ -174,12 +184,7 @@ describe.each(KAFKA_CLIENTS)(
         client,
       );
       const topics = Array.from({ length: 6 }, (_, i) => `t.create-${client}-${i}`);
-      const admin = new Kafka({
-        clientId: "create-many-check",
-        brokers: kafka.bootstrap.split(","),
-        ...kafka.clientSecurity("admin"),
-        logLevel: logLevel.NOTHING,
-      }).admin();
+      const admin = adminOf(kafka, "create-many-check");
       try {
         await bus.ensureTopics(topics.map((topic) => ({ topic, partitions: 3, replicationFactor: 3 })));
         await admin.connect();
@@ -265,12 +270,7 @@ describe.each(KAFKA_CLIENTS)(
         client,
       );
       const groupId = "g-coordinator-death";
-      const admin = new Kafka({
-        clientId: "coord-admin",
-        brokers: kafka.bootstrap.split(","),
-        ...kafka.clientSecurity("admin"),
-        logLevel: logLevel.NOTHING,
-      }).admin();
+      const admin = adminOf(kafka, "coord-admin");
       try {
         await bus.ensureTopics([
           { topic: "t.coord", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },

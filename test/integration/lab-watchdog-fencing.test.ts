@@ -45,6 +45,24 @@ async function explain(victim: string): Promise<void> {
   log(`faults: ${JSON.stringify(lab!.faults.slice(-8))}; victim ${victim}`);
 }
 
+/**
+ * An incident's state in one line, for an assertion's message: CI shows a failure's message
+ * but not always the test's output, so what `explain` logs must also be here.
+ */
+function why(inc: NodeFence | undefined): string {
+  if (!inc) return "no incident for the victim";
+  const st = inc.status;
+  return JSON.stringify({
+    name: inc.metadata.name,
+    phase: st?.phase,
+    reason: st?.reason,
+    message: st?.message,
+    timestamps: st?.timestamps,
+    evidence: st?.evidence,
+    attempts: st?.attempts,
+  });
+}
+
 /** The victim's incident opened after `before`, once `done` holds for it (or the time is up). */
 async function incidentOf(
   victim: string,
@@ -108,7 +126,7 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
       const inc = await incidentOf(victim, start.before, (i) => !!i.status?.timestamps.released, 30_000);
       if (!inc?.status?.timestamps.released) await explain(victim);
       const st = inc?.status;
-      expect(st?.phase, JSON.stringify(st?.attempts)).toBe("Released");
+      expect(st?.phase, why(inc)).toBe("Released");
       const released = T(st!.timestamps.released);
       const reset = resets(victim, t0)[0];
       expect(reset, "the emulated watchdog reset the node").toBeDefined();
@@ -141,7 +159,7 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
     if (!inc?.status?.timestamps.released) await explain(victim);
     const { at: silentAt } = await lastRenewal(victim);
     const st = inc?.status;
-    expect(st?.phase, JSON.stringify(st?.attempts)).toBe("Released");
+    expect(st?.phase, why(inc)).toBe("Released");
     const released = T(st!.timestamps.released);
     const proof = st!.attempts.find((a) => a.result === "watchdog-expired");
     expect(proof).toMatchObject({
@@ -233,7 +251,7 @@ describe("no armed watchdog: never released without a read-back Off", () => {
     log(
       `(c) power-loss ${victim} without watchdog: ${st?.phase} (${st?.reason}) ${Date.now() - t0} ms after the fault: ${st?.message}`,
     );
-    expect(st?.phase).toBe("FenceFailed");
+    expect(st?.phase, why(now)).toBe("FenceFailed");
     expect(st?.reason).toBe("PowerOffNotConfirmed");
     expect(st?.timestamps.released).toBeUndefined();
     expect(st?.powerOffConfirmedAt).toBeUndefined();

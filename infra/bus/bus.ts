@@ -74,6 +74,13 @@ export interface Bus {
       hedge?: boolean;
     },
   ): Promise<void>;
+  /**
+   * Does now what the first publish to these topics would otherwise do on the fencing path
+   * (connect the producer, read each topic's partition count for hedging), so a replica's
+   * first event of an incident does not wait for a connect, a SASL handshake and a metadata
+   * read while a broker may be dead. Rejects if that failed; publishing then does it later.
+   */
+  preparePublishing?(topics: readonly string[]): Promise<void>;
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /**
    * Every record currently in the topics (up to their end offsets now), from the beginning

@@ -108,6 +108,16 @@ export class PartitionCounts {
     this.read = read;
   }
 
+  /** Reads the counts of `topics` now (those not known yet); rejects if any read failed. */
+  async prepare(topics: readonly string[]): Promise<void> {
+    await Promise.all(
+      topics.map(async (t) => {
+        await this.of(t);
+        if (!this.counts.has(t)) throw new Error(`the partition count of ${t} could not be read`);
+      }),
+    );
+  }
+
   of(topic: string): Promise<number> {
     let n = this.counts.get(topic);
     if (!n) {

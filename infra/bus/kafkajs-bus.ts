@@ -82,6 +82,11 @@ export class KafkaJsBus implements KafkaBus {
     return this.publisher.publish(topic, records, opts);
   }
 
+  /** Connects the producer and reads partition counts before the first publish. */
+  preparePublishing(topics: readonly string[]): Promise<void> {
+    return this.publisher.prepare(topics);
+  }
+
   /** A consumer-group subscription (kafkajs-subscribe.ts). */
   subscribe(opts: SubscribeOptions): Promise<Subscription> {
     return this.subscriptions.subscribe(opts);

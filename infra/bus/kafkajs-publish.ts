@@ -85,6 +85,12 @@ export class HedgedPublisher {
     await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
+  /** Connects the producer and reads the topics' partition counts now (Bus.preparePublishing). */
+  async prepare(topics: readonly string[]): Promise<void> {
+    await this.producer();
+    if (this.cfg.hedgeAfterMs > 0) await this.partitions.prepare(topics);
+  }
+
   /** Disconnects the producer, if one was connected. */
   async close(): Promise<void> {
     if (this.producerP) await (await this.producerP.catch(() => undefined))?.disconnect();

@@ -42,6 +42,11 @@ export class PlatformaticBus implements KafkaBus {
     return this.publisher.publish(topic, records, opts);
   }
 
+  /** Reads partition counts (connecting the producer) before the first publish. */
+  preparePublishing(topics: readonly string[]): Promise<void> {
+    return this.publisher.prepare(topics);
+  }
+
   /** A consumer-group subscription (platformatic-subscribe.ts). */
   subscribe(opts: SubscribeOptions): Promise<Subscription> {
     return this.subscriptions.subscribe(opts);

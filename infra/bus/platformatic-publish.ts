@@ -46,6 +46,11 @@ export class PlatformaticPublisher {
     return this.producerP;
   }
 
+  /** Reads the topics' partition counts now, which connects the producer (Bus.preparePublishing). */
+  async prepare(topics: readonly string[]): Promise<void> {
+    await this.partitions.prepare(topics);
+  }
+
   async publish(
     topic: string,
     records: readonly KafkaRecord[],

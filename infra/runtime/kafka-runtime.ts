@@ -96,6 +96,14 @@ export function consumedTopics(
   return [...new Set(def.subscriptions.flatMap((s) => s.types.map((t) => catalog.topicOf(t))))];
 }
 
+/** The topics a function publishes to: those of the event types it emits, and dead letters. */
+export function outputTopics(
+  def: Pick<StageInfo, "emits">,
+  catalog: Pick<CatalogView, "topicOf" | "deadLetterTopic">,
+): string[] {
+  return [...new Set([...def.emits.map((t) => catalog.topicOf(t)), catalog.deadLetterTopic])];
+}
+
 export async function startKafkaRuntime(opts: {
   def: StageInfo;
   handler: EventHandler;
@@ -252,6 +260,15 @@ export async function startKafkaRuntime(opts: {
       await clock.sleep(Math.min(2000, 200 * attempt));
     }
   }
+  // Connect the producer and learn the output topics' partition counts now, not at the
+  // first event of an incident (a new process's first publish otherwise connects, does a
+  // SASL handshake and reads metadata while a broker may be dead: seconds on the path).
+  await (async () => bus.preparePublishing?.(outputTopics(def, catalog)))().catch((err: unknown) =>
+    log.warn(
+      { incident: "none", node: "none", groupId, err },
+      "preparing to publish failed; the first publish will connect",
+    ),
+  );
   log.info({ incident: "none", node: "none", groupId, topics }, "kafka runtime started");
   return {
     ready: sub.ready,

@@ -76,6 +76,28 @@ describe("PartitionCounts", () => {
     expect(calls).toBe(2);
   });
 
+  it("prepare reads every topic not known yet, so a publish after it reads nothing", async () => {
+    const asked: string[] = [];
+    const c = new PartitionCounts((t) => {
+      asked.push(t);
+      return Promise.resolve(3);
+    });
+    await c.of("a");
+    await c.prepare(["a", "b", "c"]);
+    expect(asked).toEqual(["a", "b", "c"]);
+    expect(await c.of("c")).toBe(3);
+    expect(asked).toHaveLength(3);
+  });
+
+  it("prepare rejects naming the topic it could not read, which is read again later", async () => {
+    let calls = 0;
+    const c = new PartitionCounts(() =>
+      ++calls === 1 ? Promise.reject(new Error("down")) : Promise.resolve(6),
+    );
+    await expect(c.prepare(["a"])).rejects.toThrow(/partition count of a/);
+    expect(await c.of("a")).toBe(6);
+  });
+
   it("never counts fewer than one partition", async () => {
     expect(await new PartitionCounts(() => Promise.resolve(0)).of("a")).toBe(1);
   });

@@ -60,6 +60,13 @@ class MemoryBus implements Bus {
   leave: () => Promise<void> = async () => undefined;
   subscribed: string[] = [];
   published: { topic: string; types: string[] }[] = [];
+  /** The topics preparePublishing was asked for, per call; `prepareFails` makes it reject. */
+  prepared: string[][] = [];
+  prepareFails = false;
+  async preparePublishing(topics: readonly string[]): Promise<void> {
+    this.prepared.push([...topics]);
+    if (this.prepareFails) throw new Error("no broker answers");
+  }
   private onRecord?: SubscribeOptions["onRecord"];
   async publish(topic: string, records: readonly { headers: Record<string, string> }[]): Promise<void> {
     this.published.push({ topic, types: records.map((r) => r.headers.ce_type ?? "") });
@@ -105,8 +112,7 @@ const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string) =>
     config: { groupMode: "each-replica", replica: "relay-0" },
   });
 
-async function run(topic: string | undefined) {
-  const bus = new MemoryBus();
+async function run(topic: string | undefined, bus = new MemoryBus()) {
   const rt = await startRelay(bus, new ManualClock(T0 + 1000), topic);
   const ev = observed("b", "a", 3, 1000);
   await bus.deliver({
@@ -131,6 +137,26 @@ describe("Kafka runtime with and without FASTFENCE_KAFKA_TOPIC", () => {
     const bus = await run(SINGLE);
     expect(bus.subscribed).toEqual([SINGLE]);
     expect(bus.published).toEqual([{ topic: SINGLE, types: [EVENT_TYPES.nodeSuspected] }]);
+  });
+});
+
+describe("Kafka runtime start: publishing prepared before the first event", () => {
+  test("the topics of the types it emits and the dead-letter topic, once, before any record", async () => {
+    const bus = await run(undefined);
+    expect(bus.prepared).toEqual([[TOPICS.suspicions, TOPICS.deadLetter]]);
+  });
+
+  test("with FASTFENCE_KAFKA_TOPIC: that topic and the dead-letter topic", async () => {
+    const bus = await run(SINGLE);
+    expect(bus.prepared).toEqual([[SINGLE, TOPICS.deadLetter]]);
+  });
+
+  test("a failed preparation does not stop the start: the first event is still published", async () => {
+    const failing = new MemoryBus();
+    failing.prepareFails = true;
+    const bus = await run(undefined, failing);
+    expect(bus.prepared).toHaveLength(1);
+    expect(bus.published).toEqual([{ topic: TOPICS.suspicions, types: [EVENT_TYPES.nodeSuspected] }]);
   });
 });
 

@@ -263,12 +263,14 @@ export async function startKafkaRuntime(opts: {
   // Connect the producer and learn the output topics' partition counts now, not at the
   // first event of an incident (a new process's first publish otherwise connects, does a
   // SASL handshake and reads metadata while a broker may be dead: seconds on the path).
-  await (async () => bus.preparePublishing?.(outputTopics(def, catalog)))().catch((err: unknown) =>
+  try {
+    await bus.preparePublishing?.(outputTopics(def, catalog));
+  } catch (err) {
     log.warn(
       { incident: "none", node: "none", groupId, err },
       "preparing to publish failed; the first publish will connect",
-    ),
-  );
+    );
+  }
   log.info({ incident: "none", node: "none", groupId, topics }, "kafka runtime started");
   return {
     ready: sub.ready,

@@ -141,9 +141,12 @@ describe("Kafka runtime with and without FASTFENCE_KAFKA_TOPIC", () => {
 });
 
 describe("Kafka runtime start: publishing prepared before the first event", () => {
-  test("the topics of the types it emits and the dead-letter topic, once, before any record", async () => {
-    const bus = await run(undefined);
+  test("the topics of the types it emits and the dead-letter topic, once, before the start returns", async () => {
+    const bus = new MemoryBus();
+    const rt = await startRelay(bus, new ManualClock(T0 + 1000));
     expect(bus.prepared).toEqual([[TOPICS.suspicions, TOPICS.deadLetter]]);
+    await rt.stop();
+    expect(bus.prepared).toHaveLength(1);
   });
 
   test("with FASTFENCE_KAFKA_TOPIC: that topic and the dead-letter topic", async () => {

@@ -22,6 +22,7 @@ import {
   httpAllowedSubjects,
   httpAudience,
   identityFor,
+  kafkaRuntimeSettings,
   metal3Namespaces,
   trustedConfirmers,
   type RuntimeConfig,
@@ -212,7 +213,7 @@ export async function hostFunction(opts: {
       log,
       metrics,
       tracing,
-      config: { groupMode: config.FASTFENCE_GROUP_MODE, replica: config.FASTFENCE_REPLICA, dispatch },
+      config: { ...kafkaRuntimeSettings(config), dispatch },
     });
     const kbus = bus!;
     const reconciler = reconcilerFor(

@@ -9,6 +9,7 @@
 // counted and reported, not hidden.
 import { BROKER_TOPIC, TOPICS, parseEvent } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
+import { isKeepalive } from "../events/keepalive.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
@@ -86,6 +87,7 @@ export async function traceCommand(argv: string[]): Promise<number> {
     const events: FfEvent[] = [];
     let bad = 0;
     for (const r of records) {
+      if (isKeepalive(r)) continue; // transport records, not events
       try {
         events.push(parseEvent(decodeKafka(r)));
       } catch {

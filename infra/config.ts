@@ -107,6 +107,17 @@ export const RuntimeConfigSchema = z
     // this time is also sent to another partition. Default 300; 0 = off. Lower gets past a
     // dead partition leader sooner, at the cost of more duplicate records.
     FASTFENCE_KAFKA_HEDGE_MS: z.coerce.number().int().min(0).default(300),
+    // ISR keepalive, ms (events/keepalive.ts): while the Kafka client reports a broker it
+    // cannot reach, and for 20 s after, a Kafka-runtime replica writes one tiny record to
+    // every partition of its output topics this often. A partition leader drops a dead
+    // broker from its ISR only after a record arrives that the dead follower never fetches,
+    // plus replica.lag.time.max.ms; on an idle topic that wait falls on the incident's next
+    // event, once per pipeline hop (measured: 1.5 s a hop on the shipped broker settings).
+    // With keepalives every ISR shrinks together, soon after the death. Default 0 = off; the
+    // shipped manifests set 1000 for the critical stages. Lower shrinks the ISRs a little
+    // sooner; higher writes fewer records during the trouble (partitions × replicas per
+    // interval, per output topic; consumers skip them unread).
+    FASTFENCE_KAFKA_KEEPALIVE_MS: z.coerce.number().int().min(0).max(60_000).default(0),
     // Longest age of the Kafka client's partition-leader map, ms. Default 1000. After a
     // broker dies, consumers keep failing on its partitions (and pause all their fetches)
     // until the next refresh; higher means a longer stall, lower more Metadata requests.
@@ -256,6 +267,19 @@ export function identityFor(cfg: RuntimeConfig, component: string): string {
 export function trustedConfirmers(cfg: RuntimeConfig): string[] {
   const list = splitList(cfg.FASTFENCE_TRUSTED_CONFIRMERS);
   return list.length ? list : [`system:serviceaccount:${cfg.FASTFENCE_NAMESPACE}:fastfence-confirm`];
+}
+
+/** A Kafka-runtime replica's own settings (infra/runtime/kafka-runtime.ts KafkaRuntimeConfig, but the dispatch). */
+export function kafkaRuntimeSettings(c: RuntimeConfig): {
+  groupMode: RuntimeConfig["FASTFENCE_GROUP_MODE"];
+  replica: string;
+  keepaliveMs: number;
+} {
+  return {
+    groupMode: c.FASTFENCE_GROUP_MODE,
+    replica: c.FASTFENCE_REPLICA,
+    keepaliveMs: c.FASTFENCE_KAFKA_KEEPALIVE_MS,
+  };
 }
 
 /** Namespaces to list BareMetalHosts in; undefined: cluster-wide (FASTFENCE_METAL3_NAMESPACES unset). */

@@ -6,6 +6,7 @@ import { FastfenceError } from "../core/errors.ts";
 import type { NodeFence } from "../core/incident.ts";
 import { parseEvent, TOPICS } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
+import { isKeepalive } from "../events/keepalive.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { sleep } from "../harness/env/base.ts";
 import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
@@ -91,6 +92,7 @@ async function readOnce(lab: Lab, withObservations: boolean): Promise<EventLog> 
     const events: FfEvent[] = [];
     const deadLetters: Record<string, unknown>[] = [];
     for (const r of recs) {
+      if (isKeepalive(r)) continue; // transport records, not events
       try {
         if (r.topic === TOPICS.deadLetter)
           deadLetters.push(JSON.parse(r.value?.toString("utf8") ?? "{}") as Record<string, unknown>);

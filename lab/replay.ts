@@ -8,6 +8,7 @@
 // and never changes a record.
 import { TOPICS } from "../events/catalog.ts";
 import type { KafkaRecord } from "../events/codec.ts";
+import { isKeepalive } from "../events/keepalive.ts";
 import { ACL_PRINCIPALS, aclsFor, type KafkaPrincipal } from "../events/kafka-acls.ts";
 import type { BusRecord } from "../infra/bus/bus.ts";
 import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
@@ -49,7 +50,7 @@ export interface ReplayBatch {
 export function replayPlan(records: readonly BusRecord[]): { batches: ReplayBatch[]; unwritable: number } {
   const byTopic = new Map<string, BusRecord[]>();
   for (const r of records) {
-    if (!REPLAY_TOPICS.includes(r.topic)) continue;
+    if (!REPLAY_TOPICS.includes(r.topic) || isKeepalive(r)) continue;
     const list = byTopic.get(r.topic) ?? [];
     list.push(r);
     byTopic.set(r.topic, list);

@@ -81,6 +81,18 @@ export interface Bus {
    * read while a broker may be dead. Rejects if that failed; publishing then does it later.
    */
   preparePublishing?(topics: readonly string[]): Promise<void>;
+  /**
+   * Sends `record` once to every partition of `topic`, side by side, with acks from the
+   * leader only and no hedge; resolves with how many partitions acknowledged (a dead
+   * leader's is simply not counted, never an error). For ISR keepalives
+   * (events/keepalive.ts): what matters is that the records reach the live leaders.
+   */
+  publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number>;
+  /**
+   * Calls `listener` whenever this bus's client could not reach a broker (infra/bus/
+   * broker-trouble.ts); returns the call that stops it.
+   */
+  onBrokerTrouble(listener: () => void): () => void;
   subscribe(opts: SubscribeOptions): Promise<Subscription>;
   /**
    * Every record currently in the topics (up to their end offsets now), from the beginning

@@ -17,6 +17,11 @@ const SLOW_PARTITION_MS = 5000;
 
 export class PartitionHedge {
   private nextPartition = 0;
+  /** Called when a send fails or misses the hedge deadline (broker-trouble.ts). */
+  private readonly onTrouble: () => void;
+  constructor(onTrouble: () => void = () => undefined) {
+    this.onTrouble = onTrouble;
+  }
   /** "topic/partition" → until when publishes avoid starting there (ms epoch). */
   private readonly slowUntil = new Map<string, number>();
 
@@ -80,6 +85,7 @@ export class PartitionHedge {
           },
           (err: unknown) => {
             failed++;
+            this.onTrouble();
             if (sent < maxSends) launch();
             else if (failed >= sent) finish(err);
           },
@@ -90,6 +96,7 @@ export class PartitionHedge {
         timer = setInterval(() => {
           if (done) return;
           // The partition tried last has not answered in time: start elsewhere for a while.
+          this.onTrouble();
           this.slowUntil.set(`${topic}/${(first + sent - 1) % n}`, Date.now() + SLOW_PARTITION_MS);
           if (sent < maxSends) launch();
         }, hedgeAfterMs);

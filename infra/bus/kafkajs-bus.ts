@@ -11,6 +11,7 @@ import type { KafkaRecord } from "../../events/codec.ts";
 import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { existingTopics, readTopics } from "./kafkajs-reader.ts";
 import { createTopicsWithLeaders } from "./kafkajs-topics.ts";
+import { kafkaJsTrouble } from "./broker-trouble.ts";
 import { applyKafkaJsFailoverFixes } from "./kafkajs-failover.ts";
 import { HedgedPublisher } from "./kafkajs-publish.ts";
 import { GroupSubscriptions } from "./kafkajs-subscribe.ts";
@@ -69,7 +70,7 @@ export class KafkaJsBus implements KafkaBus {
       connectionTimeout: Math.max(this.cfg.connectionTimeoutMs, READ_REQUEST_TIMEOUT_MS),
       requestTimeout: Math.max(this.cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
     });
-    this.publisher = new HedgedPublisher(this.kafka, this.cfg);
+    this.publisher = new HedgedPublisher(this.kafka, this.cfg, kafkaJsTrouble);
     this.subscriptions = new GroupSubscriptions(this.kafka, this.cfg);
   }
 
@@ -85,6 +86,16 @@ export class KafkaJsBus implements KafkaBus {
   /** Connects the producer and reads partition counts before the first publish. */
   preparePublishing(topics: readonly string[]): Promise<void> {
     return this.publisher.prepare(topics);
+  }
+
+  /** Reports of an unreachable broker: the failover fixes' (every kafkajs client here) and this bus's publishes. */
+  onBrokerTrouble(listener: () => void): () => void {
+    return kafkaJsTrouble.on(listener);
+  }
+
+  /** One unhedged send per partition (ISR keepalives); how many were acknowledged. */
+  publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
+    return this.publisher.publishToEveryPartition(topic, record);
   }
 
   /** A consumer-group subscription (kafkajs-subscribe.ts). */

@@ -39,6 +39,7 @@
 //    Now a runner that no longer runs stops the fetchers that ask it, and yields to the
 //    event loop before it answers.
 import { createRequire } from "node:module";
+import { kafkaJsTrouble } from "./broker-trouble.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -143,6 +144,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
       const cluster = this.cluster;
       const groupId = this.groupId;
       if (!isConnectionError(e) || !cluster?.findGroupCoordinator || !groupId) throw e;
+      kafkaJsTrouble.report();
       this.lastRequest = Date.now(); // next try after the heartbeat interval, not at once
       if (!this.__ffLookup) {
         const dead = this.coordinator?.nodeId;
@@ -164,6 +166,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
 
   proto.recoverFromFetch = async function (e) {
     if (!isConnectionError(e)) return recoverFromFetch.call(this, e);
+    kafkaJsTrouble.report();
     if (this.cluster?.brokerPool) this.cluster.brokerPool.metadataExpireAt = null;
     await sleep(DEAD_BROKER_PAUSE_MS);
     return undefined; // this broker's fetch yields no batches; the other brokers' go on

@@ -8,6 +8,7 @@
 import type { Kafka, Producer } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
+import type { BrokerTrouble } from "./broker-trouble.ts";
 import { PartitionCounts, PartitionHedge } from "./hedge.ts";
 
 /** The bus settings publishing uses (KafkaBusConfig, defaults applied). */
@@ -33,30 +34,48 @@ export class HedgedPublisher {
       await admin.disconnect();
     }
   });
-  private readonly hedge = new PartitionHedge();
+  private readonly hedge: PartitionHedge;
+  /** Keepalives' own producer, without retries: they never wait on the stage's sends, nor these on them. */
+  private keepaliveP: Promise<Producer> | undefined;
 
-  constructor(kafka: Kafka, cfg: PublishSettings) {
+  constructor(kafka: Kafka, cfg: PublishSettings, trouble?: BrokerTrouble) {
     this.kafka = kafka;
     this.cfg = cfg;
+    this.hedge = new PartitionHedge(() => trouble?.report());
   }
 
-  private producer(): Promise<Producer> {
-    this.producerP ??= (async () => {
+  private connect(retries?: number): Promise<Producer> {
+    return (async () => {
       const p = this.kafka.producer({
         allowAutoTopicCreation: false,
         idempotent: false,
         metadataMaxAge: this.cfg.metadataMaxAgeMs,
+        ...(retries === undefined ? {} : { retry: { retries } }),
       });
       await p.connect();
       return p;
     })().catch((err: unknown) => {
-      this.producerP = undefined;
       throw new FastfenceError("FF_BUS_UNAVAILABLE", "cannot connect the Kafka producer", {
         cause: err,
         retriable: true,
       });
     });
+  }
+
+  private producer(): Promise<Producer> {
+    this.producerP ??= this.connect().catch((err: unknown) => {
+      this.producerP = undefined;
+      throw err;
+    });
     return this.producerP;
+  }
+
+  private keepaliveProducer(): Promise<Producer> {
+    this.keepaliveP ??= this.connect(0).catch((err: unknown) => {
+      this.keepaliveP = undefined;
+      throw err;
+    });
+    return this.keepaliveP;
   }
 
   async publish(
@@ -91,9 +110,26 @@ export class HedgedPublisher {
     if (this.cfg.hedgeAfterMs > 0) await this.partitions.prepare(topics);
   }
 
+  /** One unhedged send per partition, acks from the leader; how many were acknowledged. */
+  async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
+    const p = await this.keepaliveProducer();
+    const n = await this.partitions.of(topic);
+    const sends = Array.from({ length: n }, (_, partition) =>
+      p.send({
+        topic,
+        acks: 1,
+        timeout: this.cfg.requestTimeoutMs,
+        messages: [{ key: record.key, value: record.value, headers: record.headers, partition }],
+      }),
+    );
+    return (await Promise.allSettled(sends)).filter((r) => r.status === "fulfilled").length;
+  }
+
   /** Disconnects the producer, if one was connected. */
   async close(): Promise<void> {
-    if (this.producerP) await (await this.producerP.catch(() => undefined))?.disconnect();
+    for (const pp of [this.producerP, this.keepaliveP])
+      if (pp) await (await pp.catch(() => undefined))?.disconnect();
     this.producerP = undefined;
+    this.keepaliveP = undefined;
   }
 }

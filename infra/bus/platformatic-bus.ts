@@ -9,6 +9,7 @@
 import { Admin } from "@platformatic/kafka";
 import { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
+import { BrokerTrouble } from "./broker-trouble.ts";
 import type { BusRecord, ReadOptions, SubscribeOptions, Subscription, TopicSpec } from "./bus.ts";
 import { busSettings, type BusSettings, type KafkaBus, type KafkaBusConfig } from "./kafka-config.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
@@ -25,11 +26,12 @@ export class PlatformaticBus implements KafkaBus {
   private readonly security: KafkaSecurity;
   private readonly publisher: PlatformaticPublisher;
   private readonly subscriptions: PlatformaticSubscriptions;
+  private readonly trouble = new BrokerTrouble();
 
   constructor(cfg: KafkaBusConfig) {
     this.cfg = busSettings(cfg);
     this.security = cfg.security;
-    this.publisher = new PlatformaticPublisher(this.cfg, this.security);
+    this.publisher = new PlatformaticPublisher(this.cfg, this.security, this.trouble);
     this.subscriptions = new PlatformaticSubscriptions(this.cfg, this.security);
   }
 
@@ -45,6 +47,16 @@ export class PlatformaticBus implements KafkaBus {
   /** Reads partition counts (connecting the producer) before the first publish. */
   preparePublishing(topics: readonly string[]): Promise<void> {
     return this.publisher.prepare(topics);
+  }
+
+  /** Reports of an unreachable broker: this bus's publishes only (its consumers report none yet). */
+  onBrokerTrouble(listener: () => void): () => void {
+    return this.trouble.on(listener);
+  }
+
+  /** One unhedged send per partition (ISR keepalives); how many were acknowledged. */
+  publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
+    return this.publisher.publishToEveryPartition(topic, record);
   }
 
   /** A consumer-group subscription (platformatic-subscribe.ts). */

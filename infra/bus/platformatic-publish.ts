@@ -5,6 +5,7 @@
 // (platformatic-client.ts). Owns the bus's producer; never logs record values.
 import { ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka";
 import type { KafkaRecord } from "../../events/codec.ts";
+import type { BrokerTrouble } from "./broker-trouble.ts";
 import { PartitionCounts, PartitionHedge } from "./hedge.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions, type ClientSettings } from "./platformatic-client.ts";
@@ -27,11 +28,25 @@ export class PlatformaticPublisher {
       .metadata({ topics: [topic] })
       .then((md) => md.topics.get(topic)?.partitionsCount ?? 1),
   );
-  private readonly hedge = new PartitionHedge();
+  private readonly hedge: PartitionHedge;
+  /** Keepalives' own producer, without retries: they never wait on the stage's sends, nor these on them. */
+  private keepaliveP: BusProducer | undefined;
 
-  constructor(cfg: PublishSettings, security: KafkaSecurity) {
+  constructor(cfg: PublishSettings, security: KafkaSecurity, trouble?: BrokerTrouble) {
     this.cfg = cfg;
     this.security = security;
+    this.hedge = new PartitionHedge(() => trouble?.report());
+  }
+
+  private keepaliveProducer(): BusProducer {
+    this.keepaliveP ??= new Producer<string, Buffer, string, string>({
+      ...clientOptions(this.cfg, this.security, "-keepalive"),
+      retries: 0,
+      idempotent: false,
+      serializers: { key: stringSerializer, headerKey: stringSerializer, headerValue: stringSerializer },
+    });
+    this.keepaliveP.on("error", () => undefined);
+    return this.keepaliveP;
   }
 
   /** The producer (created on first use; it connects lazily, per broker). */
@@ -75,10 +90,32 @@ export class PlatformaticPublisher {
     await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
+  /** One unhedged send per partition, acks from the leader; how many were acknowledged. */
+  async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
+    const p = this.keepaliveProducer();
+    const n = await this.partitions.of(topic);
+    const sends = Array.from({ length: n }, (_, partition) =>
+      p.send({
+        acks: ProduceAcks.LEADER,
+        messages: [
+          {
+            topic,
+            ...(record.key === null ? {} : { key: record.key }),
+            ...(record.value === null ? {} : { value: record.value }),
+            headers: record.headers,
+            partition,
+          },
+        ],
+      }),
+    );
+    return (await Promise.allSettled(sends)).filter((r) => r.status === "fulfilled").length;
+  }
+
   /** Closes the producer, if one was made. */
   async close(): Promise<void> {
-    const p = this.producerP;
+    const ps = [this.producerP, this.keepaliveP];
     this.producerP = undefined;
-    if (p) await p.close(true).catch(() => undefined);
+    this.keepaliveP = undefined;
+    for (const p of ps) if (p) await p.close(true).catch(() => undefined);
   }
 }

@@ -10,7 +10,9 @@
 // the stage's reason code), in as few produce calls per fetched batch as fit, so a flood
 // of bad records costs little and never stalls a partition. It never commits an offset
 // for a record whose outcome was not recorded. A `traceparent` record header (not the
-// event's ce_traceparent) is the delivery's trace context (infra/tracing.ts).
+// event's ce_traceparent) is the delivery's trace context (infra/tracing.ts). Keepalive
+// records (events/keepalive.ts) are skipped unread; with `keepaliveMs` the replica writes
+// them to its own output topics (infra/runtime/keepalive.ts).
 import { FastfenceError, InvalidInputError } from "../../core/errors.ts";
 import { settlesWithin, type Clock } from "../../core/clock.ts";
 import { acksFor, factKey, isEventType } from "../../events/catalog.ts";
@@ -22,7 +24,9 @@ import type { Bus, BusRecord, Subscription } from "../bus/bus.ts";
 import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import type { Tracing } from "../tracing.ts";
+import { isKeepalive } from "../../events/keepalive.ts";
 import { byteBatches, deadLetterRecord } from "./dead-letter.ts";
+import { runKeepalive } from "./keepalive.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
 
 /**
@@ -56,6 +60,13 @@ export interface KafkaRuntimeConfig {
    * once the leave or its session ends.
    */
   stopLeaveWaitMs?: number;
+  /**
+   * ISR keepalive interval, ms (events/keepalive.ts, infra/runtime/keepalive.ts): while
+   * the bus reports an unreachable broker, every this often one keepalive record to every
+   * partition of the stage's output topics, so a dead broker leaves every ISR at once and
+   * no later hop waits replica.lag.time.max.ms. Default 0: off.
+   */
+  keepaliveMs?: number;
 }
 
 /** KafkaRuntimeConfig.stopLeaveWaitMs's default. */
@@ -139,6 +150,7 @@ export async function startKafkaRuntime(opts: {
    * that the caller must publish before the record's offset is committed (S5).
    */
   async function handle(rec: BusRecord): Promise<KafkaRecord | undefined> {
+    if (isKeepalive(rec)) return undefined; // a transport record, not an event
     const size = rec.value?.length ?? 0;
     if (size <= MAX_EVENT_BYTES) {
       // Cheap rejection: a known type this function does not subscribe to (another
@@ -272,6 +284,18 @@ export async function startKafkaRuntime(opts: {
     );
   }
   log.info({ incident: "none", node: "none", groupId, topics }, "kafka runtime started");
+  const outputs = [...new Set(def.emits.map((t) => catalog.topicOf(t)))].filter(
+    (t) => t !== catalog.deadLetterTopic,
+  );
+  void runKeepalive({
+    bus,
+    topics: outputs,
+    everyMs: config.keepaliveMs ?? 0,
+    source,
+    clock,
+    log,
+    signal: stopping.signal,
+  });
   return {
     ready: sub.ready,
     stop: async () => {

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
+import { isKeepalive, KEEPALIVE_HEADER, keepaliveRecord } from "../../events/keepalive.ts";
 import { Kafka, logLevel, type Admin } from "kafkajs";
 import { createKafkaBus, KAFKA_CLIENTS, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
@@ -97,6 +98,31 @@ async function consumingGroup(
 }
 
 describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
+  it("writes a keepalive to every partition of a topic, each with its header and no value", async () => {
+    const bus = createKafkaBus(
+      {
+        brokers: env().kafka.bootstrap,
+        clientId: "keepalive",
+        security: env().kafka.clientSecurity("admin"),
+      },
+      client,
+    );
+    const topic = `t.keepalive-${client}`;
+    try {
+      await bus.ensureTopics([{ topic, partitions: 3, replicationFactor: 1 }]);
+      expect(await bus.publishToEveryPartition(topic, keepaliveRecord("/fastfence/test/0"))).toBe(3);
+      const recs = await bus.readAll([topic]);
+      expect(recs.map((r) => r.partition).sort()).toEqual([0, 1, 2]);
+      for (const r of recs) {
+        expect(isKeepalive(r)).toBe(true);
+        expect(r.headers[KEEPALIVE_HEADER]).toBe("/fastfence/test/0");
+        expect(r.value === null || r.value.length === 0).toBe(true);
+      }
+    } finally {
+      await bus.close();
+    }
+  });
+
   it("round-trips a CloudEvent in binary mode through a consumer group, headers intact", async () => {
     const bus = createKafkaBus(
       {

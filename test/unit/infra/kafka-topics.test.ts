@@ -8,6 +8,7 @@ import { describe, expect, test } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { BROKER_TOPIC, CATALOG, EVENT_TYPES, TOPICS } from "../../../events/catalog.ts";
 import { encodeKafka } from "../../../events/codec.ts";
+import { KEEPALIVE_HEADER, keepaliveRecord } from "../../../events/keepalive.ts";
 import type { StageInfo } from "../../../functions/contract.ts";
 import { STAGES } from "../../../functions/registry.ts";
 import type { EventHandler } from "../../../infra/runtime/contract.ts";
@@ -16,6 +17,7 @@ import { loadRuntimeConfig } from "../../../infra/config.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
 import { catalogViewFor } from "../../../app/host.ts";
+import { TROUBLE_WINDOW_MS } from "../../../infra/runtime/keepalive.ts";
 import {
   consumedTopics,
   startKafkaRuntime,
@@ -67,9 +69,26 @@ class MemoryBus implements Bus {
     this.prepared.push([...topics]);
     if (this.prepareFails) throw new Error("no broker answers");
   }
+  /** Topics of publishToEveryPartition calls (keepalives), in order. */
+  everyPartition: { topic: string; headers: Record<string, string> }[] = [];
   private onRecord?: SubscribeOptions["onRecord"];
   async publish(topic: string, records: readonly { headers: Record<string, string> }[]): Promise<void> {
     this.published.push({ topic, types: records.map((r) => r.headers.ce_type ?? "") });
+  }
+  async publishToEveryPartition(topic: string, record: { headers: Record<string, string> }): Promise<number> {
+    this.everyPartition.push({ topic, headers: record.headers });
+    return 3;
+  }
+  private readonly trouble = new Set<() => void>();
+  get troubleListeners(): number {
+    return this.trouble.size;
+  }
+  onBrokerTrouble(listener: () => void): () => void {
+    this.trouble.add(listener);
+    return () => void this.trouble.delete(listener);
+  }
+  reportTrouble(): void {
+    for (const l of this.trouble) l();
   }
   async subscribe(opts: SubscribeOptions) {
     this.subscribed.push(...opts.topics);
@@ -100,7 +119,7 @@ const relayHandler: EventHandler = async () => ({
 });
 
 /** The relay on `bus`, its clock `clock`, consuming and publishing through `topic`'s catalog view. */
-const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string) =>
+const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string, keepaliveMs = 0) =>
   startKafkaRuntime({
     def: relay,
     handler: relayHandler,
@@ -109,7 +128,7 @@ const startRelay = (bus: MemoryBus, clock: ManualClock, topic?: string) =>
     clock,
     log: createLogger("relay", { level: "silent" }),
     metrics: createFunctionMetrics({ defaultMetrics: false }),
-    config: { groupMode: "each-replica", replica: "relay-0" },
+    config: { groupMode: "each-replica", replica: "relay-0", keepaliveMs },
   });
 
 async function run(topic: string | undefined, bus = new MemoryBus()) {
@@ -186,5 +205,75 @@ describe("Kafka runtime stop", () => {
     const bus = new MemoryBus();
     const rt = await start(bus, new ManualClock(T0));
     await rt.stop(); // the manual clock never moves: only the leave can end it
+  });
+});
+
+describe("ISR keepalives (events/keepalive.ts)", () => {
+  const tick = () => new Promise((r) => setImmediate(r));
+
+  test("a keepalive record is skipped unread: no handler, no event, no dead letter", async () => {
+    const bus = new MemoryBus();
+    const rt = await startRelay(bus, new ManualClock(T0));
+    await bus.deliver({
+      ...keepaliveRecord("/fastfence/detect/detect-0"),
+      topic: TOPICS.observations,
+      partition: 1,
+      offset: "7",
+      timestamp: 0,
+    });
+    await rt.stop();
+    expect(bus.published).toEqual([]);
+  });
+
+  test("with keepaliveMs, nothing while no broker is in trouble", async () => {
+    const bus = new MemoryBus();
+    const clock = new ManualClock(T0);
+    const rt = await startRelay(bus, clock, undefined, 1000);
+    clock.advance(60_000);
+    await tick();
+    await rt.stop();
+    expect(bus.everyPartition).toEqual([]);
+  });
+
+  test("after a broker-trouble report: every interval one keepalive per output topic, until the window after the last report ends", async () => {
+    const bus = new MemoryBus();
+    const clock = new ManualClock(T0);
+    const rt = await startRelay(bus, clock, undefined, 1000);
+    await tick();
+    bus.reportTrouble();
+    await tick();
+    expect(bus.everyPartition).toEqual([
+      { topic: TOPICS.suspicions, headers: { [KEEPALIVE_HEADER]: "/fastfence/relay/relay-0" } },
+    ]);
+    for (let i = 0; i < 10; i++) {
+      clock.advance(1000);
+      await tick();
+    }
+    expect(bus.everyPartition).toHaveLength(11);
+    bus.reportTrouble(); // still in trouble at +10 s: the window starts again
+    for (let i = 0; i < 25; i++) {
+      clock.advance(1000);
+      await tick();
+    }
+    // +10 s .. +30 s: a round every second, then none (the window is TROUBLE_WINDOW_MS)
+    expect(bus.everyPartition).toHaveLength(11 + TROUBLE_WINDOW_MS / 1000);
+    bus.reportTrouble(); // a new report wakes it up again
+    await tick();
+    expect(bus.everyPartition).toHaveLength(12 + TROUBLE_WINDOW_MS / 1000);
+    await rt.stop();
+    clock.advance(5000);
+    await tick();
+    expect(bus.everyPartition).toHaveLength(12 + TROUBLE_WINDOW_MS / 1000);
+    expect(bus.troubleListeners).toBe(0); // the stop unsubscribed it
+  });
+
+  test("off by default: no keepalive at all", async () => {
+    const bus = new MemoryBus();
+    const clock = new ManualClock(T0);
+    const rt = await startRelay(bus, clock);
+    clock.advance(10_000);
+    await tick();
+    await rt.stop();
+    expect(bus.everyPartition).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@
 // REPLAY_OBSERVATIONS; dead letters never.
 import { describe, expect, test } from "vitest";
 import { TOPICS } from "../../../events/catalog.ts";
+import { keepaliveRecord } from "../../../events/keepalive.ts";
 import type { BusRecord } from "../../../infra/bus/bus.ts";
 import { REPLAY_OBSERVATIONS, REPLAY_TOPICS, replayPlan, writerOf } from "../../../lab/replay.ts";
 
@@ -37,6 +38,12 @@ describe("replay plan", () => {
       { key: "node-0", value: Buffer.from('{"n":3}'), headers: { ce_id: `id-${TOPICS.fenceRequests}-3` } },
     ]);
     expect(batches.find((b) => b.topic === TOPICS.suspicions)!.principal).toBe("detect");
+  });
+
+  test("keepalive records are not replayed", () => {
+    const k = { ...rec(TOPICS.fenceRequests, 4), ...keepaliveRecord("/fastfence/confirm/c-0") };
+    const { batches } = replayPlan([k, rec(TOPICS.fenceRequests, 5)]);
+    expect(batches.map((b) => b.records.length)).toEqual([1]);
   });
 
   test("only the newest observations, and never a dead letter", () => {

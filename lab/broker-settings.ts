@@ -72,13 +72,6 @@ export const LAB_BROKER_OVERRIDES: Readonly<Record<string, LabOverride>> = {
     shipped: "250 (the manifest)",
     why: "the no-op records the fetch timeout counts in (600 ms = three of them)",
   },
-  "replica.lag.time.max.ms": {
-    value: 1000,
-    shipped: "1500 (the manifest)",
-    why:
-      "a partition leader drops a dead follower from its ISR sooner; on a real cluster a " +
-      "live follower slow to resume fetching after leaderships moved would be dropped too",
-  },
   "group.min.session.timeout.ms": {
     value: 500,
     shipped: "3000 (the manifest)",

@@ -42,6 +42,36 @@ export class PartitionHedge {
   }
 
   /**
+   * Learns from a send made outside the hedge (an ISR keepalive to `partition`, one per
+   * partition, infra/runtime/keepalive.ts): not acknowledged within `hedgeAfterMs`, or
+   * failed, the partition is avoided as a first choice for a while, as if a hedged publish
+   * had missed its deadline there; acknowledged in time, it is cleared. So after a broker
+   * dies, the incident's next event starts on a live leader's partition instead of paying
+   * the hedge deadline first. Never reports trouble itself (the keepalive runs because of
+   * trouble; reporting would keep it going). Resolves with whether `sent` was acknowledged.
+   */
+  async observe(
+    topic: string,
+    partition: number,
+    hedgeAfterMs: number,
+    sent: Promise<unknown>,
+  ): Promise<boolean> {
+    const key = `${topic}/${partition}`;
+    const started = Date.now();
+    const timer = setTimeout(() => this.slowUntil.set(key, Date.now() + SLOW_PARTITION_MS), hedgeAfterMs);
+    try {
+      await sent;
+      if (Date.now() - started < hedgeAfterMs) this.slowUntil.delete(key);
+      return true;
+    } catch {
+      this.slowUntil.set(key, Date.now() + SLOW_PARTITION_MS);
+      return false;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
    * Sends with hedging over `n` partitions: `send(partition)` (undefined when n is 1: the
    * client picks), at most `maxSends` times, a new one every `hedgeAfterMs` while none
    * was acknowledged or at once after a failure. Rejects with a retriable

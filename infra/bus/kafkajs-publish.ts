@@ -110,7 +110,7 @@ export class HedgedPublisher {
     if (this.cfg.hedgeAfterMs > 0) await this.partitions.prepare(topics);
   }
 
-  /** One unhedged send per partition, acks from the leader; how many were acknowledged. */
+  /** One unhedged send per partition, acks from the leader; how many were acknowledged. The hedge learns from each. */
   async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
     const p = await this.keepaliveProducer();
     const n = await this.partitions.of(topic);
@@ -122,7 +122,17 @@ export class HedgedPublisher {
         messages: [{ key: record.key, value: record.value, headers: record.headers, partition }],
       }),
     );
-    return (await Promise.allSettled(sends)).filter((r) => r.status === "fulfilled").length;
+    // Each answer (or its absence) tells the hedge which partitions' leaders are alive, so
+    // the stage's next publish to this topic starts on one of those (hedge.ts observe).
+    const acked = sends.map((sent, partition) =>
+      this.cfg.hedgeAfterMs > 0
+        ? this.hedge.observe(topic, partition, this.cfg.hedgeAfterMs, sent)
+        : sent.then(
+            () => true,
+            () => false,
+          ),
+    );
+    return (await Promise.all(acked)).filter(Boolean).length;
   }
 
   /** Disconnects the producer, if one was connected. */

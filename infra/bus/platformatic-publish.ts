@@ -90,7 +90,7 @@ export class PlatformaticPublisher {
     await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
-  /** One unhedged send per partition, acks from the leader; how many were acknowledged. */
+  /** One unhedged send per partition, acks from the leader; how many were acknowledged. The hedge learns from each. */
   async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
     const p = this.keepaliveProducer();
     const n = await this.partitions.of(topic);
@@ -108,7 +108,17 @@ export class PlatformaticPublisher {
         ],
       }),
     );
-    return (await Promise.allSettled(sends)).filter((r) => r.status === "fulfilled").length;
+    // Each answer (or its absence) tells the hedge which partitions' leaders are alive, so
+    // the stage's next publish to this topic starts on one of those (hedge.ts observe).
+    const acked = sends.map((sent, partition) =>
+      this.cfg.hedgeAfterMs > 0
+        ? this.hedge.observe(topic, partition, this.cfg.hedgeAfterMs, sent)
+        : sent.then(
+            () => true,
+            () => false,
+          ),
+    );
+    return (await Promise.all(acked)).filter(Boolean).length;
   }
 
   /** Closes the producer, if one was made. */

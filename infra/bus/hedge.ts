@@ -72,6 +72,31 @@ export class PartitionHedge {
   }
 
   /**
+   * Sends once to each of `n` partitions side by side (ISR keepalives), with `send(partition)`;
+   * with hedging on (`hedgeAfterMs` > 0) each answer, or its absence, is observed as above.
+   * Resolves with how many partitions acknowledged; a failed send is counted out, never thrown.
+   */
+  async sendToEvery(
+    topic: string,
+    n: number,
+    hedgeAfterMs: number,
+    send: (partition: number) => Promise<unknown>,
+  ): Promise<number> {
+    const acked = await Promise.all(
+      Array.from({ length: n }, (_, partition) => {
+        const sent = send(partition);
+        return hedgeAfterMs > 0
+          ? this.observe(topic, partition, hedgeAfterMs, sent)
+          : sent.then(
+              () => true,
+              () => false,
+            );
+      }),
+    );
+    return acked.filter(Boolean).length;
+  }
+
+  /**
    * Sends with hedging over `n` partitions: `send(partition)` (undefined when n is 1: the
    * client picks), at most `maxSends` times, a new one every `hedgeAfterMs` while none
    * was acknowledged or at once after a failure. Rejects with a retriable

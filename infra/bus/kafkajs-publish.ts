@@ -114,7 +114,8 @@ export class HedgedPublisher {
   async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
     const p = await this.keepaliveProducer();
     const n = await this.partitions.of(topic);
-    const sends = Array.from({ length: n }, (_, partition) =>
+    // The hedge learns from each answer which partitions' leaders are alive (hedge.ts).
+    return this.hedge.sendToEvery(topic, n, this.cfg.hedgeAfterMs, (partition) =>
       p.send({
         topic,
         acks: 1,
@@ -122,17 +123,6 @@ export class HedgedPublisher {
         messages: [{ key: record.key, value: record.value, headers: record.headers, partition }],
       }),
     );
-    // Each answer (or its absence) tells the hedge which partitions' leaders are alive, so
-    // the stage's next publish to this topic starts on one of those (hedge.ts observe).
-    const acked = sends.map((sent, partition) =>
-      this.cfg.hedgeAfterMs > 0
-        ? this.hedge.observe(topic, partition, this.cfg.hedgeAfterMs, sent)
-        : sent.then(
-            () => true,
-            () => false,
-          ),
-    );
-    return (await Promise.all(acked)).filter(Boolean).length;
   }
 
   /** Disconnects the producer, if one was connected. */

@@ -94,7 +94,8 @@ export class PlatformaticPublisher {
   async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
     const p = this.keepaliveProducer();
     const n = await this.partitions.of(topic);
-    const sends = Array.from({ length: n }, (_, partition) =>
+    // The hedge learns from each answer which partitions' leaders are alive (hedge.ts).
+    return this.hedge.sendToEvery(topic, n, this.cfg.hedgeAfterMs, (partition) =>
       p.send({
         acks: ProduceAcks.LEADER,
         messages: [
@@ -108,17 +109,6 @@ export class PlatformaticPublisher {
         ],
       }),
     );
-    // Each answer (or its absence) tells the hedge which partitions' leaders are alive, so
-    // the stage's next publish to this topic starts on one of those (hedge.ts observe).
-    const acked = sends.map((sent, partition) =>
-      this.cfg.hedgeAfterMs > 0
-        ? this.hedge.observe(topic, partition, this.cfg.hedgeAfterMs, sent)
-        : sent.then(
-            () => true,
-            () => false,
-          ),
-    );
-    return (await Promise.all(acked)).filter(Boolean).length;
   }
 
   /** Closes the producer, if one was made. */

@@ -82,3 +82,25 @@ describe("PartitionHedge.observe: what a keepalive's answer teaches", () => {
     expect(onTrouble).not.toHaveBeenCalled();
   });
 });
+
+describe("PartitionHedge.sendToEvery", () => {
+  test("one send per partition; counts the acknowledged ones and learns from the rest", async () => {
+    const h = new PartitionHedge();
+    const asked: number[] = [];
+    const acked = await h.sendToEvery(T, 3, HEDGE_MS, async (p) => {
+      asked.push(p);
+      if (p === 1) throw new Error("ECONNREFUSED");
+    });
+    expect(asked).toEqual([0, 1, 2]);
+    expect(acked).toBe(2);
+    expect(firsts(h, 3)).toEqual([0, 2, 2]);
+  });
+
+  test("with hedging off, counts only: no partition is avoided", async () => {
+    const h = new PartitionHedge();
+    expect(
+      await h.sendToEvery(T, 2, 0, (p) => (p === 0 ? Promise.reject(new Error("x")) : Promise.resolve())),
+    ).toBe(1);
+    expect(firsts(h, 3)).toEqual([0, 1, 2]);
+  });
+});

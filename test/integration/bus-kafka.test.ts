@@ -8,13 +8,31 @@ import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { isKeepalive, KEEPALIVE_HEADER, keepaliveRecord } from "../../events/keepalive.ts";
 import { Kafka, logLevel, type Admin } from "kafkajs";
-import { createKafkaBus, KAFKA_CLIENTS, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
+import {
+  createKafkaBus,
+  KAFKA_CLIENTS,
+  type KafkaBus,
+  type KafkaBusConfig,
+  type KafkaClient,
+} from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import type { BusRecord, Subscription } from "../../infra/bus/bus.ts";
 import { coordinatorPartition, startKafka, type KafkaCluster } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 1 })) }));
+
+/** A bus of `client` on `kafka` as the admin principal, named `clientId`, with `more` settings. */
+const adminBus = (
+  kafka: KafkaCluster,
+  client: KafkaClient,
+  clientId: string,
+  more: Partial<KafkaBusConfig> = {},
+): KafkaBus =>
+  createKafkaBus(
+    { brokers: kafka.bootstrap, clientId, security: kafka.clientSecurity("admin"), ...more },
+    client,
+  );
 
 async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 30_000): Promise<T> {
   const end = Date.now() + timeoutMs;
@@ -99,14 +117,7 @@ async function consumingGroup(
 
 describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
   it("writes a keepalive to every partition of a topic, each with its header and no value", async () => {
-    const bus = createKafkaBus(
-      {
-        brokers: env().kafka.bootstrap,
-        clientId: "keepalive",
-        security: env().kafka.clientSecurity("admin"),
-      },
-      client,
-    );
+    const bus = adminBus(env().kafka, client, "keepalive");
     const topic = `t.keepalive-${client}`;
     try {
       await bus.ensureTopics([{ topic, partitions: 3, replicationFactor: 1 }]);
@@ -124,14 +135,7 @@ describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
   });
 
   it("round-trips a CloudEvent in binary mode through a consumer group, headers intact", async () => {
-    const bus = createKafkaBus(
-      {
-        brokers: env().kafka.bootstrap,
-        clientId: "bus-test",
-        security: env().kafka.clientSecurity("admin"),
-      },
-      client,
-    );
+    const bus = adminBus(env().kafka, client, "bus-test");
     try {
       await bus.ensureTopics([{ topic: `t.roundtrip-${client}`, partitions: 3, replicationFactor: 1 }]);
       const got: BusRecord[] = [];
@@ -169,14 +173,7 @@ describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
 
   it("keeps producing and consuming across a broker restart", async () => {
     const { kafka } = env();
-    const bus = createKafkaBus(
-      {
-        brokers: kafka.bootstrap,
-        clientId: "bus-restart",
-        security: kafka.clientSecurity("admin"),
-      },
-      client,
-    );
+    const bus = adminBus(kafka, client, "bus-restart");
     try {
       await bus.ensureTopics([{ topic: `t.restart-${client}`, partitions: 1, replicationFactor: 1 }]);
       const { sub, seen } = await consumingGroup(bus, `g-restart-${client}`, `t.restart-${client}`);
@@ -205,10 +202,7 @@ describe.each(KAFKA_CLIENTS)(
       // With KRaft the broker that took CreateTopics may not know the topics yet; kafkajs'
       // own leader wait failed the whole call on that (CI). ensureTopics waits it out.
       const { kafka } = three();
-      const bus = createKafkaBus(
-        { brokers: kafka.bootstrap, clientId: "create-many", security: kafka.clientSecurity("admin") },
-        client,
-      );
+      const bus = adminBus(kafka, client, "create-many");
       const topics = Array.from({ length: 6 }, (_, i) => `t.create-${client}-${i}`);
       const admin = adminOf(kafka, "create-many-check");
       try {
@@ -232,34 +226,21 @@ describe.each(KAFKA_CLIENTS)(
 
     it("gets a record through well before the request timeout when the first partition's leader is dead", async () => {
       const { kafka } = three();
-      const admin = createKafkaBus(
-        {
-          brokers: kafka.bootstrap,
-          clientId: "hedge-admin",
-          security: kafka.clientSecurity("admin"),
-        },
-        client,
-      );
+      const admin = adminBus(kafka, client, "hedge-admin");
       await admin.ensureTopics([
         { topic: "t.hedge", partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
       ]);
       await admin.close();
-      const bus = createKafkaBus(
-        {
-          brokers: kafka.bootstrap,
-          clientId: "hedge",
-          security: kafka.clientSecurity("admin"),
-          hedgeAfterMs: 200,
-          requestTimeoutMs: 5000,
-          // This test is about hedging around a dead partition leader. A metadata refresh
-          // that picks the frozen broker stalls @platformatic/kafka's sends for the request
-          // timeout (docs/design.md "Kafka client"); that stall is bus-kafka-freeze's to
-          // measure (1 s request timeout there), so no refresh falls inside this test.
-          metadataMaxAgeMs: 120_000,
-          acks: "leader",
-        },
-        client,
-      );
+      const bus = adminBus(kafka, client, "hedge", {
+        hedgeAfterMs: 200,
+        requestTimeoutMs: 5000,
+        // This test is about hedging around a dead partition leader. A metadata refresh
+        // that picks the frozen broker stalls @platformatic/kafka's sends for the request
+        // timeout (docs/design.md "Kafka client"); that stall is bus-kafka-freeze's to
+        // measure (1 s request timeout there), so no refresh falls inside this test.
+        metadataMaxAgeMs: 120_000,
+        acks: "leader",
+      });
       try {
         for (let i = 0; i < 3; i++) await bus.publish("t.hedge", [encodeKafka(testEvent(i))]); // warm: metadata, connections
         await kafka.brokers[0]!.freeze(); // a hung broker: no RST, requests to it just hang
@@ -285,16 +266,7 @@ describe.each(KAFKA_CLIENTS)(
         level: "warn",
         destination: { write: (l: string) => void lines.push(l) },
       });
-      const bus = createKafkaBus(
-        {
-          brokers: kafka.bootstrap,
-          clientId: "coord",
-          sessionTimeoutMs: 3000,
-          security: kafka.clientSecurity("admin"),
-          log,
-        },
-        client,
-      );
+      const bus = adminBus(kafka, client, "coord", { sessionTimeoutMs: 3000, log });
       const groupId = "g-coordinator-death";
       const admin = adminOf(kafka, "coord-admin");
       try {

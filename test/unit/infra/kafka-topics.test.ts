@@ -210,6 +210,12 @@ describe("Kafka runtime stop", () => {
 
 describe("ISR keepalives (events/keepalive.ts)", () => {
   const tick = () => new Promise((r) => setImmediate(r));
+  /** The relay with a 1 s keepalive, on a fresh bus and a manual clock at T0. */
+  const startWithKeepalive = async () => {
+    const bus = new MemoryBus();
+    const clock = new ManualClock(T0);
+    return { bus, clock, rt: await startRelay(bus, clock, undefined, 1000) };
+  };
 
   test("a keepalive record is skipped unread: no handler, no event, no dead letter", async () => {
     const bus = new MemoryBus();
@@ -226,9 +232,7 @@ describe("ISR keepalives (events/keepalive.ts)", () => {
   });
 
   test("with keepaliveMs, nothing while no broker is in trouble", async () => {
-    const bus = new MemoryBus();
-    const clock = new ManualClock(T0);
-    const rt = await startRelay(bus, clock, undefined, 1000);
+    const { bus, clock, rt } = await startWithKeepalive();
     clock.advance(60_000);
     await tick();
     await rt.stop();
@@ -236,9 +240,7 @@ describe("ISR keepalives (events/keepalive.ts)", () => {
   });
 
   test("after a broker-trouble report: every interval one keepalive per output topic, until the window after the last report ends", async () => {
-    const bus = new MemoryBus();
-    const clock = new ManualClock(T0);
-    const rt = await startRelay(bus, clock, undefined, 1000);
+    const { bus, clock, rt } = await startWithKeepalive();
     await tick();
     bus.reportTrouble();
     await tick();

@@ -21,7 +21,7 @@ import { KubeMetal3Api } from "../infra/bmc/metal3.ts";
 import {
   httpAllowedSubjects,
   httpAudience,
-  identityFor,
+  selfFor,
   kafkaRuntimeSettings,
   metal3Namespaces,
   trustedConfirmers,
@@ -167,7 +167,7 @@ export async function hostFunction(opts: {
       warm: (now) => remediators.snapshot(now, true),
     }),
   };
-  const self = { identity: identityFor(config, def.name), replica: config.FASTFENCE_REPLICA };
+  const self = selfFor(config, def.name);
   const runner = stageRunner(def, adapters, self, { trustedConfirmers: trustedConfirmers(config) });
   // confirm and fence: planned-work reads kept warm; confirm: RemediatorConflict condition and
   // event-source coverage; fence: BMC health.

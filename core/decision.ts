@@ -201,6 +201,11 @@ export interface Self {
   identity: string;
   /** Pod name, for logs and lease holder uniqueness. */
   replica: string;
+  /**
+   * The node this replica runs on (FASTFENCE_NODE_NAME, the Downward API's spec.nodeName),
+   * when known. fence leaves a round for its own node to replicas on other nodes.
+   */
+  node?: string;
 }
 
 /** Release counts of one remediation: what the deletes removed. */

@@ -31,6 +31,8 @@ export const IGNORE_CODES = {
   StillBlocked: "The storm guard or etcd-quorum rule still blocks the incident for the same reason.",
   DrivenByOtherReplica: "Another fence replica holds the node's fencing Lease or drives the incident.",
   DrivenByThisReplica: "This replica already drives the incident's fencing.",
+  OwnNode:
+    "This fence replica runs on the node to fence: a replica on another node drives the round (this one would power itself off mid-round); it steps in only when none has by twice reconcile.stalledAfterMs.",
   StaleRound: "The fence.failed event is of another round than the incident's.",
   FencingGaveUp: "The last fencing round (fencing.maxRounds) failed; an operator must act.",
   NodeNotReady: "The node is not Ready: nothing to recover.",

@@ -4,6 +4,7 @@
 // default; so is a combination that breaks the timeout chain (docs/tuning.md). Never holds secrets (BMC credentials live in Secrets, read per action).
 import { hostname } from "node:os";
 import { z } from "zod";
+import type { Self } from "../core/decision.ts";
 import { InvalidInputError } from "../core/errors.ts";
 import { ROUND_RECORD_MARGIN_MS } from "../core/policy.ts";
 import { SAMPLERS } from "./tracing.ts";
@@ -37,7 +38,8 @@ export const RuntimeConfigSchema = z
     // Knative sink URL (the Broker) for events beyond the one an HTTP reply carries.
     // Set by Knative SinkBinding or the manifests. Default: unset (then Kafka, if configured).
     K_SINK: z.url().optional(),
-    // The node this replica runs on (Downward API spec.nodeName). Required for the event source.
+    // The node this replica runs on (Downward API spec.nodeName). Required for the event
+    // source; fence uses it to leave the rounds for its own node to replicas elsewhere.
     FASTFENCE_NODE_NAME: z.string().optional(),
     // The Kubernetes identity this replica acts as, written as confirmedBy (S6). Default
     // "system:serviceaccount:<namespace>:fastfence-<function>".
@@ -262,6 +264,15 @@ export function loadRuntimeConfig(env: Record<string, string | undefined> = proc
 
 export function identityFor(cfg: RuntimeConfig, component: string): string {
   return cfg.FASTFENCE_IDENTITY ?? `system:serviceaccount:${cfg.FASTFENCE_NAMESPACE}:fastfence-${component}`;
+}
+
+/** Who a stage's replica is in its decisions: identity, replica name, and its node when known. */
+export function selfFor(cfg: RuntimeConfig, component: string): Self {
+  return {
+    identity: identityFor(cfg, component),
+    replica: cfg.FASTFENCE_REPLICA,
+    ...(cfg.FASTFENCE_NODE_NAME ? { node: cfg.FASTFENCE_NODE_NAME } : {}),
+  };
 }
 
 export function trustedConfirmers(cfg: RuntimeConfig): string[] {

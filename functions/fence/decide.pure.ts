@@ -96,6 +96,15 @@ export function decide(input: DecideInput<FfEvent>): Decision {
     );
   }
 
+  // A replica on the node it would fence powers itself off mid-round: the round then ends
+  // only when its Lease expires. Replicas on other nodes drive; resync.pure.ts lets this
+  // one step in when none has (ownNodeGraceMs).
+  if (self.node === inc.spec.nodeName)
+    return ignored(
+      "OwnNode",
+      `${self.replica} runs on ${self.node}: a fence replica on another node drives ${name}`,
+    );
+
   let round: number;
   let waitUntil: number | undefined;
   const lease = view.lease;

@@ -4,8 +4,8 @@
 // incident, the node and the node's fencing Lease count; the same checks as the event path
 // (S3 incarnation, S6 trusted confirmation, S2 quorum) run before any power action, and a
 // Lease that has not expired always wins (S3: one driver). Nothing here acts before its
-// step is overdue by reconcile.stalledAfterMs, so the event path normally gets there
-// first. No I/O.
+// step is overdue by reconcile.stalledAfterMs (twice that on a replica that runs on the
+// incident's node), so the event path normally gets there first. No I/O.
 import { isFinalFenceFailed, statusOf, transition } from "../../core/incident.ts";
 import {
   fenceLeaseName,
@@ -83,7 +83,10 @@ export function resync(input: DecideInput<Resync>): Decision {
       `fencing of ${name} is driven by ${held.holder} (lease until ${iso(held.until)})`,
     );
   const policy = view.policy;
-  const stalled = policy.reconcile.stalledAfterMs;
+  // A replica on the incident's node waits a second stalled period: the replicas elsewhere
+  // get there first, and it steps in only when none is left to (decide.pure.ts, OwnNode).
+  const ownNode = self.node === inc.spec.nodeName;
+  const stalled = policy.reconcile.stalledAfterMs * (ownNode ? 2 : 1);
   const overdue = (due: number, step: string): Decision | undefined =>
     Number.isFinite(due) && now >= due + stalled
       ? undefined

@@ -97,6 +97,7 @@ export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promi
     const config = loadRuntimeConfig({
       FASTFENCE_NAMESPACE: NAMESPACE,
       FASTFENCE_REPLICA: replica(fn),
+      FASTFENCE_NODE_NAME: parts.name,
       ...env.runtimeEnv,
     });
     parts.functions.push(

@@ -202,6 +202,39 @@ describe("fence.decide", () => {
   });
 });
 
+// A fence replica on the node it would fence would power itself off mid-round, and the
+// round would end only when its Lease expired: it leaves every round to the replicas on the
+// other nodes (its reconciler steps in later, when none has: resync.test.ts).
+describe("fence.decide on the replica's own node", () => {
+  const onA = { ...FENCE, node: "a" };
+  const onB = { ...FENCE, node: "b" };
+  test.each<[string, DecideInput<FfEvent>]>([
+    ["Confirmed: round 1", input({ incident: confirmed("a") })],
+    [
+      "FenceFailed: the retry",
+      input(
+        { incident: confirmed("a", 0, { phase: "FenceFailed", round: 1, retryNotBefore: at(NOW + 500) }) },
+        failedEvt(1),
+      ),
+    ],
+    [
+      "Fencing whose driver's Lease expired: the take-over",
+      input({
+        incident: confirmed("a", 0, { phase: "Fencing", round: 1, fencingBy: OTHER_FENCE.replica }),
+        lease: { holder: OTHER_FENCE.replica, renewTime: at(NOW - 20_000), durationMs: 15_000 },
+      }),
+    ],
+  ])("%s is left to a replica on another node", (_n, inp) => {
+    const d = decide({ ...inp, self: onA });
+    expect(d.outcome).toEqual({ kind: "ignored", code: "OwnNode", reason: expect.stringContaining("on a") });
+    expect(d.actions).toEqual([]);
+    expect(d.emit).toEqual([]);
+    // the same input on another node's replica drives the round
+    const other = decide({ ...inp, self: onB });
+    expect(other.actions.map((a) => a.kind)).toContain("powerOff");
+  });
+});
+
 // The power-off's attempts come back into decide as input.result (the executor's follow-up).
 describe("fence.decide on a power-off result (S1)", () => {
   const fencing = (extra: Partial<NodeFenceStatus> = {}) =>

@@ -134,6 +134,16 @@ describe("fence resync: a stalled incident is driven on", () => {
     expect(statusWritten(d.actions)).toMatchObject({ phase: "Fencing", round: 1, fencingBy: FENCE.replica });
   });
 
+  test("a replica on the incident's node waits a second stalled period, then drives round 1 itself", () => {
+    const onA = (nowMs: number) => ({ ...resyncOf(confirmed("a", 0), nowMs), self: { ...FENCE, node: "a" } });
+    expect(fence.resync(onA(2 * STALLED - 1)).outcome).toMatchObject({ kind: "ignored", code: "NotDue" });
+    const d = fence.resync(onA(2 * STALLED));
+    expect(kinds(d.actions)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
+    // a replica on another node is due a stalled period earlier
+    const onB = { ...resyncOf(confirmed("a", 0), STALLED), self: { ...FENCE, node: "b" } };
+    expect(kinds(fence.resync(onB).actions)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);
+  });
+
   test("FenceFailed overdue past retryNotBefore: the next round starts, without waiting again", () => {
     const d = fence.resync(resyncOf(failed(1, 2_000), 2_000 + STALLED));
     expect(kinds(d.actions)).toEqual(["takeLease", "updateIncidentStatus", "powerOff"]);

@@ -143,6 +143,11 @@ describe("planned work is not failure", () => {
       console.log(
         `  ${new Date(x.at).toISOString()} ${x.name} ${x.phase} ${x.reason ?? ""}: ${x.message ?? ""}`,
       );
+    // What the incidents hold now: the evidence and timestamps a hold's bound is counted from.
+    for (const name of new Set(history.seen.filter((x) => x.at >= started).map((x) => x.name))) {
+      const st = (await readIncident(name).catch(() => undefined))?.status;
+      console.log(`  ${name} now: ${JSON.stringify({ timestamps: st?.timestamps, evidence: st?.evidence })}`);
+    }
     await resetPlannedWork(c);
     for (const [name, n] of c.nodes) if (n.downAt !== undefined) await rebootNode(name);
   });

@@ -55,13 +55,14 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
 
   /** Reads the view; the raw Lease `req.lease` is kept in `leases` for a takeLease to write without a read. */
   async function readView(req: ViewRequest, now: number, leases: RawLeases): Promise<View> {
-    const policy = await ad.policy.get(now, { fresh: req.freshPolicy === true });
+    // Every read at once: the policy too (a fresh read is one more API round trip).
+    const policyRead = ad.policy.get(now, { fresh: req.freshPolicy === true });
     const nodeRead = ad.nodes.get(req.node);
     const plannedRead =
       req.planned && ad.planned
         ? nodeRead.then((n) => (n ? ad.planned!.forNode(n, now) : undefined))
         : Promise.resolve(undefined);
-    const [node, incident, lease, cluster, nodeList, observers, kubeletLease, planned, heartbeat] =
+    const [node, incident, lease, cluster, nodeList, observers, kubeletLease, planned, heartbeat, policy] =
       await Promise.all([
         nodeRead,
         req.incident
@@ -87,6 +88,7 @@ export function viewReader(ad: StageAdapters, world: StageWorld): ViewReader {
               l ? heartbeatReadOf(l) : ("absent" as const),
             )
           : Promise.resolve(undefined),
+        policyRead,
       ]);
     const view: View = {
       ...(incident ? { incident } : {}),

@@ -1,12 +1,11 @@
-// Fixes to kafkajs 2.2.4's clients for the moment a broker dies, applied once to its
-// ConsumerGroup, OffsetManager, Runner and BrokerPool classes. kafkajs is pinned and no longer
+// Fixes to kafkajs 2.2.4's consumer for the moment a broker dies, applied once to its
+// ConsumerGroup, OffsetManager and Runner classes. kafkajs is pinned and no longer
 // released, so these live here, small and tested (test/integration/bus-kafka.test.ts kills
 // the group coordinator; kafkajs-stop-frozen.test.ts stops a consumer while a broker is
-// frozen), instead of in a fork. Fixes 1–4 only change what happens after a connection
-// error, while the group coordinator is unavailable or once the consumer is stopping; fix 5
-// only when metadata is refreshed. They never touch records or the group protocol, and an
-// offset commit that does not happen only means a record is delivered again (every handler
-// is idempotent).
+// frozen), instead of in a fork. They only change what happens after a connection error,
+// while the group coordinator is unavailable or once the consumer is stopping; they never
+// touch records or the group protocol, and an offset commit that does not happen only
+// means a record is delivered again (every handler is idempotent).
 //
 // 1. Dead group coordinator. kafkajs finds the coordinator when it joins and keeps that
 //    broker: when it dies, every heartbeat fails with a connection error, which kafkajs
@@ -39,16 +38,6 @@
 //    the stop never ends (chaos seed 99: an agent at full CPU whose other replicas starved).
 //    Now a runner that no longer runs stops the fetchers that ask it, and yields to the
 //    event loop before it answers.
-// 5. Stale metadata refreshed beside the request, not before it. Producers and consumers
-//    refresh the cluster's metadata before a send or fetch once it is older than
-//    metadataMaxAge (1 s here), and wait for it: right after a broker died that request may
-//    go to the dead broker, and a send of the incident's next event waited 0.2–0.4 s for it
-//    in the lab (a diagnostic run of bench/lab.ts, docs/lab.md). Now metadata that is only
-//    old (it names every topic asked for and nothing expired it on purpose) is used as it
-//    is while one refresh runs in the background; missing metadata, a new topic or an
-//    expiry set after a connection error (fix 2, kafkajs' own error paths) still refresh
-//    before the request. A send to a leader that has moved fails and kafkajs refreshes
-//    then, as before; the hedge has sent a copy elsewhere meanwhile.
 import { createRequire } from "node:module";
 import { kafkaJsTrouble } from "./broker-trouble.ts";
 
@@ -93,41 +82,6 @@ interface OffsetManagerLike {
   cluster?: { findGroupCoordinator?(q: { groupId: string }): Promise<BrokerLike> };
 }
 
-interface BrokerPoolLike {
-  metadata?: { topicMetadata: { topic: string }[] } | null;
-  metadataExpireAt?: number | null;
-  refreshMetadata(topics: string[]): Promise<void>;
-  __ffRefresh?: Promise<void>;
-}
-
-interface BrokerPoolProto {
-  refreshMetadataIfNecessary(this: BrokerPoolLike, topics: string[]): Promise<void>;
-}
-
-/**
- * Fix 5 on its own, for tests: refreshes `pool`'s metadata before the caller goes on only
- * when it must (none, a topic missing, expired on purpose: metadataExpireAt null); merely
- * old metadata is refreshed in the background, one refresh at a time.
- */
-export function refreshIfNecessaryBeside(
-  pool: BrokerPoolLike,
-  topics: string[],
-  blocking: (topics: string[]) => Promise<void>,
-  now = Date.now(),
-): Promise<void> {
-  const md = pool.metadata;
-  const expireAt = pool.metadataExpireAt;
-  const complete = !!md && topics.every((t) => md.topicMetadata.some((m) => m.topic === t));
-  if (!complete || expireAt === null || expireAt === undefined || now <= expireAt) return blocking(topics);
-  pool.__ffRefresh ??= pool
-    .refreshMetadata(topics)
-    .catch(() => undefined) // the next request, or kafkajs' error path, tries again
-    .finally(() => {
-      pool.__ffRefresh = undefined;
-    });
-  return Promise.resolve();
-}
-
 interface OffsetManagerProto {
   getCoordinator(this: OffsetManagerLike): Promise<BrokerLike>;
 }
@@ -163,8 +117,6 @@ export function applyKafkaJsFailoverFixes(): boolean {
     prototype: OffsetManagerProto;
   };
   const Runner = require("kafkajs/src/consumer/runner.js") as { prototype: RunnerProto };
-  const BrokerPool = require("kafkajs/src/cluster/brokerPool.js") as { prototype: BrokerPoolProto };
-  const pool = BrokerPool.prototype;
   const proto = ConsumerGroup.prototype;
   const om = OffsetManager.prototype;
   const runner = Runner.prototype;
@@ -174,8 +126,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
     typeof proto.commitOffsets !== "function" ||
     typeof proto.commitOffsetsIfNecessary !== "function" ||
     typeof om.getCoordinator !== "function" ||
-    typeof runner.fetch !== "function" ||
-    typeof pool.refreshMetadataIfNecessary !== "function"
+    typeof runner.fetch !== "function"
   )
     return false;
   if (proto.__fastfenceFailover) return (applied = true);
@@ -185,7 +136,6 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const commitOffsetsIfNecessary = proto.commitOffsetsIfNecessary;
   const getCoordinator = om.getCoordinator;
   const runnerFetch = runner.fetch;
-  const poolRefreshIfNecessary = pool.refreshMetadataIfNecessary;
 
   proto.heartbeat = async function (opts) {
     try {
@@ -259,9 +209,6 @@ export function applyKafkaJsFailoverFixes(): boolean {
     void this.fetchManager?.stop().catch(() => undefined);
     await new Promise<void>((r) => setImmediate(r));
     return [];
-  };
-  pool.refreshMetadataIfNecessary = function (topics) {
-    return refreshIfNecessaryBeside(this, topics, (t) => poolRefreshIfNecessary.call(this, t));
   };
   proto.__fastfenceFailover = true;
   return (applied = true);

@@ -27,8 +27,8 @@ export { MAX_POWER_OFF_TIMEOUT_MS, ROUND_RECORD_MARGIN_MS, roundDeadline } from 
 /** Probe settings for the event source (observer replicas). */
 export const ProbeSettingsSchema = z
   .object({
-    // How often each observer probes each node it watches (probes overlap, up to 3 per node
-    // in flight). Unit: ms. Default 200. Lower detects faster, more connections per second.
+    // How often each observer probes each node it watches. Unit: ms. Default 200.
+    // Lower detects faster but costs more connections per second (linear in nodes).
     intervalMs: z.int().min(20).max(60_000).default(200),
     // Deadline of one probe (connect and answer). Unit: ms. Default 250. Too low reports
     // misses for healthy nodes on a loaded network; quorum absorbs single observers.

@@ -28,7 +28,6 @@ import type { Bus } from "../infra/bus/bus.ts";
 import type { Logger } from "../infra/log.ts";
 import { ConditionTracker, type NodeSnapshot } from "./condition-tracker.ts";
 import { ProbeTracker } from "./probe-tracker.ts";
-import { ProbeSchedule } from "./probe-schedule.ts";
 import { probeTargets } from "../core/ring.ts";
 import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
@@ -112,7 +111,7 @@ export async function startEventSource(opts: {
   const probes = new ProbeTracker(observer);
   const conditions = new ConditionTracker(observer, config.leaseStaleMs);
   const nodes = new Map<string, V1Node>();
-  const schedule = new ProbeSchedule();
+  const inFlight = new Set<string>();
   let stopped = false;
   let targets: string[] = [];
   const key = new ObserverKey();
@@ -233,37 +232,32 @@ export async function startEventSource(opts: {
     const n = nodes.get(target);
     const addr = n && probeAddress(n, config.probe.port);
     if (!addr) return;
-    const ticket = schedule.start(target);
-    if (ticket === undefined) return;
-    let counts: boolean;
-    let r: Awaited<ReturnType<typeof tcpProbe>>;
+    inFlight.add(target);
     try {
-      r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
+      const r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
+      if (stopped) return;
+      metrics?.probes.inc({ result: r.ok ? "ok" : "missed" });
+      const at = clock.now();
+      const seenAt = sightings.seenAt(target);
+      const renewedBy = sightings.renewedBy(target);
+      // The boot ID as the API says now, not when the probe began: a reboot seen during
+      // the probe re-armed the tracker, so this result is the new boot's first.
+      const ev = probes.onResult({
+        target,
+        targetBootId: nodes.get(target)?.status?.nodeInfo?.bootID ?? "",
+        ok: r.ok,
+        at,
+        rttMs: r.rttMs,
+        address: addr.host,
+        port: addr.port,
+        ...(seenAt !== undefined ? { heartbeatSeenAt: seenAt } : {}),
+        ...(renewedBy !== undefined ? { heartbeatRenewedBy: renewedBy } : {}),
+        heartbeatSynced: sightings.synced(at),
+      });
+      if (ev) publish([ev]);
     } finally {
-      counts = schedule.done(target, ticket);
+      inFlight.delete(target);
     }
-    if (stopped) return;
-    metrics?.probes.inc({ result: r.ok ? "ok" : "missed" });
-    // Overtaken by a later probe's result (source/probe-schedule.ts): it says less.
-    if (!counts) return;
-    const at = clock.now();
-    const seenAt = sightings.seenAt(target);
-    const renewedBy = sightings.renewedBy(target);
-    // The boot ID as the API says now, not when the probe began: a reboot seen during
-    // the probe re-armed the tracker, so this result is the new boot's first.
-    const ev = probes.onResult({
-      target,
-      targetBootId: nodes.get(target)?.status?.nodeInfo?.bootID ?? "",
-      ok: r.ok,
-      at,
-      rttMs: r.rttMs,
-      address: addr.host,
-      port: addr.port,
-      ...(seenAt !== undefined ? { heartbeatSeenAt: seenAt } : {}),
-      ...(renewedBy !== undefined ? { heartbeatRenewedBy: renewedBy } : {}),
-      heartbeatSynced: sightings.synced(at),
-    });
-    if (ev) publish([ev]);
   }
 
   // The node's own heartbeat through the API server: proof, for confirm, that a node its
@@ -367,8 +361,7 @@ export async function startEventSource(opts: {
   }
 
   const probeTimer = setInterval(() => {
-    // Every interval, even while earlier probes wait out their timeout (probe-schedule.ts).
-    for (const t of targets) void probeOne(t);
+    for (const t of targets) if (!inFlight.has(t)) void probeOne(t);
     publish(conditions.tick(clock.now()));
   }, config.probe.intervalMs);
 

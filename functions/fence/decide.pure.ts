@@ -2,7 +2,8 @@
 // confirm stage wrote (phase Confirmed, confirmedBy a trusted confirm identity, a quorum of
 // independent evidence); the event only names the incident. It refuses a node whose boot
 // ID changed since the incident began (a late event never powers off a recovered node),
-// takes the per-node Lease (one driver per node), marks the incident Fencing and asks for
+// takes the per-node Lease (one driver per node; never for the node this replica runs on
+// while others can, OwnNode), marks the incident Fencing and asks for
 // the power-off levels (the policy's; with fencing.discovery, the ones the adapter
 // discovered when no policy entry matches). Before a round it checks planned work again
 // on a fresh policy (a hold stops it: hold.pure.ts; Observe mode records, never powers).
@@ -98,8 +99,8 @@ export function decide(input: DecideInput<FfEvent>): Decision {
 
   // A replica on the node it would fence powers itself off mid-round: the round then ends
   // only when its Lease expires. Replicas on other nodes drive; resync.pure.ts lets this
-  // one step in when none has (ownNodeGraceMs).
-  if (self.node === inc.spec.nodeName)
+  // one step in when none has (OWN_NODE_STALLED_FACTOR).
+  if (onOwnNode(self, inc))
     return ignored(
       "OwnNode",
       `${self.replica} runs on ${self.node}: a fence replica on another node drives ${name}`,
@@ -159,6 +160,11 @@ export function decide(input: DecideInput<FfEvent>): Decision {
     round,
     ...(waitUntil !== undefined ? { waitUntil } : {}),
   });
+}
+
+/** Whether this replica runs on the incident's node (known only with FASTFENCE_NODE_NAME). */
+export function onOwnNode(self: Self, inc: NodeFence): boolean {
+  return self.node !== undefined && self.node === inc.spec.nodeName;
 }
 
 /** Decides on the result of the power-off the last decision asked for (input.result). */

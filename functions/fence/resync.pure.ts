@@ -22,10 +22,17 @@ import {
 } from "../../core/decision.ts";
 import type { Phase } from "../../core/incident.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
-import { failedData, liveHolder, onResult, startRound } from "./decide.pure.ts";
+import { failedData, liveHolder, onOwnNode, onResult, startRound } from "./decide.pure.ts";
 import { LOOK_AFTER_PHASES, escalationDue, lookAfterResync, watching } from "./look-after.pure.ts";
 import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
 import type { NodeFence } from "../../core/incident.ts";
+
+/**
+ * A replica on the incident's node waits this many stalled periods before it re-drives a
+ * round: the replicas on other nodes get there first, and it steps in only when none is
+ * left to (decide.pure.ts, OwnNode).
+ */
+export const OWN_NODE_STALLED_FACTOR = 2;
 
 /** The phases fence re-drives; the reconciler lists only incidents in these. */
 export const FENCE_RESYNC_PHASES: readonly Phase[] = [
@@ -83,10 +90,7 @@ export function resync(input: DecideInput<Resync>): Decision {
       `fencing of ${name} is driven by ${held.holder} (lease until ${iso(held.until)})`,
     );
   const policy = view.policy;
-  // A replica on the incident's node waits a second stalled period: the replicas elsewhere
-  // get there first, and it steps in only when none is left to (decide.pure.ts, OwnNode).
-  const ownNode = self.node === inc.spec.nodeName;
-  const stalled = policy.reconcile.stalledAfterMs * (ownNode ? 2 : 1);
+  const stalled = policy.reconcile.stalledAfterMs * (onOwnNode(self, inc) ? OWN_NODE_STALLED_FACTOR : 1);
   const overdue = (due: number, step: string): Decision | undefined =>
     Number.isFinite(due) && now >= due + stalled
       ? undefined

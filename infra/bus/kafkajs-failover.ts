@@ -38,6 +38,16 @@
 //    the stop never ends (chaos seed 99: an agent at full CPU whose other replicas starved).
 //    Now a runner that no longer runs stops the fetchers that ask it, and yields to the
 //    event loop before it answers.
+// 5. A request that times out closes its connection, as the Java client does. kafkajs
+//    keeps the connection, so a broker that is frozen or cut off by a partition (its
+//    socket stays open, nothing answers) still counts as connected, and each metadata
+//    refresh picks a connected broker at random: about one in three went to the silent one,
+//    timed out, was retried, and every publish of the client waited behind it (chaos seed
+//    161: a detect replica's publishes failed for 17 s in a row, long after the controller
+//    had moved every leadership off the partitioned broker). Now the timed-out connection
+//    is closed at once and the requests still on it fail as a closed connection would, so
+//    the next refresh goes to a broker that answers; the next request for that broker
+//    connects again (and times out again while it stays silent).
 import { createRequire } from "node:module";
 import { kafkaJsTrouble } from "./broker-trouble.ts";
 
@@ -82,6 +92,21 @@ interface OffsetManagerLike {
   cluster?: { findGroupCoordinator?(q: { groupId: string }): Promise<BrokerLike> };
 }
 
+interface ConnectionLike {
+  host?: string;
+  port?: number;
+  connectionStatus?: string;
+  authenticatedAt?: unknown;
+  socket?: { destroy(): void };
+  requestQueue?: { destroy(): void };
+  isConnected(): boolean;
+  rejectRequests(error: Error): void;
+}
+
+interface ConnectionProto {
+  send(this: ConnectionLike, protocol: unknown): Promise<unknown>;
+}
+
 interface OffsetManagerProto {
   getCoordinator(this: OffsetManagerLike): Promise<BrokerLike>;
 }
@@ -117,6 +142,10 @@ export function applyKafkaJsFailoverFixes(): boolean {
     prototype: OffsetManagerProto;
   };
   const Runner = require("kafkajs/src/consumer/runner.js") as { prototype: RunnerProto };
+  const Connection = require("kafkajs/src/network/connection.js") as { prototype: ConnectionProto };
+  const { KafkaJSConnectionClosedError } = require("kafkajs/src/errors.js") as {
+    KafkaJSConnectionClosedError: new (message: string, props: { host?: string; port?: number }) => Error;
+  };
   const proto = ConsumerGroup.prototype;
   const om = OffsetManager.prototype;
   const runner = Runner.prototype;
@@ -126,7 +155,9 @@ export function applyKafkaJsFailoverFixes(): boolean {
     typeof proto.commitOffsets !== "function" ||
     typeof proto.commitOffsetsIfNecessary !== "function" ||
     typeof om.getCoordinator !== "function" ||
-    typeof runner.fetch !== "function"
+    typeof runner.fetch !== "function" ||
+    typeof Connection.prototype.send !== "function" ||
+    typeof KafkaJSConnectionClosedError !== "function"
   )
     return false;
   if (proto.__fastfenceFailover) return (applied = true);
@@ -136,6 +167,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const commitOffsetsIfNecessary = proto.commitOffsetsIfNecessary;
   const getCoordinator = om.getCoordinator;
   const runnerFetch = runner.fetch;
+  const connectionSend = Connection.prototype.send;
 
   proto.heartbeat = async function (opts) {
     try {
@@ -210,6 +242,35 @@ export function applyKafkaJsFailoverFixes(): boolean {
     await new Promise<void>((r) => setImmediate(r));
     return [];
   };
+  Connection.prototype.send = async function (protocol) {
+    try {
+      return await connectionSend.call(this, protocol);
+    } catch (e) {
+      if ((e as Error | undefined)?.name === "KafkaJSRequestTimeoutError" && this.isConnected())
+        closeSilentConnection(this, KafkaJSConnectionClosedError);
+      throw e;
+    }
+  };
   proto.__fastfenceFailover = true;
   return (applied = true);
+}
+
+/**
+ * Fix 5: closes a connection whose request timed out, at once and without waiting for its
+ * other requests (kafkajs' own disconnect waits for them, and on a silent broker each waits
+ * out its timeout). Those fail as on a connection the server closed, which every caller in
+ * kafkajs already handles (retried, or the fetch of fix 2 returns nothing).
+ */
+function closeSilentConnection(
+  conn: ConnectionLike,
+  ClosedError: new (message: string, props: { host?: string; port?: number }) => Error,
+): void {
+  kafkaJsTrouble.report();
+  conn.connectionStatus = "disconnected"; // kafkajs' CONNECTION_STATUS.DISCONNECTED
+  conn.authenticatedAt = null; // a new connection authenticates again
+  conn.rejectRequests(
+    new ClosedError("Closed connection after a request timed out", { host: conn.host, port: conn.port }),
+  );
+  conn.requestQueue?.destroy(); // its timeout check; connect() starts a new one
+  conn.socket?.destroy();
 }

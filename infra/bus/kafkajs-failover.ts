@@ -44,10 +44,14 @@
 //    refresh picks a connected broker at random: about one in three went to the silent one,
 //    timed out, was retried, and every publish of the client waited behind it (chaos seed
 //    161: a detect replica's publishes failed for 17 s in a row, long after the controller
-//    had moved every leadership off the partitioned broker). Now the timed-out connection
-//    is closed at once and the requests still on it fail as a closed connection would, so
-//    the next refresh goes to a broker that answers; the next request for that broker
-//    connects again (and times out again while it stays silent).
+//    had moved every leadership off the partitioned broker). Now a connection that has
+//    been silent since the timed-out request was sent is closed at once and the requests
+//    still on it fail as on a closed connection, so the next refresh goes to a broker that
+//    answers; the next request for that broker connects again. A timed-out Produce never
+//    closes its connection: a live leader holds an acks=all produce until its ISR shrinks
+//    (as long as the request timeout when a broker has just died), and closing the
+//    connection to a live broker then cost the crash bench ~0.5-1.5 s per controller-victim
+//    trial (a reconnect, a SASL handshake and every other request on it retried).
 import { createRequire } from "node:module";
 import { kafkaJsTrouble } from "./broker-trouble.ts";
 
@@ -99,12 +103,15 @@ interface ConnectionLike {
   authenticatedAt?: unknown;
   socket?: { destroy(): void };
   requestQueue?: { destroy(): void };
+  /** When this connection last received bytes (ms epoch), stamped by fix 5. */
+  __ffDataAt?: number;
   isConnected(): boolean;
   rejectRequests(error: Error): void;
 }
 
 interface ConnectionProto {
-  send(this: ConnectionLike, protocol: unknown): Promise<unknown>;
+  send(this: ConnectionLike, protocol: { request?: { apiKey?: number } }): Promise<unknown>;
+  processData(this: ConnectionLike, data: unknown): unknown;
 }
 
 interface OffsetManagerProto {
@@ -129,6 +136,9 @@ function isConnectionError(e: unknown): boolean {
 const DEAD_BROKER_PAUSE_MS = 100;
 /** How long record handling waits for an offset commit (see fix 3). */
 const COMMIT_WAIT_MS = 250;
+
+/** Kafka's API key of Produce (fix 5 never closes a connection for one of those). */
+const PRODUCE_API_KEY = 0;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref?.());
 
@@ -157,6 +167,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
     typeof om.getCoordinator !== "function" ||
     typeof runner.fetch !== "function" ||
     typeof Connection.prototype.send !== "function" ||
+    typeof Connection.prototype.processData !== "function" ||
     typeof KafkaJSConnectionClosedError !== "function"
   )
     return false;
@@ -168,6 +179,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const getCoordinator = om.getCoordinator;
   const runnerFetch = runner.fetch;
   const connectionSend = Connection.prototype.send;
+  const processData = Connection.prototype.processData;
 
   proto.heartbeat = async function (opts) {
     try {
@@ -242,11 +254,21 @@ export function applyKafkaJsFailoverFixes(): boolean {
     await new Promise<void>((r) => setImmediate(r));
     return [];
   };
+  Connection.prototype.processData = function (data) {
+    this.__ffDataAt = Date.now();
+    return processData.call(this, data);
+  };
   Connection.prototype.send = async function (protocol) {
     try {
       return await connectionSend.call(this, protocol);
     } catch (e) {
-      if ((e as Error | undefined)?.name === "KafkaJSRequestTimeoutError" && this.isConnected())
+      const timedOut = e as { name?: string; sentAt?: number } | undefined;
+      if (
+        timedOut?.name === "KafkaJSRequestTimeoutError" &&
+        protocol.request?.apiKey !== PRODUCE_API_KEY &&
+        this.isConnected() &&
+        (this.__ffDataAt ?? 0) < (timedOut.sentAt ?? Date.now())
+      )
         closeSilentConnection(this, KafkaJSConnectionClosedError);
       throw e;
     }
@@ -256,7 +278,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
 }
 
 /**
- * Fix 5: closes a connection whose request timed out, at once and without waiting for its
+ * Fix 5: closes a silent connection whose request timed out, at once and without waiting for its
  * other requests (kafkajs' own disconnect waits for them, and on a silent broker each waits
  * out its timeout). Those fail as on a connection the server closed, which every caller in
  * kafkajs already handles (retried, or the fetch of fix 2 returns nothing).

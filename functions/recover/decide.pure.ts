@@ -22,6 +22,7 @@ import type { FfEvent } from "../../events/envelope.ts";
 import { decideByType } from "../stage-info.ts";
 import { EVENT_TYPES, type DataOf } from "../../events/catalog.ts";
 import type { NodeRecovered } from "../../events/schemas.ts";
+import type { NodeFence } from "../../core/incident.ts";
 
 export function locate(event: FfEvent): ViewRequest {
   const d = event.data as { incident?: string; bootId?: string };
@@ -60,6 +61,18 @@ function onCondition(
     return ignored("NotARecovery", `${d.node} Ready with the incident's own boot ${current}: not a recovery`);
   if (st.phase === "Fencing")
     return ignored("FencingInProgress", `fencing of ${name} in progress; recovery waits for its result`);
+  return recovery(inc, d.node, current, now);
+}
+
+/**
+ * Ends `inc` because its node is Ready with the new boot `current` (the caller checked both):
+ * Recovered if it was fenced, Closed if it never was; the out-of-service taint removed if it
+ * was set; node.recovered emitted. Used by the event path and by the reconciler (resync.pure.ts).
+ */
+export function recovery(inc: NodeFence, node: string, current: string, now: number): Decision {
+  const st = statusOf(inc);
+  const name = inc.metadata.name;
+  const d = { node };
   const rv = inc.metadata.resourceVersion;
   if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const fenced = st.phase === "FencedOff" || st.phase === "Released" || st.phase === "FenceFailed";

@@ -5,7 +5,10 @@
 // released on the node (S1: its power-off was never read back); the workloads stay until
 // the node comes back or someone deals with them. It also closes an incident fence
 // observed in Observe mode (Confirmed, reason Observed), and one whose node fence's last look
-// found back before any power-off (FenceFailed, reason NodeResponding: back.pure.ts). No I/O.
+// found back before any power-off (FenceFailed, reason NodeResponding: back.pure.ts). And it
+// ends a fenced incident (FencedOff, Released) whose node the API shows Ready with a new boot
+// ID, as the node.condition event would have (decide.pure.ts), so a lost or stale event never
+// leaves a recovered node's incident open, holding its storm-guard slot. No I/O.
 import {
   OBSERVED_REASON,
   RELEASE_SLOT_ANNOTATION,
@@ -16,6 +19,7 @@ import {
   type Phase,
 } from "../../core/incident.ts";
 import { closeBack, lookFoundBack } from "./back.pure.ts";
+import { recovery } from "./decide.pure.ts";
 import {
   ignored,
   iso,
@@ -28,7 +32,10 @@ import {
 } from "../../core/decision.ts";
 
 /** The phases recover re-drives; the reconciler lists only incidents in these. */
-export const RECOVER_RESYNC_PHASES: readonly Phase[] = ["FenceFailed", "Confirmed"];
+export const RECOVER_RESYNC_PHASES: readonly Phase[] = ["FenceFailed", "Confirmed", "FencedOff", "Released"];
+
+/** Fenced phases whose incident ends once the node is back (Ready, new boot ID). */
+const AWAITING_RECOVERY: readonly Phase[] = ["FencedOff", "Released"];
 
 /** How much of the operator's reason is kept in the incident's message. */
 const MAX_REASON = 256;
@@ -36,7 +43,7 @@ const MAX_REASON = 256;
 /** A release-slot request, or an observed incident to close: nothing else needs recover's resync. */
 export function resyncWants(inc: NodeFence): boolean {
   const st = statusOf(inc);
-  if (lookFoundBack(st)) return true;
+  if (lookFoundBack(st) || AWAITING_RECOVERY.includes(st.phase)) return true;
   return st.phase === "Confirmed"
     ? st.reason === OBSERVED_REASON
     : inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] !== undefined;
@@ -56,6 +63,7 @@ export function resync(input: DecideInput<Resync>): Decision {
   if (!RECOVER_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
   if (st.phase === "Confirmed") return closeObserved(input);
+  if (AWAITING_RECOVERY.includes(st.phase)) return recoverIfBack(input);
   if (lookFoundBack(st)) return closeBack(input);
   const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   if (why === undefined)
@@ -102,4 +110,18 @@ function closeObserved({ view, now, event }: DecideInput<Resync>): Decision {
   return processed(`closed observed incident ${event.incident}`, [
     { kind: "updateIncidentStatus", name: event.incident, expectedResourceVersion: rv, status },
   ]);
+}
+
+/** A fenced incident whose node is Ready with a new boot ID ends as on the node.condition event. */
+function recoverIfBack({ view, now, event }: DecideInput<Resync>): Decision {
+  const inc = view.incident!;
+  const node = view.node;
+  if (!node) return ignored("NodeNotFound", `node ${inc.spec.nodeName} is not in the API`);
+  if (node.ready !== "True") return ignored("NodeNotReady", `${node.name} is not Ready`);
+  if (node.bootId === inc.spec.bootId)
+    return ignored(
+      "NotARecovery",
+      `${node.name} Ready with the incident's own boot ${node.bootId}: not a recovery of ${event.incident}`,
+    );
+  return recovery(inc, node.name, node.bootId, now);
 }

@@ -20,6 +20,8 @@ export const REPLAY_OBSERVATIONS = 500;
 
 /** How often a topic's replay is tried, 2 s apart, before the step fails. */
 const PUBLISH_TRIES = 8;
+/** How often the window is read, 2 s apart, before the step fails. */
+const READ_TRIES = 3;
 
 /** The topics a replay reads and writes again: every catalog topic but the dead letters. */
 export const REPLAY_TOPICS: readonly string[] = Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
@@ -78,16 +80,24 @@ export function replayPlan(records: readonly BusRecord[]): { batches: ReplayBatc
 
 /** Reads the records of the last `windowMs` and publishes them again; returns how many per topic. */
 export async function replayRecords(lab: Lab, windowMs: number): Promise<Record<string, number>> {
-  const reader = createKafkaBus({
-    brokers: lab.brokers,
-    clientId: `lab-replay-read-${Date.now()}`,
-    security: labKafkaSecurity("audit"),
-  });
-  let records: BusRecord[];
-  try {
-    records = await reader.readAll(REPLAY_TOPICS, { timeoutMs: 30_000, sinceMs: Date.now() - windowMs });
-  } finally {
-    await reader.close().catch(() => undefined);
+  const since = Date.now() - windowMs;
+  let records: BusRecord[] | undefined;
+  // A fresh reader per try, as for the publishes below: a killed broker refuses the first
+  // one's connection (chaos seed 168: "connect ECONNREFUSED").
+  for (let attempt = 1; records === undefined; attempt++) {
+    const reader = createKafkaBus({
+      brokers: lab.brokers,
+      clientId: `lab-replay-read-${Date.now()}`,
+      security: labKafkaSecurity("audit"),
+    });
+    try {
+      records = await reader.readAll(REPLAY_TOPICS, { timeoutMs: 30_000, sinceMs: since });
+    } catch (err) {
+      if (attempt >= READ_TRIES) throw err;
+      await new Promise((r) => setTimeout(r, 2000));
+    } finally {
+      await reader.close().catch(() => undefined);
+    }
   }
   const { batches } = replayPlan(records);
   const done: Record<string, number> = {};

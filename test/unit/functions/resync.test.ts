@@ -280,8 +280,8 @@ describe("recover resync: an operator's release of a final FenceFailed incident"
     expect(statusWritten(d.actions)).toMatchObject({ phase: "Closed", reason: "SlotReleased" });
   });
 
-  test("only FenceFailed (and observed Confirmed) incidents are recover's to re-drive", () => {
-    expect(recover.stage.resyncPhases).toEqual(["FenceFailed", "Confirmed"]);
+  test("only FenceFailed, observed Confirmed and fenced (FencedOff, Released) incidents are recover's to re-drive", () => {
+    expect(recover.stage.resyncPhases).toEqual(["FenceFailed", "Confirmed", "FencedOff", "Released"]);
     const d = recover.resync(resyncOf(fencing(1), 60_000));
     expect(d.outcome).toMatchObject({ kind: "ignored", code: "NotThisStage" });
   });

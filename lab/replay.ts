@@ -22,6 +22,8 @@ export const REPLAY_OBSERVATIONS = 500;
 const PUBLISH_TRIES = 8;
 /** How often the window is read, 2 s apart, before the step fails. */
 const READ_TRIES = 3;
+/** The pause between two tries of a read or a topic's publish, ms. */
+const RETRY_PAUSE_MS = 2000;
 
 /** The topics a replay reads and writes again: every catalog topic but the dead letters. */
 export const REPLAY_TOPICS: readonly string[] = Object.values(TOPICS).filter((t) => t !== TOPICS.deadLetter);
@@ -81,30 +83,25 @@ export function replayPlan(records: readonly BusRecord[]): { batches: ReplayBatc
 /** Reads the records of the last `windowMs` and publishes them again; returns how many per topic. */
 export async function replayRecords(lab: Lab, windowMs: number): Promise<Record<string, number>> {
   const since = Date.now() - windowMs;
-  let records: BusRecord[] | undefined;
-  // A fresh reader per try, as for the publishes below: a killed broker refuses the first
-  // one's connection (chaos seed 168: "connect ECONNREFUSED").
-  for (let attempt = 1; records === undefined; attempt++) {
+  // A fresh client per try: right after a fault the first may have picked a hung or dead
+  // bootstrap broker (chaos seed 129: "cannot connect the Kafka producer"; seed 168: a
+  // killed broker refused the reader, "connect ECONNREFUSED").
+  const records = await withRetries(READ_TRIES, async () => {
     const reader = createKafkaBus({
       brokers: lab.brokers,
       clientId: `lab-replay-read-${Date.now()}`,
       security: labKafkaSecurity("audit"),
     });
     try {
-      records = await reader.readAll(REPLAY_TOPICS, { timeoutMs: 30_000, sinceMs: since });
-    } catch (err) {
-      if (attempt >= READ_TRIES) throw err;
-      await new Promise((r) => setTimeout(r, 2000));
+      return await reader.readAll(REPLAY_TOPICS, { timeoutMs: 30_000, sinceMs: since });
     } finally {
       await reader.close().catch(() => undefined);
     }
-  }
+  });
   const { batches } = replayPlan(records);
   const done: Record<string, number> = {};
-  for (const b of batches) {
-    // A fresh client per try: right after a fault the first may have picked a hung or dead
-    // bootstrap broker (chaos seed 129: "cannot connect the Kafka producer").
-    for (let attempt = 1; ; attempt++) {
+  for (const b of batches)
+    await withRetries(PUBLISH_TRIES, async () => {
       const bus = createKafkaBus({
         brokers: lab.brokers,
         clientId: `lab-replay-${b.principal}`,
@@ -114,14 +111,21 @@ export async function replayRecords(lab: Lab, windowMs: number): Promise<Record<
         for (let i = 0; i < b.records.length; i += 100)
           await bus.publish(b.topic, b.records.slice(i, i + 100));
         done[b.topic] = b.records.length;
-        break;
-      } catch (err) {
-        if (attempt >= PUBLISH_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, 2000));
       } finally {
         await bus.close().catch(() => undefined);
       }
+    });
+  return done;
+}
+
+/** Runs `attempt` up to `tries` times, RETRY_PAUSE_MS apart; rethrows the last failure. */
+async function withRetries<T>(tries: number, attempt: () => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (n >= tries) throw err;
+      await new Promise((r) => setTimeout(r, RETRY_PAUSE_MS));
     }
   }
-  return done;
 }

@@ -72,7 +72,6 @@ function onCondition(
 export function recovery(inc: NodeFence, node: string, current: string, now: number): Decision {
   const st = statusOf(inc);
   const name = inc.metadata.name;
-  const d = { node };
   const rv = inc.metadata.resourceVersion;
   if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const fenced = st.phase === "FencedOff" || st.phase === "Released" || st.phase === "FenceFailed";
@@ -82,21 +81,21 @@ export function recovery(inc: NodeFence, node: string, current: string, now: num
   const status = transition(st, to, iso(now), {
     recoveredBootId: current,
     reason: fenced ? "NodeRecovered" : "NodeRebooted",
-    message: `${d.node} Ready with new boot ${current}${fenced ? "" : " before it was fenced"}`,
+    message: `${node} Ready with new boot ${current}${fenced ? "" : " before it was fenced"}`,
   });
   const actions: Action[] = [];
-  if (taintRemoved) actions.push({ kind: "removeTaint", node: d.node, taint: { ...OUT_OF_SERVICE_TAINT } });
+  if (taintRemoved) actions.push({ kind: "removeTaint", node, taint: { ...OUT_OF_SERVICE_TAINT } });
   actions.push({ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status });
   const data: NodeRecovered = {
     incident: name,
-    node: d.node,
+    node,
     previousBootId: inc.spec.bootId,
     bootId: current,
     phase: to,
     taintRemoved,
     at: iso(now),
   };
-  return processed(`${name} ${to}`, actions, [outgoing(EVENT_TYPES.nodeRecovered, d.node, name, data)]);
+  return processed(`${name} ${to}`, actions, [outgoing(EVENT_TYPES.nodeRecovered, node, name, data)]);
 }
 
 function onReleased(

@@ -40,7 +40,7 @@ const AWAITING_RECOVERY: readonly Phase[] = ["FencedOff", "Released"];
 /** How much of the operator's reason is kept in the incident's message. */
 const MAX_REASON = 256;
 
-/** A release-slot request, or an observed incident to close: nothing else needs recover's resync. */
+/** A release-slot request, an observed or found-back incident to close, or a fenced one whose node may be back. */
 export function resyncWants(inc: NodeFence): boolean {
   const st = statusOf(inc);
   if (lookFoundBack(st) || AWAITING_RECOVERY.includes(st.phase)) return true;

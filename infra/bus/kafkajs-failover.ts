@@ -109,6 +109,9 @@ interface ConnectionLike {
   rejectRequests(error: Error): void;
 }
 
+/** kafkajs' KafkaJSConnectionClosedError. */
+type ClosedErrorClass = new (message: string, props: { host?: string; port?: number }) => Error;
+
 interface ConnectionProto {
   send(this: ConnectionLike, protocol: { request?: { apiKey?: number } }): Promise<unknown>;
   processData(this: ConnectionLike, data: unknown): unknown;
@@ -154,7 +157,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const Runner = require("kafkajs/src/consumer/runner.js") as { prototype: RunnerProto };
   const Connection = require("kafkajs/src/network/connection.js") as { prototype: ConnectionProto };
   const { KafkaJSConnectionClosedError } = require("kafkajs/src/errors.js") as {
-    KafkaJSConnectionClosedError: new (message: string, props: { host?: string; port?: number }) => Error;
+    KafkaJSConnectionClosedError: ClosedErrorClass;
   };
   const proto = ConsumerGroup.prototype;
   const om = OffsetManager.prototype;
@@ -283,10 +286,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
  * out its timeout). Those fail as on a connection the server closed, which every caller in
  * kafkajs already handles (retried, or the fetch of fix 2 returns nothing).
  */
-function closeSilentConnection(
-  conn: ConnectionLike,
-  ClosedError: new (message: string, props: { host?: string; port?: number }) => Error,
-): void {
+function closeSilentConnection(conn: ConnectionLike, ClosedError: ClosedErrorClass): void {
   kafkaJsTrouble.report();
   conn.connectionStatus = "disconnected"; // kafkajs' CONNECTION_STATUS.DISCONNECTED
   conn.authenticatedAt = null; // a new connection authenticates again

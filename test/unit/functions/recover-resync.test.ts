@@ -3,7 +3,7 @@
 // (chaos seed 166: node-a powered back on, its incident still Released 120 s later) never
 // leaves a recovered node's incident open, holding its storm-guard slot. Pure, plain data.
 import { describe, expect, test } from "vitest";
-import { OUT_OF_SERVICE_TAINT, type Action } from "../../../core/decision.ts";
+import { OUT_OF_SERVICE_TAINT, type Action, type NodeInfo } from "../../../core/decision.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import { RECOVER_RESYNC_PHASES, resync, resyncWants } from "../../../functions/recover/resync.pure.ts";
 import {
@@ -21,10 +21,14 @@ import {
 const fenced = (phase: "FencedOff" | "Released") =>
   confirmed("a", 0, { phase, round: 1, attempts: [offAttempt(1, 0)], powerOffConfirmedAt: at(400) });
 
-const run = (inc: ReturnType<typeof fenced>, n = node("a", { ready: "True", bootId: NEW_BOOT })) =>
+/** `n` null: the node is not in the API. */
+const run = (
+  inc: ReturnType<typeof fenced>,
+  n: NodeInfo | null = node("a", { ready: "True", bootId: NEW_BOOT }),
+) =>
   resync({
     event: { kind: "resync", incident: inc.metadata.name, node: "a" },
-    view: view({ incident: inc, node: n }),
+    view: view({ incident: inc, ...(n ? { node: n } : {}) }),
     now: T0 + 60_000,
     self: FENCE,
   });
@@ -59,13 +63,7 @@ describe("recover resync: a fenced incident whose node is back", () => {
       kind: "ignored",
       code: "NodeNotReady",
     });
-    const gone = resync({
-      event: { kind: "resync", incident: inc.metadata.name, node: "a" },
-      view: view({ incident: inc }),
-      now: T0 + 60_000,
-      self: FENCE,
-    });
-    expect(gone.outcome).toMatchObject({ kind: "ignored", code: "NodeNotFound" });
+    expect(run(inc, null).outcome).toMatchObject({ kind: "ignored", code: "NodeNotFound" });
     expect(run(inc, node("a", { ready: "True", bootId: BOOT.a })).actions).toEqual([]);
   });
 });

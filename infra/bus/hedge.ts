@@ -1,10 +1,13 @@
 // Hedged sends, the fencing path's answer to a partition leader on a dead or frozen
 // broker, shared by both Kafka clients' publishers: a record goes to one partition
 // (round-robin, skipping partitions that recently missed the deadline); if it is not
-// acknowledged within hedgeAfterMs the same record also goes to the next partition (up to
-// maxSends), and the slow partition is avoided as a first choice for a while. The first
-// acknowledgement wins; the call fails only once every send failed. It never sends by
-// itself (the caller's `send` does) and never logs record values.
+// acknowledged within hedgeAfterMs the same record also goes to another partition (up to
+// maxSends), chosen away from the brokers of the partitions that missed (with two
+// replicas on three brokers, some partition has none on the failed broker and needs no
+// ISR change, leader move or KRaft controller to take a write), and the slow partition is
+// avoided as a first choice for a while. The first acknowledgement wins; the call fails
+// only once every send failed. It never sends by itself (the caller's `send` does) and
+// never logs record values.
 import { FastfenceError } from "../../core/errors.ts";
 
 /**
@@ -28,17 +31,47 @@ export class PartitionHedge {
   /**
    * The partition a publish starts on: round-robin, skipping partitions that recently
    * missed the hedge deadline (their leader is probably on a dead node, until the
-   * controller moves it) unless all of them did.
+   * controller moves it) unless all of them did, and, when `replicas` is known, preferring
+   * the partitions whose replicas are on none of the slow partitions' brokers (pick).
    */
-  firstPartition(topic: string, n: number): number {
+  firstPartition(topic: string, n: number, replicas?: TopicLayout["replicas"]): number {
+    return this.pick(topic, n, replicas, this.nextPartition++ % n, []);
+  }
+
+  /**
+   * The partition to send to next, among those not `tried` yet: one that is not slow if
+   * there is one; among those, the one whose replicas sit on the brokers least involved in
+   * the partitions that were slow or already tried (a broker's weight is how many of those
+   * partitions it holds a replica of); ties go to the first in round-robin order from
+   * `start`. With three replicas on three brokers every partition weighs the same and
+   * this is plain round-robin. With two replicas on three brokers, a partition whose
+   * replicas avoid the dead or frozen broker needs neither an ISR change nor a leader move
+   * (so no KRaft controller), and after two misses the third send goes to the one pair of
+   * brokers both misses left out.
+   */
+  private pick(
+    topic: string,
+    n: number,
+    replicas: TopicLayout["replicas"],
+    start: number,
+    tried: readonly number[],
+  ): number {
     const now = Date.now();
-    const start = this.nextPartition++;
+    const isSlow = (p: number) => (this.slowUntil.get(`${topic}/${p}`) ?? 0) > now;
+    const weight = new Map<number, number>();
+    if (replicas)
+      for (let p = 0; p < n; p++)
+        if (tried.includes(p) || isSlow(p))
+          for (const b of replicas[p] ?? []) weight.set(b, (weight.get(b) ?? 0) + 1);
+    let best: { p: number; slow: boolean; weight: number } | undefined;
     for (let i = 0; i < n; i++) {
       const p = (start + i) % n;
-      const until = this.slowUntil.get(`${topic}/${p}`);
-      if (until === undefined || until <= now) return p;
+      if (tried.includes(p)) continue;
+      const c = { p, slow: isSlow(p), weight: 0 };
+      for (const b of replicas?.[p] ?? []) c.weight += weight.get(b) ?? 0;
+      if (!best || (best.slow && !c.slow) || (best.slow === c.slow && c.weight < best.weight)) best = c;
     }
-    return start % n;
+    return best?.p ?? (start + tried.length) % n;
   }
 
   /**
@@ -97,21 +130,23 @@ export class PartitionHedge {
   }
 
   /**
-   * Sends with hedging over `n` partitions: `send(partition)` (undefined when n is 1: the
-   * client picks), at most `maxSends` times, a new one every `hedgeAfterMs` while none
-   * was acknowledged or at once after a failure. Rejects with a retriable
-   * FF_BUS_UNAVAILABLE once every send failed.
+   * Sends with hedging over the topic's partitions (`layout`): `send(partition)` (undefined
+   * when there is one partition: the client picks), at most `maxSends` times, a new one
+   * every `hedgeAfterMs` while none was acknowledged or at once after a failure, each to
+   * the partition pick() names. Rejects with a retriable FF_BUS_UNAVAILABLE once every
+   * send failed.
    */
   async send(
     topic: string,
-    n: number,
+    layout: TopicLayout,
     maxSends: number,
     hedgeAfterMs: number,
     send: (partition: number | undefined) => Promise<unknown>,
   ): Promise<void> {
-    const first = this.firstPartition(topic, n);
+    const n = layout.partitions;
+    const first = this.firstPartition(topic, n, layout.replicas);
     await new Promise<void>((resolve, reject) => {
-      let sent = 0;
+      const tried: number[] = [];
       let failed = 0;
       let done = false;
       let timer: NodeJS.Timeout | undefined;
@@ -129,8 +164,13 @@ export class PartitionHedge {
           );
       };
       const launch = () => {
-        const partition = n > 1 ? (first + sent) % n : undefined;
-        sent++;
+        const partition =
+          n > 1
+            ? tried.length === 0
+              ? first
+              : this.pick(topic, n, layout.replicas, first, tried)
+            : undefined;
+        tried.push(partition ?? 0);
         const started = Date.now();
         send(partition).then(
           () => {
@@ -141,8 +181,8 @@ export class PartitionHedge {
           (err: unknown) => {
             failed++;
             this.onTrouble();
-            if (sent < maxSends) launch();
-            else if (failed >= sent) finish(err);
+            if (tried.length < maxSends) launch();
+            else if (failed >= tried.length) finish(err);
           },
         );
       };
@@ -152,45 +192,54 @@ export class PartitionHedge {
           if (done) return;
           // The partition tried last has not answered in time: start elsewhere for a while.
           this.onTrouble();
-          this.slowUntil.set(`${topic}/${(first + sent - 1) % n}`, Date.now() + SLOW_PARTITION_MS);
-          if (sent < maxSends) launch();
+          this.slowUntil.set(`${topic}/${tried[tried.length - 1] ?? 0}`, Date.now() + SLOW_PARTITION_MS);
+          if (tried.length < maxSends) launch();
         }, hedgeAfterMs);
     });
   }
 }
 
+/** Where a topic's partitions are: how many, and the brokers holding each one's replicas. */
+export interface TopicLayout {
+  partitions: number;
+  /** Broker ids of each partition's replicas, by partition; undefined when not known. */
+  replicas?: readonly (readonly number[])[];
+}
+
 /**
- * Partition counts per topic for hedging, cached; a topic whose count cannot be read counts
- * as 1 (no hedging) and is read again on the next publish. `read` asks the cluster.
+ * Topic layouts for hedging, read once per topic (a reassignment of replicas is rare and
+ * only makes the hedge's choices less good, never wrong); a topic whose layout cannot be
+ * read counts as one partition (no hedging) and is read again on the next publish. `read`
+ * asks the cluster.
  */
-export class PartitionCounts {
-  private readonly counts = new Map<string, Promise<number>>();
-  private readonly read: (topic: string) => Promise<number>;
-  constructor(read: (topic: string) => Promise<number>) {
+export class TopicLayouts {
+  private readonly layouts = new Map<string, Promise<TopicLayout>>();
+  private readonly read: (topic: string) => Promise<TopicLayout>;
+  constructor(read: (topic: string) => Promise<TopicLayout>) {
     this.read = read;
   }
 
-  /** Reads the counts of `topics` now (those not known yet); rejects if any read failed. */
+  /** Reads the layouts of `topics` now (those not known yet); rejects if any read failed. */
   async prepare(topics: readonly string[]): Promise<void> {
     await Promise.all(
       topics.map(async (t) => {
         await this.of(t);
-        if (!this.counts.has(t)) throw new Error(`the partition count of ${t} could not be read`);
+        if (!this.layouts.has(t)) throw new Error(`the partitions of ${t} could not be read`);
       }),
     );
   }
 
-  of(topic: string): Promise<number> {
-    let n = this.counts.get(topic);
-    if (!n) {
-      n = this.read(topic)
-        .then((c) => Math.max(1, c))
+  of(topic: string): Promise<TopicLayout> {
+    let layout = this.layouts.get(topic);
+    if (!layout) {
+      layout = this.read(topic)
+        .then((l) => (l.partitions >= 1 ? l : { partitions: 1 }))
         .catch(() => {
-          this.counts.delete(topic);
-          return 1;
+          this.layouts.delete(topic);
+          return { partitions: 1 };
         });
-      this.counts.set(topic, n);
+      this.layouts.set(topic, layout);
     }
-    return n;
+    return layout;
   }
 }

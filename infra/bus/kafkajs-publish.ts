@@ -1,15 +1,16 @@
 // Hedged publishing on kafkajs, the fencing path's answer to a dead partition leader: a
 // record goes to one partition (round-robin; events need no cross-partition order, the
 // incident state lives in the Kubernetes API); if that leader has not acknowledged within
-// hedgeAfterMs, the same record also goes to the next partition (up to 3), and later
-// records start elsewhere for a while (hedge.ts); bulk records off the fencing path (dead letters)
-// ask for no hedge and get one send to a partition chosen the same way. Duplicates are harmless (consumer writes are
-// resourceVersion-guarded). Owns the bus's one producer; never logs record values.
+// hedgeAfterMs, the same record also goes to another partition, away from the brokers of
+// the one that missed (up to 3), and later records start elsewhere for a while
+// (hedge.ts); bulk records off the fencing path (dead letters) ask for no hedge and get
+// one send to a partition chosen the same way. Duplicates are harmless (consumer writes
+// are resourceVersion-guarded). Owns the bus's one producer; never logs record values.
 import type { Kafka, Producer } from "kafkajs";
 import { FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { BrokerTrouble } from "./broker-trouble.ts";
-import { PartitionCounts, PartitionHedge } from "./hedge.ts";
+import { PartitionHedge, TopicLayouts } from "./hedge.ts";
 
 /** The bus settings publishing uses (KafkaBusConfig, defaults applied). */
 export interface PublishSettings {
@@ -24,12 +25,13 @@ export class HedgedPublisher {
   private readonly kafka: Kafka;
   private readonly cfg: PublishSettings;
   private producerP: Promise<Producer> | undefined;
-  private readonly partitions = new PartitionCounts(async (topic) => {
+  private readonly partitions = new TopicLayouts(async (topic) => {
     const admin = this.kafka.admin();
     await admin.connect();
     try {
       const md = await admin.fetchTopicMetadata({ topics: [topic] });
-      return md.topics[0]?.partitions.length ?? 1;
+      const parts = [...(md.topics[0]?.partitions ?? [])].sort((a, b) => a.partitionId - b.partitionId);
+      return { partitions: parts.length, replicas: parts.map((p) => p.replicas) };
     } finally {
       await admin.disconnect();
     }
@@ -85,10 +87,10 @@ export class HedgedPublisher {
   ): Promise<void> {
     const acks = opts.acks ?? this.cfg.acks;
     const p = await this.producer();
-    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitions.of(topic) : 1;
+    const layout = this.cfg.hedgeAfterMs > 0 ? await this.partitions.of(topic) : { partitions: 1 };
     // Unhedged: one send, still to one chosen partition (kafkajs would otherwise hash
     // every record's key to spread one call over all partitions, costly for bulk records).
-    const maxSends = opts.hedge === false ? 1 : Math.min(n, 3);
+    const maxSends = opts.hedge === false ? 1 : Math.min(layout.partitions, 3);
     const send = (partition: number | undefined) =>
       p.send({
         topic,
@@ -101,7 +103,7 @@ export class HedgedPublisher {
           ...(partition === undefined ? {} : { partition }),
         })),
       });
-    await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
+    await this.hedge.send(topic, layout, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
   /** Connects the producer and reads the topics' partition counts now (Bus.preparePublishing). */
@@ -113,7 +115,7 @@ export class HedgedPublisher {
   /** One unhedged send per partition, acks from the leader; how many were acknowledged. The hedge learns from each. */
   async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
     const p = await this.keepaliveProducer();
-    const n = await this.partitions.of(topic);
+    const n = (await this.partitions.of(topic)).partitions;
     // The hedge learns from each answer which partitions' leaders are alive (hedge.ts).
     return this.hedge.sendToEvery(topic, n, this.cfg.hedgeAfterMs, (partition) =>
       p.send({

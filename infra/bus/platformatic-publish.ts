@@ -1,12 +1,13 @@
 // Hedged publishing on @platformatic/kafka: the same contract as kafkajs-publish.ts (one
-// partition first, round-robin; the same record on the next partition when the leader
-// has not acknowledged within hedgeAfterMs, up to 3 — hedge.ts; one send for bulk records
-// that ask for no hedge), on one Producer whose every request is bounded
-// (platformatic-client.ts). Owns the bus's producer; never logs record values.
+// partition first, round-robin; the same record on another partition, away from the
+// brokers of the one that missed, when the leader has not acknowledged within
+// hedgeAfterMs, up to 3 — hedge.ts; one send for bulk records that ask for no hedge), on
+// one Producer whose every request is bounded (platformatic-client.ts). Owns the bus's
+// producer; never logs record values.
 import { ProduceAcks, Producer, stringSerializer } from "@platformatic/kafka";
 import type { KafkaRecord } from "../../events/codec.ts";
 import type { BrokerTrouble } from "./broker-trouble.ts";
-import { PartitionCounts, PartitionHedge } from "./hedge.ts";
+import { PartitionHedge, TopicLayouts } from "./hedge.ts";
 import type { KafkaSecurity } from "./kafka-security.ts";
 import { clientOptions, type ClientSettings } from "./platformatic-client.ts";
 
@@ -23,10 +24,13 @@ export class PlatformaticPublisher {
   private readonly cfg: PublishSettings;
   private readonly security: KafkaSecurity;
   private producerP: BusProducer | undefined;
-  private readonly partitions = new PartitionCounts((topic) =>
+  private readonly partitions = new TopicLayouts((topic) =>
     this.producer()
       .metadata({ topics: [topic] })
-      .then((md) => md.topics.get(topic)?.partitionsCount ?? 1),
+      .then((md) => {
+        const parts = md.topics.get(topic)?.partitions ?? [];
+        return { partitions: parts.length, replicas: parts.map((p) => p.replicas) };
+      }),
   );
   private readonly hedge: PartitionHedge;
   /** Keepalives' own producer, without retries: they never wait on the stage's sends, nor these on them. */
@@ -73,8 +77,8 @@ export class PlatformaticPublisher {
   ): Promise<void> {
     const acks = (opts.acks ?? this.cfg.acks) === "all" ? ProduceAcks.ALL : ProduceAcks.LEADER;
     const p = this.producer();
-    const n = this.cfg.hedgeAfterMs > 0 ? await this.partitions.of(topic) : 1;
-    const maxSends = opts.hedge === false ? 1 : Math.min(n, 3);
+    const layout = this.cfg.hedgeAfterMs > 0 ? await this.partitions.of(topic) : { partitions: 1 };
+    const maxSends = opts.hedge === false ? 1 : Math.min(layout.partitions, 3);
     const send = (partition: number | undefined) =>
       p.send({
         acks,
@@ -87,13 +91,13 @@ export class PlatformaticPublisher {
           partition: partition ?? 0,
         })),
       });
-    await this.hedge.send(topic, n, maxSends, this.cfg.hedgeAfterMs, send);
+    await this.hedge.send(topic, layout, maxSends, this.cfg.hedgeAfterMs, send);
   }
 
   /** One unhedged send per partition, acks from the leader; how many were acknowledged. The hedge learns from each. */
   async publishToEveryPartition(topic: string, record: KafkaRecord): Promise<number> {
     const p = this.keepaliveProducer();
-    const n = await this.partitions.of(topic);
+    const n = (await this.partitions.of(topic)).partitions;
     // The hedge learns from each answer which partitions' leaders are alive (hedge.ts).
     return this.hedge.sendToEvery(topic, n, this.cfg.hedgeAfterMs, (partition) =>
       p.send({

@@ -2,7 +2,7 @@
 // count cache their hedged publishers share.
 import { describe, expect, it } from "vitest";
 import { busSettings, kafkaClientFrom } from "../../../infra/bus/kafka-config.ts";
-import { PartitionCounts } from "../../../infra/bus/hedge.ts";
+import { TopicLayouts } from "../../../infra/bus/hedge.ts";
 import { InvalidInputError } from "../../../core/errors.ts";
 
 describe("busSettings", () => {
@@ -54,51 +54,53 @@ describe("busSettings", () => {
   });
 });
 
-describe("PartitionCounts", () => {
+describe("TopicLayouts", () => {
   it("reads a topic once and caches it", async () => {
     const asked: string[] = [];
-    const c = new PartitionCounts((t) => {
+    const c = new TopicLayouts((t: string) => {
       asked.push(t);
-      return Promise.resolve(3);
+      return Promise.resolve({ partitions: 3 });
     });
-    expect(await Promise.all([c.of("a"), c.of("a"), c.of("b")])).toEqual([3, 3, 3]);
+    expect((await Promise.all([c.of("a"), c.of("a"), c.of("b")])).map((l) => l.partitions)).toEqual([
+      3, 3, 3,
+    ]);
     expect(asked).toEqual(["a", "b"]);
   });
 
   it("counts a failed read as 1 (no hedging) and reads again next time", async () => {
     let calls = 0;
-    const c = new PartitionCounts(() =>
-      ++calls === 1 ? Promise.reject(new Error("down")) : Promise.resolve(6),
+    const c = new TopicLayouts(() =>
+      ++calls === 1 ? Promise.reject(new Error("down")) : Promise.resolve({ partitions: 6 }),
     );
-    expect(await c.of("a")).toBe(1);
-    expect(await c.of("a")).toBe(6);
-    expect(await c.of("a")).toBe(6);
+    expect((await c.of("a")).partitions).toBe(1);
+    expect((await c.of("a")).partitions).toBe(6);
+    expect((await c.of("a")).partitions).toBe(6);
     expect(calls).toBe(2);
   });
 
   it("prepare reads every topic not known yet, so a publish after it reads nothing", async () => {
     const asked: string[] = [];
-    const c = new PartitionCounts((t) => {
+    const c = new TopicLayouts((t: string) => {
       asked.push(t);
-      return Promise.resolve(3);
+      return Promise.resolve({ partitions: 3 });
     });
     await c.of("a");
     await c.prepare(["a", "b", "c"]);
     expect(asked).toEqual(["a", "b", "c"]);
-    expect(await c.of("c")).toBe(3);
+    expect((await c.of("c")).partitions).toBe(3);
     expect(asked).toHaveLength(3);
   });
 
   it("prepare rejects naming the topic it could not read, which is read again later", async () => {
     let calls = 0;
-    const c = new PartitionCounts(() =>
-      ++calls === 1 ? Promise.reject(new Error("down")) : Promise.resolve(6),
+    const c = new TopicLayouts(() =>
+      ++calls === 1 ? Promise.reject(new Error("down")) : Promise.resolve({ partitions: 6 }),
     );
-    await expect(c.prepare(["a"])).rejects.toThrow(/partition count of a/);
-    expect(await c.of("a")).toBe(6);
+    await expect(c.prepare(["a"])).rejects.toThrow(/partitions of a/);
+    expect((await c.of("a")).partitions).toBe(6);
   });
 
   it("never counts fewer than one partition", async () => {
-    expect(await new PartitionCounts(() => Promise.resolve(0)).of("a")).toBe(1);
+    expect((await new TopicLayouts(() => Promise.resolve({ partitions: 0 })).of("a")).partitions).toBe(1);
   });
 });

@@ -104,3 +104,86 @@ describe("PartitionHedge.sendToEvery", () => {
     expect(firsts(h, 3)).toEqual([0, 1, 2]);
   });
 });
+
+describe("PartitionHedge.send: where the hedged copies go", () => {
+  /** Sends that answer at once unless the partition has a replica on `dead` (then never). */
+  function cluster(replicas: number[][], dead: number) {
+    const asked: number[] = [];
+    const send = (p: number | undefined) => {
+      asked.push(p ?? -1);
+      return replicas[p ?? 0]?.includes(dead) ? pending().sent : Promise.resolve();
+    };
+    return { asked, send };
+  }
+
+  test("three replicas on three brokers: round-robin, a new partition each hedge deadline", async () => {
+    const replicas = [
+      [1, 2, 3],
+      [2, 3, 1],
+      [3, 1, 2],
+    ];
+    const h = new PartitionHedge();
+    const asked: number[] = [];
+    const sent = h.send(T, { partitions: 3, replicas }, 3, HEDGE_MS, (p) => {
+      asked.push(p ?? -1);
+      return asked.length < 3 ? pending().sent : Promise.resolve();
+    });
+    await vi.advanceTimersByTimeAsync(HEDGE_MS * 2);
+    await sent;
+    expect(asked).toEqual([0, 1, 2]);
+  });
+
+  test("two replicas on three brokers: after a miss, the next copy avoids the brokers of the partition that missed", async () => {
+    // Round-robin would try 0, 1, 2: all three hold broker 2.
+    const replicas = [
+      [1, 2],
+      [2, 1],
+      [2, 3],
+      [3, 1],
+    ];
+    const { asked, send } = cluster(replicas, 2);
+    const sent = new PartitionHedge().send(T, { partitions: 4, replicas }, 3, HEDGE_MS, send);
+    await vi.advanceTimersByTimeAsync(HEDGE_MS * 2);
+    await sent;
+    expect(asked).toEqual([0, 2, 3]);
+  });
+
+  test("once the partitions on a frozen broker are known slow, publishes start on partitions without it", async () => {
+    const replicas = [
+      [1, 2],
+      [2, 3],
+      [3, 1],
+      [1, 3],
+      [2, 1],
+      [3, 2],
+    ];
+    const h = new PartitionHedge();
+    // What an ISR keepalive round teaches: every partition with a replica on broker 3 misses its deadline.
+    for (let p = 0; p < 6; p++)
+      void h.observe(T, p, HEDGE_MS, replicas[p]!.includes(3) ? pending().sent : Promise.resolve());
+    await vi.advanceTimersByTimeAsync(HEDGE_MS);
+    const starts = Array.from({ length: 6 }, () => h.firstPartition(T, 6, replicas));
+    expect(new Set(starts)).toEqual(new Set([0, 4]));
+  });
+
+  test("without replica information: round-robin, skipping partitions known to be slow", async () => {
+    const h = new PartitionHedge();
+    await h.observe(T, 1, HEDGE_MS, Promise.reject(new Error("ECONNREFUSED")));
+    const asked: number[] = [];
+    const sent = h.send(T, { partitions: 3 }, 3, HEDGE_MS, (p) => {
+      asked.push(p ?? -1);
+      return p === 2 ? Promise.resolve() : pending().sent;
+    });
+    await vi.advanceTimersByTimeAsync(HEDGE_MS);
+    await sent;
+    expect(asked).toEqual([0, 2]);
+  });
+
+  test("fails with FF_BUS_UNAVAILABLE once every copy failed", async () => {
+    const h = new PartitionHedge();
+    const sent = h.send(T, { partitions: 3 }, 3, HEDGE_MS, () =>
+      Promise.reject(new Error("NOT_ENOUGH_REPLICAS")),
+    );
+    await expect(sent).rejects.toMatchObject({ code: "FF_BUS_UNAVAILABLE" });
+  });
+});

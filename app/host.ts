@@ -73,14 +73,16 @@ export const catalogView: CatalogView = {
   deadLetterTopic: TOPICS.deadLetter,
 };
 
-/** Topic layout: partitions and replication for a cluster of `brokers` brokers. */
-export function pipelineTopics(brokers: number, partitions = 3): TopicSpec[] {
-  const rf = Math.min(3, brokers);
+/** Topic layout for `brokers` brokers: `replicas` per partition (3 as topics.yaml), one per broker at
+ *  most; min.insync.replicas 2 from two replicas on three brokers up, else 1. */
+export function pipelineTopics(brokers: number, partitions = 3, replicas = 3): TopicSpec[] {
+  const rf = Math.min(replicas, brokers);
+  const minIsr = rf >= 2 && brokers >= 3 ? 2 : Math.max(1, rf - 1);
   return Object.values(TOPICS).map((topic) => ({
     topic,
     partitions,
     replicationFactor: rf,
-    config: { "min.insync.replicas": String(Math.max(1, rf - 1)) },
+    config: { "min.insync.replicas": String(minIsr) },
   }));
 }
 

@@ -168,3 +168,19 @@ export function describeBrokerSettings(mode: BrokerSettingsMode): string {
     .join(", ");
   return `lab (knative/kafka-cluster/kafka.yaml plus ${list})`;
 }
+
+/**
+ * FASTFENCE_LAB_TOPIC_REPLICAS: the replicas of each pipeline topic's partitions in the lab;
+ * unset, the shipped three (knative/base/kafka/topics.yaml). 2 is the experiment in
+ * docs/lab.md ("Two replicas per partition"): with three brokers, a node's death or freeze
+ * leaves some partitions with no replica on it. Anything but 1..`brokers` is an error naming it.
+ */
+export function labTopicReplicas(brokers: number, env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const v = env.FASTFENCE_LAB_TOPIC_REPLICAS;
+  if (v === undefined || v === "") return undefined;
+  const n = Number(v);
+  if (Number.isInteger(n) && n >= 1 && n <= Math.min(3, brokers)) return n;
+  throw new BrokerSettingsError(
+    `FASTFENCE_LAB_TOPIC_REPLICAS must be a whole number from 1 to ${Math.min(3, brokers)} (the lab has ${brokers} brokers), not ${JSON.stringify(v)}`,
+  );
+}

@@ -37,6 +37,8 @@ export interface AgentConfig {
   kubeconfig: string;
   brokers: string;
   brokerCount: number;
+  /** Replicas per pipeline-topic partition; unset = the shipped layout (lab/node-launch.ts). */
+  topicReplicas?: number;
   namespace: string;
   controlPort: number;
   /** The node's emulated watchdog (lab/watchdog.ts), when the lab gives one. */
@@ -203,7 +205,11 @@ async function main(): Promise<void> {
     clientId: `lab-admin-${cfg.node}`,
     security: adminSecurity,
   });
-  await retry("topics", () => admin.ensureTopics(pipelineTopics(cfg.brokerCount)));
+  // Only once every broker runs: with fewer replicas than brokers, a broker still
+  // starting would hold no replica at all.
+  await retry("topics", () =>
+    admin.ensureTopics(pipelineTopics(cfg.brokerCount, 3, cfg.topicReplicas), { brokers: cfg.brokerCount }),
+  );
   await admin.close().catch(() => undefined);
   // Every agent applies the same ACLs (creating an existing ACL changes nothing).
   step("creating ACLs");

@@ -6,6 +6,7 @@
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ControlPlane } from "../harness/env/controlplane.ts";
+import { labTopicReplicas } from "./broker-settings.ts";
 import { HOST_IP, ROOT } from "./state.ts";
 import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
 import { AGENT_PORT, API_PORT, KUBELET_PORT, NAMESPACE, type LabNode } from "./types.ts";
@@ -37,6 +38,8 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
       kubeconfig: l.nodeKubeconfig,
       brokers: l.brokers,
       brokerCount: l.brokerCount,
+      topicReplicas: labTopicReplicas(l.brokerCount), // FASTFENCE_LAB_TOPIC_REPLICAS; a bad one throws
+
       namespace: NAMESPACE,
       controlPort: AGENT_PORT,
       ...(l.watchdog ? { watchdog: l.watchdog } : {}),

@@ -101,9 +101,11 @@ export interface Bus {
   readAll(topics: readonly string[], opts?: ReadOptions): Promise<BusRecord[]>;
   /**
    * Creates the topics that do not exist yet. Throws a retriable FF_BUS_UNAVAILABLE while
-   * fewer brokers are running than the largest replication factor asks for (a topic made
-   * while a broker is still starting never gets that broker as a preferred leader).
+   * fewer brokers are running than the largest replication factor asks for, or than
+   * `opts.brokers` when that is more (a topic made while a broker is still starting never
+   * gets that broker as a preferred leader, nor, with fewer replicas than brokers, any
+   * replica: the cluster places them on the brokers it knows).
    */
-  ensureTopics(specs: readonly TopicSpec[]): Promise<void>;
+  ensureTopics(specs: readonly TopicSpec[], opts?: { brokers?: number }): Promise<void>;
   close(): Promise<void>;
 }

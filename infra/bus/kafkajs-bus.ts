@@ -112,7 +112,7 @@ export class KafkaJsBus implements KafkaBus {
     return existingTopics(this.reader, wanted);
   }
 
-  async ensureTopics(specs: readonly TopicSpec[]): Promise<void> {
+  async ensureTopics(specs: readonly TopicSpec[], opts: { brokers?: number } = {}): Promise<void> {
     const admin = this.kafka.admin();
     await admin.connect();
     try {
@@ -124,12 +124,12 @@ export class KafkaJsBus implements KafkaBus {
       // on the other brokers for good, and one broker death stalls most partitions at
       // once. Create topics only when as many brokers are up as the largest replication
       // factor asks for (the metadata lists unfenced brokers only).
-      const needed = Math.max(...missing.map((s) => s.replicationFactor));
+      const needed = Math.max(opts.brokers ?? 0, ...missing.map((s) => s.replicationFactor));
       const up = (await admin.describeCluster()).brokers.length;
       if (up < needed)
         throw new FastfenceError(
           "FF_BUS_UNAVAILABLE",
-          `creating ${missing.map((s) => s.topic).join(", ")} needs ${needed} running brokers (replication factor ${needed}); ${up} are up`,
+          `creating ${missing.map((s) => s.topic).join(", ")} needs ${needed} running brokers; ${up} are up`,
           { retriable: true },
         );
       await createTopicsWithLeaders(

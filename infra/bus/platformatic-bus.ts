@@ -72,7 +72,7 @@ export class PlatformaticBus implements KafkaBus {
     return existingTopics(this.cfg, this.security, wanted);
   }
 
-  async ensureTopics(specs: readonly TopicSpec[]): Promise<void> {
+  async ensureTopics(specs: readonly TopicSpec[], opts: { brokers?: number } = {}): Promise<void> {
     // Admin requests (topic creation) may take longer than a produce on a busy controller;
     // they are not on the fencing path.
     const admin = new Admin({
@@ -86,12 +86,12 @@ export class PlatformaticBus implements KafkaBus {
       if (missing.length === 0) return;
       // Only when as many brokers are up as the largest replication factor asks for (see
       // kafkajs-bus.ts: a broker still starting would never be a preferred leader).
-      const needed = Math.max(...missing.map((s) => s.replicationFactor));
+      const needed = Math.max(opts.brokers ?? 0, ...missing.map((s) => s.replicationFactor));
       const up = (await admin.metadata({ topics: [], forceUpdate: true })).brokers.size;
       if (up < needed)
         throw new FastfenceError(
           "FF_BUS_UNAVAILABLE",
-          `creating ${missing.map((s) => s.topic).join(", ")} needs ${needed} running brokers (replication factor ${needed}); ${up} are up`,
+          `creating ${missing.map((s) => s.topic).join(", ")} needs ${needed} running brokers; ${up} are up`,
           { retriable: true },
         );
       // One call per topic: the configs of a call apply to every topic in it.

@@ -9,10 +9,12 @@ import {
   BrokerSettingsError,
   LAB_BROKER_OVERRIDES,
   labBrokerSettings,
+  labTopicReplicas,
   readShippedKafka,
   strimziAllows,
   type BrokerValue,
 } from "../../../lab/broker-settings.ts";
+import { pipelineTopics } from "../../../app/host.ts";
 import { brokerProperties, LAB_BROKER_MACHINERY } from "../../../lab/kafka.ts";
 import { ROOT } from "../../../lab/state.ts";
 
@@ -109,5 +111,37 @@ describe("the lab's brokers and the shipped Kafka cluster", () => {
     expect(() => brokerSettingsMode({ FASTFENCE_LAB_BROKERS: "strimzi" })).toThrow(
       /FASTFENCE_LAB_BROKERS.*"strimzi"/,
     );
+  });
+});
+
+describe("the lab's pipeline topics", () => {
+  const layout = (brokers: number, replicas?: number) =>
+    pipelineTopics(brokers, 3, replicas).map((t) => [t.replicationFactor, t.config?.["min.insync.replicas"]]);
+
+  it("ships three replicas and min.insync.replicas 2, as knative/base/kafka/topics.yaml", () => {
+    const yaml = readFileSync(join(ROOT, "knative/base/kafka/topics.yaml"), "utf8");
+    const shippedReplicas = [...yaml.matchAll(/^ {2}replicas: (\d+)$/gm)].map((m) => m[1]);
+    expect(shippedReplicas.length).toBeGreaterThan(0);
+    expect(new Set(shippedReplicas)).toEqual(new Set(["3"]));
+    expect(new Set(layout(3).map(String))).toEqual(new Set(["3,2"]));
+  });
+
+  it("with FASTFENCE_LAB_TOPIC_REPLICAS=2 on three brokers: two replicas, both needed for a write", () => {
+    expect(labTopicReplicas(3, { FASTFENCE_LAB_TOPIC_REPLICAS: "2" })).toBe(2);
+    expect(new Set(layout(3, 2).map(String))).toEqual(new Set(["2,2"]));
+  });
+
+  it("fits a smaller lab: one write acknowledgement is enough with fewer than three brokers", () => {
+    expect(new Set(layout(2).map(String))).toEqual(new Set(["2,1"]));
+    expect(new Set(layout(1).map(String))).toEqual(new Set(["1,1"]));
+  });
+
+  it("refuses a FASTFENCE_LAB_TOPIC_REPLICAS the lab cannot hold, naming it", () => {
+    expect(labTopicReplicas(3, {})).toBeUndefined();
+    for (const bad of ["0", "4", "two", "2.5"])
+      expect(() => labTopicReplicas(3, { FASTFENCE_LAB_TOPIC_REPLICAS: bad })).toThrow(
+        /FASTFENCE_LAB_TOPIC_REPLICAS must be a whole number from 1 to 3.*not "/,
+      );
+    expect(() => labTopicReplicas(2, { FASTFENCE_LAB_TOPIC_REPLICAS: "3" })).toThrow(/from 1 to 2/);
   });
 });

@@ -52,6 +52,15 @@
 //    (as long as the request timeout when a broker has just died), and closing the
 //    connection to a live broker then cost the crash bench ~0.5-1.5 s per controller-victim
 //    trial (a reconnect, a SASL handshake and every other request on it retried).
+// 6. Heartbeats to a frozen coordinator. kafkajs waits for a group heartbeat after every
+//    batch (and every empty fetch); to a coordinator that is frozen or silent, each takes a
+//    request timeout (fix 5 then closes the connection, fix 1 looks the coordinator up
+//    again, and a later try waits a connection timeout), and no record is handled
+//    meanwhile: with the coordinator silent to the consumer, records waited up to 1.2 s,
+//    about once per heartbeat interval (kafkajs-request-timeout.test.ts). Now record
+//    handling waits at most HEARTBEAT_WAIT_MS for a heartbeat; a slower one finishes in the
+//    background, no second one starts until it has, and its failure (a rebalance, say) is
+//    thrown to the next call.
 import { createRequire } from "node:module";
 import { kafkaJsTrouble } from "./broker-trouble.ts";
 
@@ -71,6 +80,8 @@ interface ConsumerGroupLike {
   };
   __ffLookup?: Promise<void>;
   __ffCommit?: Promise<unknown>;
+  __ffBeat?: Promise<void>;
+  __ffBeatError?: unknown;
 }
 
 interface ConsumerGroupProto {
@@ -139,6 +150,8 @@ function isConnectionError(e: unknown): boolean {
 const DEAD_BROKER_PAUSE_MS = 100;
 /** How long record handling waits for an offset commit (see fix 3). */
 const COMMIT_WAIT_MS = 250;
+/** How long record handling waits for a group heartbeat (see fix 6). */
+const HEARTBEAT_WAIT_MS = 100;
 
 /** Kafka's API key of Produce (fix 5 never closes a connection for one of those). */
 const PRODUCE_API_KEY = 0;
@@ -184,7 +197,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const connectionSend = Connection.prototype.send;
   const processData = Connection.prototype.processData;
 
-  proto.heartbeat = async function (opts) {
+  const heartbeatOrLookup = async function (this: ConsumerGroupLike, opts: unknown) {
     try {
       return await heartbeat.call(this, opts);
     } catch (e) {
@@ -209,6 +222,33 @@ export function applyKafkaJsFailoverFixes(): boolean {
       }
       return undefined;
     }
+  };
+  proto.heartbeat = function (opts) {
+    const failedLate = this.__ffBeatError;
+    if (failedLate !== undefined) {
+      this.__ffBeatError = undefined;
+      return Promise.reject(failedLate instanceof Error ? failedLate : new Error(String(failedLate)));
+    }
+    if (this.__ffBeat) return Promise.resolve(); // one is still on its way
+    let late = false;
+    const beat = heartbeatOrLookup.call(this, opts);
+    const tracked = beat.then(
+      () => undefined,
+      (e: unknown) => {
+        if (late) this.__ffBeatError = e; // the caller had moved on: the next call throws it
+      },
+    );
+    this.__ffBeat = tracked;
+    void tracked.finally(() => {
+      if (this.__ffBeat === tracked) this.__ffBeat = undefined;
+    });
+    // Within the wait the heartbeat's own outcome (a rebalance, errors) is the answer.
+    return Promise.race([
+      beat,
+      sleep(HEARTBEAT_WAIT_MS).then(() => {
+        late = true;
+      }),
+    ]);
   };
 
   proto.recoverFromFetch = async function (e) {

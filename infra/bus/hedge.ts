@@ -38,6 +38,11 @@ export class PartitionHedge {
     return this.pick(topic, n, replicas, this.nextPartition++ % n, []);
   }
 
+  /** A hedged send's next copy: `first` for the first one, then pick()'s choice. */
+  private next(topic: string, layout: TopicLayout, first: number, tried: readonly number[]): number {
+    return tried.length === 0 ? first : this.pick(topic, layout.partitions, layout.replicas, first, tried);
+  }
+
   /**
    * The partition to send to next, among those not `tried` yet: one that is not slow if
    * there is one; among those, the one whose replicas sit on the brokers least involved in
@@ -164,12 +169,7 @@ export class PartitionHedge {
           );
       };
       const launch = () => {
-        const partition =
-          n > 1
-            ? tried.length === 0
-              ? first
-              : this.pick(topic, n, layout.replicas, first, tried)
-            : undefined;
+        const partition = n === 1 ? undefined : this.next(topic, layout, first, tried);
         tried.push(partition ?? 0);
         const started = Date.now();
         send(partition).then(

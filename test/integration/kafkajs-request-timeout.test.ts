@@ -19,7 +19,7 @@
 import net from "node:net";
 import tls from "node:tls";
 import { describe, expect, it } from "vitest";
-import { Kafka, logLevel, type ISocketFactory } from "kafkajs";
+import { Kafka, logLevel, type Admin, type ISocketFactory } from "kafkajs";
 import { coordinatorPartition, startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { applyKafkaJsFailoverFixes } from "../../infra/bus/kafkajs-failover.ts";
@@ -59,6 +59,17 @@ function silenceableSockets(): { factory: ISocketFactory; silence(port: number):
   };
 }
 
+/** Creates `topic` with one partition per replica set, led by its first broker; one ack is enough. */
+function createTopicLedBy(admin: Admin, topic: string, replicaSets: number[][]): Promise<void> {
+  return createTopicsWithLeaders(admin, [
+    {
+      topic,
+      replicaAssignment: replicaSets.map((replicas, partition) => ({ partition, replicas })),
+      configEntries: [{ name: "min.insync.replicas", value: "1" }],
+    },
+  ]);
+}
+
 describe("kafkajs and a broker silent to it", () => {
   const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
 
@@ -90,16 +101,10 @@ describe("kafkajs and a broker silent to it", () => {
       producer.send({ topic, acks: 1, timeout: TIMEOUT_MS, messages: [{ value: "x", partition }] });
     try {
       await admin.connect();
-      await createTopicsWithLeaders(admin, [
-        {
-          topic,
-          replicaAssignment: [
-            { partition: 0, replicas: [a, b, c] },
-            { partition: 1, replicas: [b, a, c] },
-            { partition: 2, replicas: [c, a, b] },
-          ],
-          configEntries: [{ name: "min.insync.replicas", value: "1" }],
-        },
+      await createTopicLedBy(admin, topic, [
+        [a, b, c],
+        [b, a, c],
+        [c, a, b],
       ]);
       await producer.connect();
       for (const p of [0, 1, 2]) await send(p); // a connection to every broker
@@ -167,15 +172,9 @@ describe("kafkajs and a group coordinator silent to it", () => {
     let consumer: ReturnType<Kafka["consumer"]> | undefined;
     try {
       await admin.connect();
-      await createTopicsWithLeaders(admin, [
-        {
-          topic,
-          replicaAssignment: [
-            { partition: 0, replicas: [a, b, c] },
-            { partition: 1, replicas: [b, a, c] },
-          ],
-          configEntries: [{ name: "min.insync.replicas", value: "1" }],
-        },
+      await createTopicLedBy(admin, topic, [
+        [a, b, c],
+        [b, a, c],
       ]);
       // A group whose coordinator (the leader of its __consumer_offsets partition) is c.
       // (__consumer_offsets is made on the first coordinator lookup.)

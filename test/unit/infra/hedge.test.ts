@@ -106,15 +106,27 @@ describe("PartitionHedge.sendToEvery", () => {
 });
 
 describe("PartitionHedge.send: where the hedged copies go", () => {
-  /** Sends that answer at once unless the partition has a replica on `dead` (then never). */
-  function cluster(replicas: number[][], dead: number) {
+  /**
+   * One hedged send over `layout`, each copy answered by `answer(partition, copies so far)`;
+   * resolves with the partitions the copies went to, in order.
+   */
+  async function partitionsAsked(
+    layout: Parameters<PartitionHedge["send"]>[1],
+    answer: (partition: number, copies: number) => Promise<unknown>,
+    h = new PartitionHedge(),
+  ): Promise<number[]> {
     const asked: number[] = [];
-    const send = (p: number | undefined) => {
+    const sent = h.send(T, layout, 3, HEDGE_MS, (p) => {
       asked.push(p ?? -1);
-      return replicas[p ?? 0]?.includes(dead) ? pending().sent : Promise.resolve();
-    };
-    return { asked, send };
+      return answer(p ?? -1, asked.length);
+    });
+    await vi.advanceTimersByTimeAsync(HEDGE_MS * 2);
+    await sent;
+    return asked;
   }
+  /** Answers at once unless the partition has a replica on `dead` (then never). */
+  const deadBroker = (replicas: number[][], dead: number) => (p: number) =>
+    replicas[p]?.includes(dead) ? pending().sent : Promise.resolve();
 
   test("three replicas on three brokers: round-robin, a new partition each hedge deadline", async () => {
     const replicas = [
@@ -122,14 +134,9 @@ describe("PartitionHedge.send: where the hedged copies go", () => {
       [2, 3, 1],
       [3, 1, 2],
     ];
-    const h = new PartitionHedge();
-    const asked: number[] = [];
-    const sent = h.send(T, { partitions: 3, replicas }, 3, HEDGE_MS, (p) => {
-      asked.push(p ?? -1);
-      return asked.length < 3 ? pending().sent : Promise.resolve();
-    });
-    await vi.advanceTimersByTimeAsync(HEDGE_MS * 2);
-    await sent;
+    const asked = await partitionsAsked({ partitions: 3, replicas }, (_, copies) =>
+      copies < 3 ? pending().sent : Promise.resolve(),
+    );
     expect(asked).toEqual([0, 1, 2]);
   });
 
@@ -141,11 +148,7 @@ describe("PartitionHedge.send: where the hedged copies go", () => {
       [2, 3],
       [3, 1],
     ];
-    const { asked, send } = cluster(replicas, 2);
-    const sent = new PartitionHedge().send(T, { partitions: 4, replicas }, 3, HEDGE_MS, send);
-    await vi.advanceTimersByTimeAsync(HEDGE_MS * 2);
-    await sent;
-    expect(asked).toEqual([0, 2, 3]);
+    expect(await partitionsAsked({ partitions: 4, replicas }, deadBroker(replicas, 2))).toEqual([0, 2, 3]);
   });
 
   test("once the partitions on a frozen broker are known slow, publishes start on partitions without it", async () => {
@@ -169,13 +172,11 @@ describe("PartitionHedge.send: where the hedged copies go", () => {
   test("without replica information: round-robin, skipping partitions known to be slow", async () => {
     const h = new PartitionHedge();
     await h.observe(T, 1, HEDGE_MS, Promise.reject(new Error("ECONNREFUSED")));
-    const asked: number[] = [];
-    const sent = h.send(T, { partitions: 3 }, 3, HEDGE_MS, (p) => {
-      asked.push(p ?? -1);
-      return p === 2 ? Promise.resolve() : pending().sent;
-    });
-    await vi.advanceTimersByTimeAsync(HEDGE_MS);
-    await sent;
+    const asked = await partitionsAsked(
+      { partitions: 3 },
+      (p) => (p === 2 ? Promise.resolve() : pending().sent),
+      h,
+    );
     expect(asked).toEqual([0, 2]);
   });
 

@@ -172,8 +172,9 @@ export function describeBrokerSettings(mode: BrokerSettingsMode): string {
 /**
  * FASTFENCE_LAB_TOPIC_REPLICAS: the replicas of each pipeline topic's partitions in the lab;
  * unset, the shipped three (knative/base/kafka/topics.yaml). 2 is the experiment in
- * docs/lab.md ("Two replicas per partition"): with three brokers, a node's death or freeze
- * leaves some partitions with no replica on it. Anything but 1..`brokers` is an error naming it.
+ * docs/lab.md ("A frozen controller, two replicas per partition, and a silent group
+ * coordinator"): with three brokers, a node's death or freeze leaves some partitions with no
+ * replica on it. Anything but 1 to min(3, `brokers`) is an error naming it.
  */
 export function labTopicReplicas(brokers: number, env: NodeJS.ProcessEnv = process.env): number | undefined {
   const v = env.FASTFENCE_LAB_TOPIC_REPLICAS;

@@ -38,8 +38,8 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
       kubeconfig: l.nodeKubeconfig,
       brokers: l.brokers,
       brokerCount: l.brokerCount,
-      topicReplicas: labTopicReplicas(l.brokerCount), // FASTFENCE_LAB_TOPIC_REPLICAS; a bad one throws
-
+      // FASTFENCE_LAB_TOPIC_REPLICAS (unset: the shipped layout); a bad value throws here.
+      topicReplicas: labTopicReplicas(l.brokerCount),
       namespace: NAMESPACE,
       controlPort: AGENT_PORT,
       ...(l.watchdog ? { watchdog: l.watchdog } : {}),

@@ -1,6 +1,6 @@
 // chaos (`make chaos`): seeded, randomized fault schedules on the lab (lab/chaos-schedule.ts)
-// — node crash, hang and resume, full and partial partitions, BMC slow / stuck / unreachable /
-// lying, function replicas and event sources crashed, brokers killed, pipeline records
+// — node crash, hang and resume, full and partial partitions, BMC slow (2-8 s a call; the
+// lab's policy set for it, lab/timeouts.ts) / stuck / unreachable / lying, function replicas and event sources crashed, brokers killed, pipeline records
 // replayed (lab/replay.ts), several per schedule and
 // overlapping — each followed by the invariant checker (S1–S6 and "no healthy node
 // fenced", lab/invariants.ts) and the
@@ -27,7 +27,7 @@ import { listIncidents } from "../lab/event-log.ts";
 import { brokerKill } from "../lab/faults.ts";
 import type { BmcLieFinding } from "../lab/bmc-lies.ts";
 import { replayRecords } from "../lab/replay.ts";
-import { Lab } from "../lab/lab.ts";
+import { Lab, SLOW_BMC_TIMEOUTS } from "../lab/lab.ts";
 import { checkLiveness, timingsOf, type LivenessVerdict, type Timings } from "../lab/liveness.ts";
 import { timelineSvg } from "../lab/chart.ts";
 import { writeReport } from "../lab/report.ts";
@@ -97,7 +97,7 @@ async function inject(l: Lab, s: ChaosStep): Promise<void> {
     case "partial":
       return void (await l.partialPartition(s.node, s.mode));
     case "bmc":
-      return l.bmcFault(s.node, s.fault);
+      return l.bmcFault(s.node, s.fault, s.latencyMs);
     case "fn-crash":
       return void (await l.functionCrash(s.node, stageNames(), false));
     case "source-crash":
@@ -310,7 +310,7 @@ async function main(): Promise<number> {
   const seed0 = Number(values.seed ?? 1);
   if (!Number.isInteger(n) || n < 1 || !Number.isInteger(seed0))
     throw new Error(`--schedules takes a positive integer and --seed an integer`);
-  lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false });
+  lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false, timeouts: SLOW_BMC_TIMEOUTS });
   const policy = resolvePolicy(
     (
       (await lab.custom.getClusterCustomObject({

@@ -4,13 +4,19 @@
 // partition; optionally resumed or healed later), and beside it faults that must not get
 // anything fenced (a healthy node cut off from its peers or from the API, function replicas
 // crashed on a healthy node, its event source stopped and started again), BMC faults (slow,
-// stuck, unreachable; cleared later or not), a Kafka broker killed on its own, a Redfish
+// 2-8 s a call; stuck; unreachable; cleared later or not), a Kafka broker killed on its own, a Redfish
 // BMC that lies (reads Off without powering off) and pipeline records replayed. The same
 // seed always gives the same schedule, so a failing one is replayed with
 // `--seed S --schedules 1`. Pure: no I/O, no clock.
 
 /** The longest schedule: every fault is injected, and every undo done, within it. */
 export const SCHEDULE_MS = 90_000;
+
+/**
+ * How late a slow BMC answers every call, ms: what real BMCs do (2-3 s is common) up to
+ * the 8 s issue 14 names. The chaos lab's policy fits 8 s (lab/timeouts.ts SLOW_BMC_TIMEOUTS).
+ */
+export const SLOW_LATENCIES_MS = [2_000, 3_000, 5_000, 8_000] as const;
 
 export type BreakKind = "crash" | "hang" | "partition";
 export type ChaosBmcFault = "slow" | "stuck" | "unreachable" | "lying";
@@ -22,7 +28,8 @@ export type ChaosStep =
   | { at: number; kind: "resume" | "heal"; node: string }
   | { at: number; kind: "partial"; node: string; mode: "peers" | "api" }
   | { at: number; kind: "partial-heal"; node: string }
-  | { at: number; kind: "bmc"; node: string; fault: ChaosBmcFault | "none" }
+  /** `latencyMs`: how late a `slow` BMC answers every call (SLOW_LATENCIES_MS). */
+  | { at: number; kind: "bmc"; node: string; fault: ChaosBmcFault | "none"; latencyMs?: number }
   /** Crash every function replica on a node (not its event source), restarted by its agent. */
   | { at: number; kind: "fn-crash"; node: string }
   /** Stop a node's event source and start it again (a crashed or rolled pod). */
@@ -141,6 +148,9 @@ export function scheduleFor(seed: number, nodes: readonly ChaosNode[]): Schedule
     const at = ms(0, 40_000);
     steps.push({ at, kind: "replay", node: REPLAY_NODE, windowMs: r() < 0.5 ? 10_000 : 300_000 });
   }
+  // Drawn after every kind above, so their seeds keep those steps: how late a slow BMC is.
+  const latencyMs = pick(SLOW_LATENCIES_MS);
+  for (const x of steps) if (x.kind === "bmc" && x.fault === "slow") x.latencyMs = latencyMs;
   steps.sort((a, b) => a.at - b.at);
   return { seed, steps: steps.filter((s) => s.at < SCHEDULE_MS), ...(broken ? { broken } : {}) };
 }
@@ -153,7 +163,7 @@ export function describe(s: Schedule): string {
         x.kind === "partial"
           ? ` ${x.mode}`
           : x.kind === "bmc"
-            ? ` ${x.fault}`
+            ? ` ${x.fault}${x.latencyMs ? ` ${x.latencyMs / 1000}s` : ""}`
             : x.kind === "replay"
               ? ` ${x.windowMs / 1000}s`
               : "";

@@ -140,13 +140,24 @@ export async function partialPartition(
   return t0;
 }
 
-/** BMC faults. IPMI BMCs support only unreachable (ipmi_sim frozen). */
-export async function bmcFault(lab: FaultTarget, name: string, fault: BmcFault): Promise<void> {
+/** The lateness of every answer of a `slow` Redfish BMC unless a fault says otherwise, ms. */
+export const SLOW_BMC_LATENCY_MS = 3000;
+
+/**
+ * BMC faults. IPMI BMCs support only unreachable (ipmi_sim frozen). `latencyMs`: how late a
+ * `slow` BMC answers (default SLOW_BMC_LATENCY_MS).
+ */
+export async function bmcFault(
+  lab: FaultTarget,
+  name: string,
+  fault: BmcFault,
+  latencyMs = SLOW_BMC_LATENCY_MS,
+): Promise<void> {
   const x = lab.node(name);
   if (x.redfish) {
     x.redfish.resetFaults();
     await x.redfish.setUnreachable(fault === "unreachable");
-    if (fault === "slow") x.redfish.faults.latencyMs = 3000;
+    if (fault === "slow") x.redfish.faults.latencyMs = latencyMs;
     if (fault === "lying") x.redfish.faults.lie = true;
     if (fault === "stuck") x.redfish.faults.stuckPoweringOff = true;
   } else if (x.ipmi) {
@@ -158,7 +169,7 @@ export async function bmcFault(lab: FaultTarget, name: string, fault: BmcFault):
       // gone
     }
   }
-  note(lab, x, `bmc-${fault}`, Date.now());
+  note(lab, x, fault === "slow" ? `bmc-slow-${latencyMs}ms` : `bmc-${fault}`, Date.now());
 }
 
 /**

@@ -52,6 +52,7 @@ import {
   type LabState,
 } from "./state.ts";
 import { buildNetwork, nodeProcesses, type NodeProcesses } from "./topology.ts";
+import { LAB_TIMEOUTS } from "./timeouts.ts";
 import {
   API_PORT,
   type AgentStatus,
@@ -62,14 +63,7 @@ import {
 } from "./types.ts";
 
 export * from "./types.ts";
-
-/**
- * The lab policy's timeout chain (docs/lab.md): a Redfish level of 20 s fits a cold
- * session with every answer 3 s late (`bmc-fault --fault slow`: discovery and login, off,
- * read-back ≈ 15 s) under the default 5 s per call; one level per node, so the round is
- * that level; the Lease outlasts the round plus its 5 s recording margin.
- */
-export const LAB_TIMEOUTS = { redfishLevelMs: 20_000, ipmiLevelMs: 10_000, roundMs: 20_000, leaseMs: 26_000 };
+export { LAB_TIMEOUTS, SLOW_BMC_TIMEOUTS, type LabTimeouts } from "./timeouts.ts";
 
 export class Lab {
   readonly state: LabState;
@@ -196,6 +190,7 @@ export class Lab {
 
   /** BMC credentials, the Redfish emulators, and the fencing policy naming every BMC. */
   private async seedFencing(n: number): Promise<void> {
+    const t = this.opts.timeouts ?? LAB_TIMEOUTS;
     const policyNodes: NonNullable<NonNullable<FencingPolicySpecInput["fencing"]>["nodes"]> = [];
     for (const x of this.nodes) {
       const password = `pw${Math.random().toString(36).slice(2, 12)}`;
@@ -210,12 +205,12 @@ export class Lab {
                 driver: "ipmi",
                 address: `ipmi://${HOST_IP}:${x.bmcPort}`,
                 credentialsSecret: `bmc-${x.name}`,
-                timeoutMs: LAB_TIMEOUTS.ipmiLevelMs,
+                timeoutMs: t.ipmiLevelMs,
                 options: { cipherSuite: "3", pollMs: "100" },
               }
-            : { ...redfishLevel(HOST_IP, x.bmcPort, x.name), timeoutMs: LAB_TIMEOUTS.redfishLevelMs },
+            : { ...redfishLevel(HOST_IP, x.bmcPort, x.name), timeoutMs: t.redfishLevelMs },
           ...(this.opts.secondLevel && x.bmc === "redfish"
-            ? [await this.bmcs.secondLevel(x, this.core, LAB_TIMEOUTS.ipmiLevelMs)]
+            ? [await this.bmcs.secondLevel(x, this.core, t.ipmiLevelMs)]
             : []),
         ],
         // with emulated watchdogs: the watchdog level after the BMC level (docs/lab.md)
@@ -229,10 +224,7 @@ export class Lab {
       probe: { intervalMs: 100, timeoutMs: 150, observersPerNode: Math.min(2, Math.max(2, n - 1)) },
       suspicion: { missThreshold: 3, minSuspectMs: 250 },
       corroboration: { quorum: 2, evidenceWindowMs: 5000 },
-      timeouts: {
-        powerOffTimeoutMs: LAB_TIMEOUTS.roundMs,
-        leaseDurationMs: LAB_TIMEOUTS.leaseMs,
-      },
+      timeouts: { bmcCallTimeoutMs: t.bmcCallMs, powerOffTimeoutMs: t.roundMs, leaseDurationMs: t.leaseMs },
       fencing: { retryBackoffMs: 500, nodes: policyNodes },
       ...this.opts.policy,
     });
@@ -308,8 +300,8 @@ export class Lab {
   partialPartition(name: string, mode: "peers" | "api"): Promise<number> {
     return faults.partialPartition(this, name, mode);
   }
-  bmcFault(name: string, fault: BmcFault): Promise<void> {
-    return faults.bmcFault(this, name, fault);
+  bmcFault(name: string, fault: BmcFault, latencyMs?: number): Promise<void> {
+    return faults.bmcFault(this, name, fault, latencyMs);
   }
   functionCrash(name: string, functions: string[], source = false, restart = false): Promise<unknown> {
     return faults.functionCrash(this, name, functions, source, restart);

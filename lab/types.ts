@@ -6,6 +6,7 @@ import type { LabRedfishServer } from "../harness/emulators/redfish/server.ts";
 import type { ManagedProcess } from "../harness/env/process.ts";
 import { FASTFENCE_NAMESPACE } from "../harness/kube/fencing-policy.ts";
 import type { NodeRecord } from "./state.ts";
+import type { LabTimeouts } from "./timeouts.ts";
 
 export const NAMESPACE = FASTFENCE_NAMESPACE;
 /** The API relay's port on the lab bridge. */
@@ -46,6 +47,8 @@ export interface LabOptions {
    * after the power-off escalates to it when the Redfish BMC lies). Default false.
    */
   secondLevel?: boolean;
+  /** The FencingPolicy's timeout chain (lab/timeouts.ts); default LAB_TIMEOUTS. */
+  timeouts?: LabTimeouts;
 }
 
 /** A power action a BMC (or the lab, resetting) carried out: the invariant checker's ground truth. */

@@ -7,6 +7,7 @@ import { newIncident, emptyStatus, type NodeFence, type NodeFenceStatus } from "
 import { resolvePolicy } from "../../../core/policy.ts";
 import {
   SCHEDULE_MS,
+  SLOW_LATENCIES_MS,
   describe as describeSchedule,
   prng,
   REPLAY_NODE,
@@ -14,6 +15,7 @@ import {
   type Schedule,
 } from "../../../lab/chaos-schedule.ts";
 import { checkLiveness, timingsOf, type Timings } from "../../../lab/liveness.ts";
+import { LAB_TIMEOUTS, SLOW_BMC_TIMEOUTS } from "../../../lab/timeouts.ts";
 
 const NODES = [
   { name: "node-a", bmc: "ipmi" as const },
@@ -71,7 +73,9 @@ describe("event-source and broker kills (added after seeds 1-100 were run)", () 
   };
   test.each(Object.entries(BEFORE))("seed %s keeps every step it had", (seed, text) => {
     const s = scheduleFor(Number(seed), NODES);
-    const kept = s.steps.filter((x) => x.kind !== "source-crash" && x.kind !== "broker-kill");
+    const kept = s.steps
+      .filter((x) => x.kind !== "source-crash" && x.kind !== "broker-kill")
+      .map((x) => (x.kind === "bmc" ? { ...x, latencyMs: undefined } : x)); // drawn since seed 182
     const old: Schedule = { ...s, steps: withoutLiesAndReplays(kept) };
     expect(describeSchedule(old)).toBe(text);
   });
@@ -135,6 +139,53 @@ describe("lying BMCs and replayed records (added after seeds 1-115 were run)", (
 
   test("a replay concerns no node, so the reset touches none for it", () => {
     for (const s of all) for (const x of s.steps) if (x.kind === "replay") expect(x.node).toBe(REPLAY_NODE);
+  });
+});
+
+describe("slow BMCs up to 8 s a call (added after seeds 1-181 were run)", () => {
+  const all = Array.from({ length: 400 }, (_, i) => scheduleFor(i, NODES));
+  const slow = all.flatMap((s) => s.steps.filter((x) => x.kind === "bmc" && x.fault === "slow"));
+
+  test("every slow BMC has a lateness from SLOW_LATENCIES_MS, and over 400 seeds each occurs, 8 s too", () => {
+    expect(slow.length).toBeGreaterThan(10);
+    for (const x of slow) expect(SLOW_LATENCIES_MS).toContain(x.kind === "bmc" && x.latencyMs);
+    const seen = new Set(slow.map((x) => (x.kind === "bmc" ? x.latencyMs : undefined)));
+    expect([...seen].sort((a, b) => a! - b!)).toEqual([...SLOW_LATENCIES_MS]);
+    expect(describeSchedule(all[15]!)).toMatch(/bmc slow \d+s node-b/);
+  });
+
+  test("no other step carries a lateness", () => {
+    for (const s of all)
+      for (const x of s.steps)
+        if (!(x.kind === "bmc" && x.fault === "slow")) expect("latencyMs" in x && x.latencyMs).toBeFalsy();
+  });
+
+  test("the chaos lab's policy fences a BMC 8 s late on a cold session (5 calls) and is a valid chain", () => {
+    const worst = Math.max(...SLOW_LATENCIES_MS);
+    expect(SLOW_BMC_TIMEOUTS.bmcCallMs).toBeGreaterThan(worst);
+    expect(SLOW_BMC_TIMEOUTS.redfishLevelMs).toBeGreaterThan(5 * worst);
+    const p = resolvePolicy({
+      timeouts: {
+        bmcCallTimeoutMs: SLOW_BMC_TIMEOUTS.bmcCallMs,
+        powerOffTimeoutMs: SLOW_BMC_TIMEOUTS.roundMs,
+        leaseDurationMs: SLOW_BMC_TIMEOUTS.leaseMs,
+      },
+    });
+    expect(p.timeouts.leaseDurationMs).toBe(SLOW_BMC_TIMEOUTS.leaseMs);
+    expect(SLOW_BMC_TIMEOUTS.roundMs).toBeGreaterThanOrEqual(
+      Math.max(SLOW_BMC_TIMEOUTS.redfishLevelMs, SLOW_BMC_TIMEOUTS.ipmiLevelMs),
+    );
+    expect(SLOW_BMC_TIMEOUTS.ipmiLevelMs).toBeGreaterThan(SLOW_BMC_TIMEOUTS.bmcCallMs);
+    // the lab's everyday chain is valid too
+    expect(() =>
+      resolvePolicy({
+        timeouts: {
+          bmcCallTimeoutMs: LAB_TIMEOUTS.bmcCallMs,
+          powerOffTimeoutMs: LAB_TIMEOUTS.roundMs,
+          leaseDurationMs: LAB_TIMEOUTS.leaseMs,
+        },
+      }),
+    ).not.toThrow();
   });
 });
 

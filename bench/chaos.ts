@@ -1,15 +1,14 @@
 // chaos (`make chaos`): seeded, randomized fault schedules on the lab (lab/chaos-schedule.ts)
 // — node crash, hang and resume, full and partial partitions, BMC slow (2-8 s a call; the
-// lab's policy set for it, lab/timeouts.ts) / stuck / unreachable / lying, function replicas and event sources crashed, brokers killed, pipeline records
-// replayed (lab/replay.ts), several per schedule and
-// overlapping — each followed by the invariant checker (S1–S6 and "no healthy node
-// fenced", lab/invariants.ts) and the
+// lab's policy set for it, lab/timeouts.ts) / stuck / unreachable / lying, function replicas
+// (back after FUNCTION_RESTART_MS) and event sources crashed, brokers killed, pipeline
+// records replayed (lab/replay.ts), several per schedule and overlapping — each followed by
+// the invariant checker (S1–S6 and "no healthy node fenced", lab/invariants.ts) and the
 // liveness checker (lab/liveness.ts, bounds from the policy in force). A failing seed is
 // replayed with `--seed S --schedules 1`. Runs over seed ranges can be split across
 // sittings and their RESULT lines merged with `--merge LOG...`. Report: Markdown + SVG
 // under .cache/reports/; the last line is `RESULT {json}`.
-//   node bench/chaos.ts [--schedules 6] [--seed 1]
-//   node bench/chaos.ts --merge run1.log run2.log
+//   node bench/chaos.ts [--schedules 6] [--seed 1]  |  node bench/chaos.ts --merge run1.log run2.log
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolvePolicy } from "../core/policy.ts";
@@ -18,6 +17,7 @@ import {
   describe,
   REPLAY_NODE,
   SCHEDULE_MS,
+  FUNCTION_RESTART_MS,
   scheduleFor,
   type ChaosStep,
   type Schedule,
@@ -99,9 +99,11 @@ async function inject(l: Lab, s: ChaosStep): Promise<void> {
     case "bmc":
       return l.bmcFault(s.node, s.fault, s.latencyMs);
     case "fn-crash":
-      return void (await l.functionCrash(s.node, stageNames(), false));
+      return void (await l.functionCrash(s.node, stageNames(), {
+        restartFunctionsAfterMs: FUNCTION_RESTART_MS,
+      }));
     case "source-crash":
-      return void (await l.functionCrash(s.node, [], true, true));
+      return void (await l.functionCrash(s.node, [], { source: true, restartSource: true }));
     case "broker-kill":
       return void brokerKill(l, s.node);
     case "replay": {

@@ -65,10 +65,22 @@ const BMC_FAULT_ARGS = defineCommand({
 });
 const FN_CRASH_ARGS = defineCommand({
   command: "lab fn-crash",
-  options: { functions: { type: "string" }, source: { type: "boolean" } },
+  options: {
+    functions: { type: "string" },
+    source: { type: "boolean" },
+    "restart-after-ms": { type: "string" },
+  },
   positionals: 1,
   outputs: OUTPUTS,
 });
+/** `--restart-after-ms N` as the agent's query parameter; a UsageError for anything but N >= 0. */
+function restartAfterMs(v: string | undefined): { restartAfterMs?: string } {
+  if (v === undefined) return {};
+  const ms = Number(v);
+  if (!(v.trim() !== "" && Number.isInteger(ms) && ms >= 0))
+    throw new UsageError("lab fn-crash", `--restart-after-ms needs a whole number of ms >= 0, not "${v}"`);
+  return { restartAfterMs: String(ms) };
+}
 const plain = (command: string, positionals: number) =>
   defineCommand({ command, options: {}, positionals, outputs: OUTPUTS });
 
@@ -98,7 +110,9 @@ const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
   power-loss NODE                         the node and its BMC die together (undo: bmc-fault none, power-on)
   isolate NODE                            cut off from peers, API and BMC, still running (undo: heal, bmc-fault none)
   bmc-fault NODE --fault unreachable|slow|lying|stuck|none
-  fn-crash NODE [--functions a,b] [--source]   crash function replicas on a healthy node
+  fn-crash NODE [--functions a,b] [--source] [--restart-after-ms N]
+                                          crash function replicas on a healthy node (started
+                                          again N ms later, as the kubelet would; default never)
   power-on NODE                           power a fenced node back on through its BMC
 
 Every lab command takes:
@@ -240,6 +254,7 @@ export async function labCommand(argv: string[]): Promise<number> {
       return await withNode("/fn-crash", {
         functions: str(a.values.functions) ?? "detect,confirm,fence,remediate-workloads,recover",
         ...(a.values.source ? { source: "1" } : {}),
+        ...restartAfterMs(str(a.values["restart-after-ms"])),
       });
     default:
       return await withNode(`/${cmd}`);

@@ -13,6 +13,14 @@
 export const SCHEDULE_MS = 90_000;
 
 /**
+ * How long after a `fn-crash` the node's function replicas run again: the kubelet's first
+ * crash-loop back-off. Before seed 182 they stayed down until the schedule's reset, so a
+ * schedule that crashed the functions of both survivors left no fence replica anywhere
+ * (seed 189: a liveness failure no cluster would show).
+ */
+export const FUNCTION_RESTART_MS = 10_000;
+
+/**
  * How late a slow BMC answers every call, ms: what real BMCs do (2-3 s is common) up to
  * the 8 s issue 14 names. The chaos lab's policy fits 8 s (lab/timeouts.ts SLOW_BMC_TIMEOUTS).
  */
@@ -30,7 +38,10 @@ export type ChaosStep =
   | { at: number; kind: "partial-heal"; node: string }
   /** `latencyMs`: how late a `slow` BMC answers every call (SLOW_LATENCIES_MS). */
   | { at: number; kind: "bmc"; node: string; fault: ChaosBmcFault | "none"; latencyMs?: number }
-  /** Crash every function replica on a node (not its event source), restarted by its agent. */
+  /**
+   * Crash every function replica on a node (not its event source); its agent starts them
+   * again FUNCTION_RESTART_MS later, as the kubelet restarts a crashed container.
+   */
   | { at: number; kind: "fn-crash"; node: string }
   /** Stop a node's event source and start it again (a crashed or rolled pod). */
   | { at: number; kind: "source-crash"; node: string }

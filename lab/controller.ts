@@ -66,11 +66,10 @@ async function main(): Promise<void> {
       return { ok: true };
     },
     "/fn-crash": async (q) =>
-      await l.functionCrash(
-        need(q, "node"),
-        (q.get("functions") ?? "").split(",").filter(Boolean),
-        q.get("source") === "1",
-      ),
+      await l.functionCrash(need(q, "node"), (q.get("functions") ?? "").split(",").filter(Boolean), {
+        source: q.get("source") === "1",
+        ...(q.has("restartAfterMs") ? { restartFunctionsAfterMs: Number(q.get("restartAfterMs")) } : {}),
+      }),
     // a trial by hand (the lab tests): /mark before the fault, /check?node=VICTIM after it runs
     // the invariant checker on what happened since (violations, and lying BMCs apart)
     "/mark": async () => ({ at: (mark = await startOf(l, Date.now())).tStart }),

@@ -4,14 +4,16 @@
 // namespace), BMC faults, power-loss (node and BMC die together), isolate (node cut off
 // from peers, API and BMC, still running), a broker kill (SIGKILL of the node's Kafka broker
 // alone; the launcher does not restart it) and a function-only crash on a healthy node (its
-// agent's control endpoint). Each fault is noted with its time. It never signals a process
+// agent's control socket, lab/node-agent.ts). Each fault is noted with its time. It never signals a process
 // outside a lab node's namespace, and never fences or powers anything off itself.
 import { readFileSync } from "node:fs";
+import { request } from "node:http";
+import { join } from "node:path";
 import { sleep } from "../harness/env/base.ts";
 import { blackhole, setLink } from "./net.ts";
 import { HOST_IP, signalPids } from "./state.ts";
 import { nodeProcesses } from "./topology.ts";
-import { AGENT_PORT, type BmcFault, type FaultNote, type LabNode } from "./types.ts";
+import { AGENT_SOCKET, type BmcFault, type FaultNote, type LabNode } from "./types.ts";
 
 /** What the faults act on: the lab's nodes, and where each fault is noted. */
 export interface FaultTarget {
@@ -172,22 +174,64 @@ export async function bmcFault(
   note(lab, x, fault === "slow" ? `bmc-slow-${latencyMs}ms` : `bmc-${fault}`, Date.now());
 }
 
-/**
- * Function-only crash on a (healthy) node: stop some function replicas / the event source;
- * `restart`: the event source (and its watchdog agent) is started again after its graceful stop.
- */
+/** What a function-only crash stops, and what comes back. */
+export interface FunctionCrash {
+  /** Stop the node's event source too. */
+  source?: boolean;
+  /** Start the event source (and its watchdog agent) again after its graceful stop. */
+  restartSource?: boolean;
+  /**
+   * Start the stopped function replicas again this long after the crash, as the kubelet
+   * restarts a crashed container. Unset: they stay down until the node is power-cycled.
+   */
+  restartFunctionsAfterMs?: number;
+}
+
+/** Function-only crash on a (healthy) node: stop some function replicas / the event source. */
 export async function functionCrash(
   lab: FaultTarget,
   name: string,
   functions: string[],
-  source = false,
-  restart = false,
+  opts: FunctionCrash = {},
 ): Promise<unknown> {
   const x = lab.node(name);
-  const r = await fetch(
-    `http://${x.ip}:${AGENT_PORT}/crash?functions=${functions.join(",")}&source=${source ? 1 : 0}${restart ? "&restart=1" : ""}`,
-    { method: "POST" },
-  );
+  const q = new URLSearchParams({ functions: functions.join(","), source: opts.source ? "1" : "0" });
+  if (opts.restartSource) q.set("restart", "1");
+  if (opts.restartFunctionsAfterMs !== undefined)
+    q.set("restartAfterMs", String(opts.restartFunctionsAfterMs));
+  const answer = await agentPost(x, `/crash?${q.toString()}`);
   note(lab, x, "function-crash", Date.now());
-  return await r.json();
+  return answer;
+}
+
+/** How long the lab waits for a node agent's answer (a restarted event source included). */
+const AGENT_TIMEOUT_MS = 30_000;
+
+/** POST to a node agent's control socket; its JSON answer. */
+function agentPost(x: LabNode, path: string): Promise<unknown> {
+  const socketPath = join(x.dir, AGENT_SOCKET);
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath, path, method: "POST", timeout: AGENT_TIMEOUT_MS }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => {
+        if (res.statusCode !== 200)
+          return reject(
+            new Error(`node agent of ${x.name} (${socketPath}): HTTP ${res.statusCode}: ${body}`),
+          );
+        try {
+          resolve(JSON.parse(body));
+        } catch {
+          reject(new Error(`node agent of ${x.name} (${socketPath}): not JSON: ${body.slice(0, 200)}`));
+        }
+      });
+      res.on("error", reject);
+    });
+    req.on("timeout", () =>
+      req.destroy(new Error(`node agent of ${x.name} (${socketPath}): no answer in ${AGENT_TIMEOUT_MS} ms`)),
+    );
+    req.on("error", reject);
+    req.end();
+  });
 }

@@ -303,8 +303,8 @@ export class Lab {
   bmcFault(name: string, fault: BmcFault, latencyMs?: number): Promise<void> {
     return faults.bmcFault(this, name, fault, latencyMs);
   }
-  functionCrash(name: string, functions: string[], source = false, restart = false): Promise<unknown> {
-    return faults.functionCrash(this, name, functions, source, restart);
+  functionCrash(name: string, functions: string[], opts: faults.FunctionCrash = {}): Promise<unknown> {
+    return faults.functionCrash(this, name, functions, opts);
   }
 
   // ---- what runs where

@@ -5,12 +5,14 @@
 // own component's user, from the Secret-like credential files of lab/kafka.ts
 // (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
 // it first creates the topics and the manifests' KafkaUser ACLs. It also
-// serves a tiny control endpoint on the node's address for the "function-only crash"
-// fault (stops chosen replicas while the node stays healthy) and writes agent.json
+// serves a tiny control endpoint on a Unix socket in the node dir (AGENT_SOCKET: out of
+// band, so a partitioned node still takes it) for the "function-only crash" fault (stops
+// chosen replicas while the node stays healthy), its replicas' metrics on the node's
+// address (AGENT_METRICS_PORT), and writes agent.json
 // (ready, replicas) into the node dir. It decides nothing itself.
 import { KubeConfig } from "@kubernetes/client-node";
-import { writeFileSync, readFileSync } from "node:fs";
-import { createServer } from "node:http";
+import { writeFileSync, readFileSync, rmSync } from "node:fs";
+import { createServer, type RequestListener } from "node:http";
 import { join } from "node:path";
 import { systemClock } from "../core/clock.ts";
 import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
@@ -28,7 +30,7 @@ import { stageNames } from "../functions/registry.ts";
 import { startEventSource, type EventSource } from "../source/event-source.ts";
 import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
-import type { AgentStatus } from "./types.ts";
+import { AGENT_SOCKET, type AgentStatus } from "./types.ts";
 
 export interface AgentConfig {
   node: string;
@@ -40,7 +42,8 @@ export interface AgentConfig {
   /** Replicas per pipeline-topic partition; unset = the shipped layout (lab/node-launch.ts). */
   topicReplicas?: number;
   namespace: string;
-  controlPort: number;
+  /** TCP port on the node's address for GET /metrics (and the same routes as the socket). */
+  metricsPort: number;
   /** The node's emulated watchdog (lab/watchdog.ts), when the lab gives one. */
   watchdog?: WatchdogAgentConfig;
 }
@@ -77,17 +80,28 @@ async function retry<T>(what: string, fn: () => Promise<T>, tries = 240, everyMs
   }
 }
 
+/** One function replica and the bus it alone uses. */
+interface FunctionReplica {
+  fn: HostedFunction;
+  bus: KafkaBus;
+}
+
 /** Replicas of this node, as one unit: started together, stopped together on a failed start. */
 interface Replicas {
   source?: EventSource;
-  fns: HostedFunction[];
-  buses: KafkaBus[];
+  sourceBus?: KafkaBus;
+  fns: FunctionReplica[];
+}
+
+async function stopFunction(f: FunctionReplica): Promise<void> {
+  await f.fn.stop().catch(() => undefined);
+  await f.bus.close().catch(() => undefined);
 }
 
 async function stopReplicas(r: Replicas): Promise<void> {
-  for (const f of r.fns) await f.stop().catch(() => undefined);
+  for (const f of r.fns) await stopFunction(f);
   await r.source?.stop().catch(() => undefined);
-  for (const b of r.buses) await b.close().catch(() => undefined);
+  await r.sourceBus?.close().catch(() => undefined);
 }
 
 /** A component's settings, as its pod would get them from its Secret mounts. */
@@ -132,48 +146,54 @@ async function startSource(
   }
 }
 
-async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
-  const r: Replicas = { fns: [], buses: [] };
-  const shipped = shippedStages();
+/**
+ * One function replica: the stage's Service settings from the rendered manifests
+ * (lab/replica-settings.ts), this environment's own, and its bus from that config as
+ * `fastfence run` builds it.
+ */
+async function startFunction(kc: KubeConfig, fn: string): Promise<FunctionReplica> {
+  const replica = `${fn}-${cfg.node}`;
+  const config = loadRuntimeConfig({
+    ...labStageEnv(fn, shippedStages()),
+    ...componentEnv(fn as Component),
+    ...(process.env.FASTFENCE_KAFKA_CLIENT
+      ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
+      : {}),
+    FASTFENCE_KAFKA_BROKERS: cfg.brokers,
+    FASTFENCE_REPLICA: replica,
+  });
+  const bus = createKafkaBus(
+    kafkaBusSettings(config, replica, log.child({ component: "kafka", client: replica })),
+    config.FASTFENCE_KAFKA_CLIENT,
+  );
   try {
-    const replica = (fn: string) => `${fn}-${cfg.node}`;
-    const kafkaLog = log.child({ component: "kafka" });
+    const hosted = await hostFunction({
+      name: fn,
+      mode: { kafka: true },
+      config,
+      kubeConfig: kc,
+      bus,
+      log: log.child({ component: fn }),
+    });
+    return { fn: hosted, bus };
+  } catch (err) {
+    await bus.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
+  const r: Replicas = { fns: [] };
+  try {
     const src = await startSource(kc, policy);
-    r.buses.push(src.bus);
+    r.sourceBus = src.bus;
     r.source = src.source;
-    for (const fn of stageNames()) {
-      // The stage's Service settings from the rendered manifests (lab/replica-settings.ts),
-      // this environment's own, and its bus from that config as `fastfence run` builds it.
-      const config = loadRuntimeConfig({
-        ...labStageEnv(fn, shipped),
-        ...componentEnv(fn as Component),
-        ...(process.env.FASTFENCE_KAFKA_CLIENT
-          ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
-          : {}),
-        FASTFENCE_KAFKA_BROKERS: cfg.brokers,
-        FASTFENCE_REPLICA: replica(fn),
-      });
-      const bus = createKafkaBus(
-        kafkaBusSettings(config, replica(fn), kafkaLog.child({ client: replica(fn) })),
-        config.FASTFENCE_KAFKA_CLIENT,
-      );
-      r.buses.push(bus);
-      r.fns.push(
-        await hostFunction({
-          name: fn,
-          mode: { kafka: true },
-          config,
-          kubeConfig: kc,
-          bus,
-          log: log.child({ component: fn }),
-        }),
-      );
-    }
+    for (const fn of stageNames()) r.fns.push(await startFunction(kc, fn));
     // Until every replica has synced its watches / joined its consumer group, name the
     // ones still pending in agent.json, so a slow start says what it waits for.
     const waiting: [string, Promise<void>][] = [
       ["event-source", r.source.ready],
-      ...r.fns.map((f): [string, Promise<void>] => [f.name, f.ready]),
+      ...r.fns.map((f): [string, Promise<void>] => [f.fn.name, f.fn.ready]),
     ];
     const pending = new Set(waiting.map(([n]) => n));
     status.pending = [...pending];
@@ -222,21 +242,37 @@ async function main(): Promise<void> {
   // started again with the others, as a pod's container would be restarted.
   step("starting replicas");
   const started = await retry("starting replicas", () => startReplicas(kc, policy), 5, 2000);
-  const fns = started.fns;
-  let source = started.source;
+  const { fns } = started;
+  let { source, sourceBus } = started;
+  const saveReplicas = () => {
+    status.functions = fns.map((f) => f.fn.name);
+    status.source = !!source;
+    save();
+  };
   status.ready = true;
-  status.source = true;
-  status.functions = fns.map((f) => f.name);
   status.readyAt = new Date().toISOString();
+  saveReplicas();
   step("ready");
 
+  /** Starts `names` again, as the kubelet restarts crashed containers (each retried until it runs). */
+  const restartFunctions = async (names: string[]) => {
+    for (const name of names) {
+      const f = await retry(`restarting ${name}`, () => startFunction(kc, name), 240, 1000);
+      await f.fn.ready;
+      fns.push(f);
+      saveReplicas();
+      log.info({ incident: "none", fn: name }, "agent: function replica restarted");
+    }
+  };
+
   // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod);
-  // &restart=1 starts the event source again after its graceful stop (a rolling update).
+  // &restart=1 starts the event source again after its graceful stop (a rolling update);
+  // &restartAfterMs=N starts the stopped functions again N ms later (a crashed container).
   // GET /metrics: every running function replica's metrics, one after the other.
-  createServer((req, res) => {
+  const handle: RequestListener = (req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
     if (req.method === "GET" && u.pathname === "/metrics") {
-      void Promise.all(fns.map((f) => f.metrics.registry.metrics())).then(
+      void Promise.all(fns.map((f) => f.fn.metrics.registry.metrics())).then(
         (texts) => res.writeHead(200, { "content-type": "text/plain" }).end(texts.join("\n")),
         (err: unknown) => res.writeHead(500).end(String(err)),
       );
@@ -245,30 +281,46 @@ async function main(): Promise<void> {
     if (req.method === "POST" && u.pathname === "/crash") {
       const names = (u.searchParams.get("functions") ?? "").split(",").filter(Boolean);
       const stopSource = u.searchParams.get("source") === "1";
+      const restartAfter = u.searchParams.get("restartAfterMs");
+      const restartAfterMs = restartAfter === null ? undefined : Number(restartAfter);
+      if (restartAfterMs !== undefined && !(Number.isInteger(restartAfterMs) && restartAfterMs >= 0)) {
+        res.writeHead(400).end(`restartAfterMs must be a whole number of ms >= 0, got ${restartAfter}`);
+        return;
+      }
       void (async () => {
+        const crashed = fns.filter((f) => names.includes(f.fn.name));
         // Side by side: each stop waits at most the runtime's stopLeaveWaitMs for a frozen broker.
-        await Promise.all(
-          fns.filter((x) => names.includes(x.name)).map((f) => f.stop().catch(() => undefined)),
-        );
-        for (let i = fns.length - 1; i >= 0; i--) if (names.includes(fns[i]!.name)) fns.splice(i, 1);
+        await Promise.all(crashed.map(stopFunction));
+        for (const f of crashed) fns.splice(fns.indexOf(f), 1);
         if (stopSource && source) {
           await source.stop().catch(() => undefined);
+          await sourceBus?.close().catch(() => undefined);
           source = undefined;
+          sourceBus = undefined;
           if (u.searchParams.get("restart") === "1") {
             const again = await retry("restarting the event source", () => startSource(kc, policy), 10, 1000);
             await again.source.ready;
-            source = again.source;
+            ({ source, bus: sourceBus } = again);
           }
         }
-        status.functions = fns.map((f) => f.name);
-        status.source = !!source;
-        save();
+        saveReplicas();
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(status));
+        if (restartAfterMs !== undefined && crashed.length)
+          setTimeout(() => {
+            restartFunctions(crashed.map((f) => f.fn.name)).catch((err: unknown) =>
+              log.error({ incident: "none", err: String(err) }, "agent: restarting function replicas failed"),
+            );
+          }, restartAfterMs);
       })();
       return;
     }
     res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(status));
-  }).listen(cfg.controlPort, cfg.ip);
+  };
+  // The lab's control calls use the socket; metrics are scraped over the node's network.
+  const socket = join(cfg.dir, AGENT_SOCKET);
+  rmSync(socket, { force: true }); // the previous boot's
+  createServer(handle).listen(socket);
+  createServer(handle).listen(cfg.metricsPort, cfg.ip);
 }
 
 main().catch((err: unknown) => {

@@ -9,7 +9,7 @@ import type { ControlPlane } from "../harness/env/controlplane.ts";
 import { labTopicReplicas } from "./broker-settings.ts";
 import { HOST_IP, ROOT } from "./state.ts";
 import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
-import { AGENT_PORT, API_PORT, KUBELET_PORT, NAMESPACE, type LabNode } from "./types.ts";
+import { AGENT_METRICS_PORT, API_PORT, KUBELET_PORT, NAMESPACE, type LabNode } from "./types.ts";
 
 export interface NodeLaunch {
   cp: ControlPlane;
@@ -41,7 +41,7 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
       // FASTFENCE_LAB_TOPIC_REPLICAS (unset: the shipped layout); a bad value throws here.
       topicReplicas: labTopicReplicas(l.brokerCount),
       namespace: NAMESPACE,
-      controlPort: AGENT_PORT,
+      metricsPort: AGENT_METRICS_PORT,
       ...(l.watchdog ? { watchdog: l.watchdog } : {}),
     }),
   );

@@ -69,7 +69,7 @@ export const SCENARIOS: Readonly<Record<Scenario, ScenarioSpec>> = {
     baseline: false,
     fault: async (lab, victim) => {
       const t0 = Date.now();
-      await lab.functionCrash(victim, ALL_FUNCTIONS, true);
+      await lab.functionCrash(victim, ALL_FUNCTIONS, { source: true });
       return t0;
     },
     powerCycle: true,

@@ -13,8 +13,14 @@ export const NAMESPACE = FASTFENCE_NAMESPACE;
 export const API_PORT = 6443;
 /** Each node's kubelet-port listener (what the observers probe). */
 export const KUBELET_PORT = 10250;
-/** Each node agent's control endpoint (function-only crash). */
-export const AGENT_PORT = 7070;
+/**
+ * Each node agent's control endpoint (function-only crash): a Unix socket of this name in
+ * the node's directory. Out of band, like a serial console: the node's network faults
+ * (a partition from the API host included) never cut the lab off from it.
+ */
+export const AGENT_SOCKET = "agent.sock";
+/** Each node agent's metrics endpoint on the node's address (GET /metrics). */
+export const AGENT_METRICS_PORT = 7070;
 export const NODE_NAMES = ["node-a", "node-b", "node-c", "node-d", "node-e", "node-f", "node-g"];
 
 export type BmcKind = "ipmi" | "redfish";

@@ -1,7 +1,8 @@
 // `fastfence lab up` + `fastfence lab down` leave nothing behind — processes, network
 // namespaces, veths, the bridge, listening ports, temp and run dirs, state.json — both
 // after a normal run and after the lab controller was SIGKILLed (then `lab down` from a
-// fresh process cleans up from .cache/lab/state.json alone).
+// fresh process cleans up from .cache/lab/state.json alone). On the way, a node cut off
+// from the host takes a function-only crash through its agent's control socket.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -67,6 +68,24 @@ describe("lab up / down", () => {
     const st = cli("status", "-o", "json");
     expect(st.status, st.stderr).toBe(0);
     expect(st.stdout).toMatch(/"ready": "True"/);
+    // A node cut off from the host still takes a function-only crash: the node agent's
+    // control socket is out of band (chaos seed 183 failed its step over the network).
+    const cut = cli("partial", "node-c", "--mode", "api");
+    expect(cut.status, cut.stderr).toBe(0);
+    const fn = cli("fn-crash", "node-c", "--functions", "detect", "--restart-after-ms", "500", "-o", "json");
+    expect(fn.status, fn.stdout + fn.stderr).toBe(0);
+    const functions = (JSON.parse(fn.stdout) as { functions: string[] }).functions;
+    expect(functions).not.toContain("detect");
+    expect(functions).toContain("confirm");
+    // ... and starts the crashed replica again, as the kubelet would (chaos seed 189).
+    const agentJson = join(LAB_RUN, "node-c", "agent.json");
+    const running = () => (JSON.parse(readFileSync(agentJson, "utf8")) as { functions: string[] }).functions;
+    const until = Date.now() + 60_000;
+    while (!running().includes("detect") && Date.now() < until) spawnSync("sleep", ["0.5"]);
+    expect(running()).toContain("detect");
+    const bad = cli("fn-crash", "node-c", "--restart-after-ms", "soon");
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/--restart-after-ms needs a whole number of ms >= 0, not "soon"/);
     const down = cli("down");
     expect(down.status, down.stderr).toBe(0);
     assertClean(before, s);

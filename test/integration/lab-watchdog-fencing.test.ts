@@ -200,7 +200,7 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
     const victim = "node-c";
     const t0 = Date.now();
     const before = new Set((await listIncidents(lab!)).map((i) => i.metadata.name));
-    await lab!.functionCrash(victim, [], true, true);
+    await lab!.functionCrash(victim, [], { source: true, restartSource: true });
     log(`(d) event source and agent of ${victim} restarted in ${Date.now() - t0} ms`);
     await sleep(NEED_MS + 4000);
     expect(resets(victim, t0)).toEqual([]);

@@ -223,6 +223,10 @@ export class LabBmcs {
   async powerOn(x: LabNode): Promise<void> {
     if (x.redfish) {
       if (x.redfish.power === "On" && x.launcher?.running) return;
+      // Off with its launcher still running: a lying BMC read Off but never switched the
+      // power (chaos seed 201), so the machine runs whatever a crash left of it. Switch it
+      // off for real first, so it boots whole.
+      if (x.launcher?.running) await this.killNode(x, "lab");
       x.redfish.power = "PoweringOn";
       await this.startLauncher(x, "lab");
       x.redfish.power = "On";

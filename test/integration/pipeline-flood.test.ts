@@ -10,7 +10,13 @@
 // on 2026-12-02 the plain crash was released in 4581 ms and the flooded one in 40557 ms
 // (budget 9162 ms): every detect and confirm replica (one group each, four nodes) decodes
 // and dead-letters every bad record on two shared cores, and the real records wait behind
-// them on their partitions. It is the acceptance test of issue 14's flood item; run it with
+// them on their partitions. Again on 2026-12-04 (e2ebd2e): plain 1042 ms, flooded 39717 ms,
+// the flood itself taking 40 s to write; a CPU profile of the test process (which hosts every
+// replica) found it idle 59 % of the run, so the wait is not in fastfence's handling but most
+// likely in the three brokers on two cores: every consumer replica writes its own dead
+// letter of every bad record (4 detect and 4 confirm replicas × 20 000 each, acks=all,
+// replicated, over TLS). The next step is one dead letter per run of bad records of a
+// partition (offsets and reasons). It is the acceptance test of issue 14's flood item; run it with
 //   FASTFENCE_RUN_KNOWN_GAPS=1 node node_modules/vitest/vitest.mjs run --project integration test/integration/pipeline-flood.test.ts
 import { describe, expect, it } from "vitest";
 import { Kafka, logLevel } from "kafkajs";

@@ -72,11 +72,14 @@ describe.each(STAGES.filter((s) => !(s.name in LAB_ONLY_STAGES)).map((s) => [s.n
 
 describe("the lab's node agent", () => {
   const agent = readFileSync(join(ROOT, "lab/node-agent.ts"), "utf8");
-  const stageLoop = agent.slice(agent.indexOf("for (const fn of stageNames())"));
+  const startFunction = agent.slice(agent.indexOf("async function startFunction("));
 
   it("builds each replica's config from labStageEnv and its bus from kafkaBusSettings, with no settings of its own", () => {
-    expect(stageLoop).toMatch(/loadRuntimeConfig\(\{\s*\.\.\.labStageEnv\(fn, shipped\),/);
-    expect(stageLoop).toMatch(/createKafkaBus\(\s*kafkaBusSettings\(config,/);
+    expect(agent).toMatch(
+      /for \(const fn of stageNames\(\)\) r\.fns\.push\(await startFunction\(kc, fn\)\);/,
+    );
+    expect(startFunction).toMatch(/loadRuntimeConfig\(\{\s*\.\.\.labStageEnv\(fn, shippedStages\(\)\),/);
+    expect(startFunction).toMatch(/createKafkaBus\(\s*kafkaBusSettings\(config,/);
     // Any client setting written in the agent would be a lab-only override the manifests lack.
     for (const knob of [
       "sessionTimeoutMs",

@@ -233,6 +233,26 @@ export const DeadLetterSchema = z
     topic: z.string().min(1),
     partition: z.int().min(0),
     offset: z.string().min(1).describe("Kafka offset (string: int64)"),
+    count: z
+      .int()
+      .min(2)
+      .optional()
+      .describe(
+        "when several malformed records of one partition share this dead letter: how many (the copy, key, headers, reason and issues are the first one's, at `offset`)",
+      ),
+    offsets: z
+      .string()
+      .regex(/^\d+(-\d+)?(,\d+(-\d+)?)*$/)
+      .optional()
+      .describe(
+        "with `count`: the offsets of all of them as ranges, e.g. 100-199,201 (cut when `truncated`)",
+      ),
+    otherReasons: z
+      .array(z.object({ reason: z.string().min(1), count: z.int().min(1) }))
+      .optional()
+      .describe(
+        "with `count`: the reasons other than the first one's, each with how many records failed for it, most frequent first",
+      ),
     key: z.string().optional(),
     originalBase64: z
       .string()
@@ -244,7 +264,7 @@ export const DeadLetterSchema = z
       .boolean()
       .optional()
       .describe(
-        "true when the copy was cut so the dead letter fits the topic (infra/runtime/dead-letter.ts): originalBase64 holds the first bytes, long keys, headers and issues are shortened",
+        "true when the copy was cut so the dead letter fits the topic (infra/runtime/dead-letter.ts): originalBase64 holds the first bytes, long keys, headers, issues, offset ranges and reasons are shortened",
       ),
     originalBytes: z.int().min(0).optional().describe("size of the original value, bytes"),
     originalSha256: z

@@ -6,7 +6,13 @@
 // `truncated` with the original's size and SHA-256, so a dead letter always fits the
 // dead-letter topic (DEAD_LETTER_MAX_BYTES, far below Kafka's default 1 MiB
 // max.message.bytes) and an oversized record can never block its partition by failing to
-// be dead-lettered. byteBatches groups dead letters into produce calls that fit. Pure.
+// be dead-lettered. Malformed records (not events at all, or events that fail their schema)
+// of one partition handed over together share one dead letter per error code: the first
+// one's copy and reason, how many there were, their offsets as ranges and how often each
+// other reason came up — so a flood costs the brokers a few records, not one per bad
+// record and replica, and every bad record's offset is still named in a dead letter (S5;
+// the originals stay in their topic for its retention). byteBatches groups dead letters
+// into produce calls that fit. Pure.
 import { createHash } from "node:crypto";
 import { RejectedEventError, type FastfenceError } from "../../core/errors.ts";
 import type { KafkaRecord } from "../../events/codec.ts";
@@ -30,8 +36,26 @@ export const DEAD_LETTER_MAX_BYTES = 64 * 1024;
 
 /** How much is copied, at most, in the normal and in the minimal form. */
 const LIMITS = [
-  { value: 32 * 1024, key: 512, headerChars: 8 * 1024, issues: 20, issueChars: 300, reason: 1000 },
-  { value: 1024, key: 128, headerChars: 0, issues: 3, issueChars: 200, reason: 300 },
+  {
+    value: 32 * 1024,
+    key: 512,
+    headerChars: 8 * 1024,
+    issues: 20,
+    issueChars: 300,
+    reason: 1000,
+    offsetChars: 4 * 1024,
+    otherReasons: 20,
+  },
+  {
+    value: 1024,
+    key: 128,
+    headerChars: 0,
+    issues: 3,
+    issueChars: 200,
+    reason: 300,
+    offsetChars: 256,
+    otherReasons: 3,
+  },
 ] as const;
 
 type Limits = (typeof LIMITS)[number];
@@ -40,12 +64,66 @@ function clip(s: string, max: number): string {
   return s.length <= max ? s : s.slice(0, max);
 }
 
+/** The original record as a dead letter copies it. */
+export interface OriginalRecord {
+  value: Buffer | null;
+  headers: Record<string, string>;
+  key: string | null;
+}
+
+/** A record a consumer gave up on, before its dead letter is built. */
+export interface FailedRecord {
+  error: FastfenceError;
+  original: OriginalRecord;
+  origin: DeadLetterOrigin;
+  /**
+   * The record is not an event (undecodable, or failing the event schema), so several of
+   * one partition may share a dead letter. False for an event a stage rejected or could not
+   * handle: each of those keeps its own.
+   */
+  malformed: boolean;
+}
+
+/** What a dead letter standing for several malformed records adds to the first one's. */
+interface Coalesced {
+  count: number;
+  offsets: string[];
+  /** Reasons other than the first record's, with how many records failed for each. */
+  otherReasons: Map<string, number>;
+}
+
+/** "5-9,11,14-20" from offsets in ascending order, whole ranges only, at most `maxChars`. */
+function offsetRanges(offsets: readonly string[], maxChars: number): { text: string; cut: boolean } {
+  if (!offsets.length) return { text: "", cut: false };
+  const parts: string[] = [];
+  let start = offsets[0];
+  let prev = start === undefined ? undefined : BigInt(start);
+  for (const o of offsets.slice(1).concat([""])) {
+    const n = o === "" ? undefined : BigInt(o);
+    if (n !== undefined && prev !== undefined && n === prev + 1n) {
+      prev = n;
+      continue;
+    }
+    parts.push(start === String(prev) ? String(start) : `${start}-${String(prev)}`);
+    start = o;
+    prev = n;
+  }
+  let text = "";
+  for (const p of parts) {
+    const next = text ? `${text},${p}` : p;
+    if (next.length > maxChars) return { text, cut: true };
+    text = next;
+  }
+  return { text, cut: false };
+}
+
 function body(
   error: FastfenceError,
-  original: { value: Buffer | null; headers: Record<string, string>; key: string | null },
+  original: OriginalRecord,
   origin: DeadLetterOrigin,
   nowMs: number,
   l: Limits,
+  more?: Coalesced,
 ): DeadLetter {
   const allIssues = "issues" in error && Array.isArray(error.issues) ? (error.issues as string[]) : [];
   const issues = allIssues.slice(0, l.issues).map((i) => clip(i, l.issueChars));
@@ -62,11 +140,16 @@ function body(
     used += k.length + v.length;
   }
   // An InvalidInputError's message ends with its issues, which the record carries anyway.
-  const tail = allIssues.length ? `: ${allIssues.join("; ")}` : "";
-  const message = tail && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
+  const message = reasonOf(error);
   const reason = clip(message, l.reason);
   const key = original.key === null ? undefined : clip(original.key, l.key);
+  const ranges = more ? offsetRanges(more.offsets, l.offsetChars) : undefined;
+  const byCount = more ? [...more.otherReasons].sort((x, y) => y[1] - x[1]) : [];
+  const others = byCount.slice(0, l.otherReasons).map(([r, count]) => ({ reason: clip(r, l.reason), count }));
   const truncated =
+    ranges?.cut === true ||
+    byCount.length > others.length ||
+    others.some((o, n) => o.reason !== byCount[n]?.[0]) ||
     value.length > l.value ||
     headersCut ||
     issues.length < allIssues.length ||
@@ -79,6 +162,8 @@ function body(
     ...(error instanceof RejectedEventError ? { reasonCode: error.reasonCode } : {}),
     ...(issues.length ? { issues } : {}),
     ...origin,
+    ...(more && ranges ? { count: more.count, offsets: ranges.text } : {}),
+    ...(others.length ? { otherReasons: others } : {}),
     ...(key !== undefined ? { key } : {}),
     originalBase64: value.subarray(0, l.value).toString("base64"),
     originalHeaders: headers,
@@ -90,16 +175,28 @@ function body(
   };
 }
 
+/** The reason a dead letter gives for `error` (an invalid input's issues are given apart). */
+function reasonOf(error: FastfenceError): string {
+  const issues = "issues" in error && Array.isArray(error.issues) ? (error.issues as string[]) : [];
+  const tail = issues.length ? `: ${issues.join("; ")}` : "";
+  return tail && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
+}
+
+/**
+ * One failed record's dead letter, or, with `more`, the dead letter of several malformed
+ * records of its partition (the first one's copy and reason).
+ */
 export function deadLetterRecord(
   error: FastfenceError,
-  original: { value: Buffer | null; headers: Record<string, string>; key: string | null },
+  original: OriginalRecord,
   origin: DeadLetterOrigin,
   nowMs: number,
+  more?: Coalesced,
 ): KafkaRecord {
-  let value = Buffer.from(JSON.stringify(body(error, original, origin, nowMs, LIMITS[0])));
+  let value = Buffer.from(JSON.stringify(body(error, original, origin, nowMs, LIMITS[0], more)));
   // Escaping can grow odd bytes up to six times; the minimal form always fits.
   if (value.length > DEAD_LETTER_MAX_BYTES)
-    value = Buffer.from(JSON.stringify(body(error, original, origin, nowMs, LIMITS[1])));
+    value = Buffer.from(JSON.stringify(body(error, original, origin, nowMs, LIMITS[1], more)));
   const key = original.key === null ? null : clip(original.key, LIMITS[0].key);
   return {
     key,
@@ -108,9 +205,64 @@ export function deadLetterRecord(
       "content-type": "application/json",
       "fastfence-dlq-code": error.code,
       ...(error instanceof RejectedEventError ? { "fastfence-dlq-reason-code": error.reasonCode } : {}),
+      ...(more ? { "fastfence-dlq-count": String(more.count) } : {}),
       "fastfence-dlq-consumer": origin.consumer,
     },
   };
+}
+
+/**
+ * Malformed records of one partition and error code, handed over together, that share one
+ * dead letter: fewer get one each, with their whole copies. Ten keeps a stray bad record
+ * or two fully copied, and turns a flood (handed over up to a thousand at a time) into a
+ * letter per thousand.
+ */
+export const COALESCE_FROM = 10;
+
+/**
+ * The dead letters of records one consumer gave up on, in order: one per rejected or
+ * failed event, and for the malformed records among them one per partition and error code
+ * once there are COALESCE_FROM of them (else one each). Every failed record's offset is in
+ * exactly one of them. Pure.
+ */
+export function deadLetterRecords(failed: readonly FailedRecord[], nowMs: number): KafkaRecord[] {
+  const groups = new Map<string, FailedRecord[]>();
+  const order: (FailedRecord | string)[] = [];
+  for (const f of failed) {
+    if (!f.malformed) {
+      order.push(f);
+      continue;
+    }
+    const g = `${f.origin.topic}\u0000${f.origin.partition}\u0000${f.error.code}`;
+    const members = groups.get(g);
+    if (members) members.push(f);
+    else {
+      groups.set(g, [f]);
+      order.push(g);
+    }
+  }
+  const single = (f: FailedRecord) => deadLetterRecord(f.error, f.original, f.origin, nowMs);
+  return order.flatMap((item) => {
+    if (typeof item !== "string") return [single(item)];
+    const members = groups.get(item)!;
+    if (members.length < COALESCE_FROM) return members.map(single);
+    const [first, ...rest] = members;
+    const firstReason = reasonOf(first!.error);
+    const otherReasons = new Map<string, number>();
+    for (const f of rest) {
+      const r = reasonOf(f.error);
+      if (r !== firstReason) otherReasons.set(r, (otherReasons.get(r) ?? 0) + 1);
+    }
+    const offsets = [first!, ...rest].map((f) => f.origin.offset);
+    offsets.sort((x, y) => (BigInt(x) < BigInt(y) ? -1 : BigInt(x) > BigInt(y) ? 1 : 0));
+    return [
+      deadLetterRecord(first!.error, first!.original, first!.origin, nowMs, {
+        count: members.length,
+        offsets,
+        otherReasons,
+      }),
+    ];
+  });
 }
 
 /**

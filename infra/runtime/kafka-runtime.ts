@@ -16,7 +16,7 @@
 import { FastfenceError, InvalidInputError } from "../../core/errors.ts";
 import { settlesWithin, type Clock } from "../../core/clock.ts";
 import { acksFor, factKey, isEventType } from "../../events/catalog.ts";
-import { decodeKafka, encodeKafka, type KafkaRecord } from "../../events/codec.ts";
+import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import type { StageInfo } from "../../functions/contract.ts";
 import type { EventHandler } from "./contract.ts";
@@ -25,7 +25,7 @@ import type { Logger } from "../log.ts";
 import type { FunctionMetrics } from "../metrics.ts";
 import type { Tracing } from "../tracing.ts";
 import { isKeepalive } from "../../events/keepalive.ts";
-import { byteBatches, deadLetterRecord } from "./dead-letter.ts";
+import { byteBatches, deadLetterRecords, type FailedRecord } from "./dead-letter.ts";
 import { runKeepalive } from "./keepalive.ts";
 import { createDispatcher, type CatalogView, type DispatchConfig } from "./dispatch.ts";
 
@@ -146,10 +146,10 @@ export async function startKafkaRuntime(opts: {
   const subscribed = new Set(def.subscriptions.flatMap((s) => s.types));
 
   /**
-   * One record's outcome: handled (emitted events published), skipped, or a dead letter
-   * that the caller must publish before the record's offset is committed (S5).
+   * One record's outcome: handled (emitted events published), skipped, or given up on:
+   * its dead letter the caller must publish before the record's offset is committed (S5).
    */
-  async function handle(rec: BusRecord): Promise<KafkaRecord | undefined> {
+  async function handle(rec: BusRecord): Promise<FailedRecord | undefined> {
     if (isKeepalive(rec)) return undefined; // a transport record, not an event
     const size = rec.value?.length ?? 0;
     if (size <= MAX_EVENT_BYTES) {
@@ -196,17 +196,17 @@ export async function startKafkaRuntime(opts: {
       throw result.error;
     }
     if (result.kind === "dead-letter")
-      return deadLetterRecord(
-        result.error,
-        rec,
-        {
+      return {
+        error: result.error,
+        original: rec,
+        origin: {
           consumer: `${def.name}/${config.replica}`,
           topic: rec.topic,
           partition: rec.partition,
           offset: rec.offset,
         },
-        clock.now(),
-      );
+        malformed: result.event === undefined,
+      };
     if (result.kind === "done") {
       const byTopic = new Map<string, FfEvent[]>();
       for (const ev of result.emitted) {
@@ -225,20 +225,25 @@ export async function startKafkaRuntime(opts: {
 
   /**
    * Consecutive records of one partition: each handled in order, then the batch's dead
-   * letters published in as few produce calls as fit (byteBatches), unhedged, while the
-   * bus hands over the next batch — so a valid event never waits for the dead letters
-   * before it. `settled` is what lets the bus commit the batch's offsets: no offset is
-   * committed before its dead letter is acknowledged (S5).
+   * letters (one per failed event, one per error code for the malformed records:
+   * deadLetterRecords) published in as few produce calls as fit (byteBatches), unhedged,
+   * while the bus hands over the next batch — so a valid event never waits for the dead
+   * letters before it. `settled` is what lets the bus commit the batch's offsets: no
+   * offset is committed before its dead letter is acknowledged (S5).
    */
   async function onBatch(recs: BusRecord[]): Promise<{ settled: Promise<void> } | undefined> {
-    const dead: { rec: BusRecord; letter: KafkaRecord }[] = [];
+    const dead: { rec: BusRecord; failed: FailedRecord }[] = [];
     for (const rec of recs) {
-      const letter = await handle(rec);
-      if (letter) dead.push({ rec, letter });
+      const failed = await handle(rec);
+      if (failed) dead.push({ rec, failed });
     }
     if (!dead.length) return undefined;
+    const letters = deadLetterRecords(
+      dead.map((d) => d.failed),
+      clock.now(),
+    );
     const settled = (async () => {
-      for (const group of byteBatches(dead.map((d) => d.letter)))
+      for (const group of byteBatches(letters))
         await bus.publish(catalog.deadLetterTopic, group, { hedge: false });
       for (const d of dead) opts.onResult?.(d.rec, []);
     })();

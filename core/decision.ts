@@ -70,6 +70,11 @@ export interface NodeInfo {
   annotations?: Readonly<Record<string, string>>;
   /** Where the node is probed (core/probe-address.ts; port absent: the policy's); absent: no address. */
   probeAddress?: ProbeTarget;
+  /**
+   * The node carries the out-of-service taint (OUT_OF_SERVICE_TAINT's key, any value): it
+   * was fenced off and is not back yet, so it is off the probe ring (core/ring.ts).
+   */
+  outOfService?: boolean;
 }
 
 /** A node's heartbeat Lease (fastfence-alive-<node>) as one read saw it. */

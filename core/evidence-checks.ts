@@ -10,7 +10,7 @@ import { verifyClaim, type ObservationClaim, type Proof } from "./evidence-proof
 import type { Evidence } from "./incident.ts";
 import type { FencingPolicySpec } from "./policy.ts";
 import type { RejectCode } from "./reasons.ts";
-import { probeTargets } from "./ring.ts";
+import { probeTargets, ringMembers } from "./ring.ts";
 
 export type Check = { ok: true } | { ok: false; code: RejectCode; reason: string };
 
@@ -99,11 +99,7 @@ export function checkClaim(claim: ObservationClaim, proof: Proof | undefined, ct
       code: "ObserverHeartbeatStale",
       reason: `observer node ${claim.observerNode} last renewed its heartbeat ${Number.isFinite(renew) ? `${now - renew} ms ago` : "never"} (max ${bound} ms)`,
     };
-  const assigned = probeTargets(
-    claim.observerNode,
-    ctx.nodes.map((n) => n.name),
-    policy.probe.observersPerNode,
-  );
+  const assigned = probeTargets(claim.observerNode, ringMembers(ctx.nodes), policy.probe.observersPerNode);
   if (!assigned.includes(claim.target))
     return {
       ok: false,

@@ -2,7 +2,16 @@
 // (sorted), skipping its own node. Every node is then probed by k replicas on other
 // nodes, and probe traffic grows linearly with the cluster (k probes per replica per
 // interval). One definition shared by the event source (what it probes) and by detect
-// and confirm (whether an observer was assigned the node it reports on). Pure: no I/O.
+// and confirm (whether an observer was assigned the node it reports on). A node that
+// carries the out-of-service taint (fenced off, its workloads released, not yet
+// recovered) is not on the ring: it probes nothing, and the nodes it probed get the next
+// observer at once — otherwise a second node dying soon after would keep one dead
+// observer of its k until the node controller marks the first NotReady (40 s). Pure: no I/O.
+
+/** The nodes on the ring: every node but those fenced off (NodeInfo.outOfService). */
+export function ringMembers(nodes: readonly { name: string; outOfService?: boolean }[]): string[] {
+  return nodes.filter((n) => n.outOfService !== true).map((n) => n.name);
+}
 
 /** Targets of the observer on `self`: the k nodes after it on the sorted ring. */
 export function probeTargets(self: string, nodes: readonly string[], k: number): string[] {

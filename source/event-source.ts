@@ -16,7 +16,7 @@ import {
   CoreV1Api,
 } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
-import { heartbeatLeaseName } from "../core/decision.ts";
+import { OUT_OF_SERVICE_TAINT, heartbeatLeaseName } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
@@ -28,7 +28,7 @@ import type { Bus } from "../infra/bus/bus.ts";
 import type { Logger } from "../infra/log.ts";
 import { ConditionTracker, type NodeSnapshot } from "./condition-tracker.ts";
 import { ProbeTracker } from "./probe-tracker.ts";
-import { probeTargets } from "../core/ring.ts";
+import { probeTargets, ringMembers } from "../core/ring.ts";
 import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
 import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
@@ -153,6 +153,14 @@ export async function startEventSource(opts: {
     "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
     () => coord.listNamespacedLease({ namespace: "kube-node-lease" }),
   );
+  // The probe ring: every node but those fenced off (out-of-service taint, core/ring.ts).
+  const ring = () =>
+    ringMembers(
+      [...nodes].map(([name, n]) => ({
+        name,
+        outOfService: (n.spec?.taints ?? []).some((t) => t.key === OUT_OF_SERVICE_TAINT.key),
+      })),
+    );
   const onNode = (n: V1Node) => {
     const name = n.metadata?.name;
     if (!name) return;
@@ -160,7 +168,7 @@ export async function startEventSource(opts: {
     const boot = n.status?.nodeInfo?.bootID;
     if (previousBoot && boot && previousBoot !== boot) probes.rearm(name);
     nodes.set(name, n);
-    targets = probeTargets(config.node, [...nodes.keys()], config.probe.observersPerNode);
+    targets = probeTargets(config.node, ring(), config.probe.observersPerNode);
     probes.retain(targets);
     publish(conditions.onNode(snapshot(n), clock.now()));
   };
@@ -171,7 +179,7 @@ export async function startEventSource(opts: {
     if (!name) return;
     nodes.delete(name);
     conditions.onNodeDeleted(name);
-    targets = probeTargets(config.node, [...nodes.keys()], config.probe.observersPerNode);
+    targets = probeTargets(config.node, ring(), config.probe.observersPerNode);
   });
   const onLease = (l: V1Lease) => {
     const renew = l.spec?.renewTime;

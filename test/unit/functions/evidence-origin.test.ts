@@ -161,6 +161,14 @@ const detectRows: Row[] = [
     { rejected: "ObserverNotAssigned" },
   ],
   [
+    "the same observer, assigned once the node between them on the ring was fenced off (out-of-service taint)",
+    input(
+      obs(),
+      view({ node: a, nodes: [node("a"), node("b"), node("c", { outOfService: true }), node("d")] }),
+    ),
+    "suspect",
+  ],
+  [
     "an assigned observer in the same four-node ring → suspected",
     input(
       observed("d", "a", 3, NOW, { firstMissMs: NOW - 400 }),

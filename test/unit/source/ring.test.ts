@@ -1,7 +1,7 @@
 // Probe assignment on the ring: every node is watched by k observers on other nodes,
 // and each observer probes exactly k targets.
 import { describe, expect, it } from "vitest";
-import { observersOf, probeTargets } from "../../../core/ring.ts";
+import { observersOf, probeTargets, ringMembers } from "../../../core/ring.ts";
 
 describe("probe ring", () => {
   it.each([
@@ -33,5 +33,14 @@ describe("probe ring", () => {
 
   it("a single other node is all there is", () => {
     expect(probeTargets("a", ["a", "b"], 2)).toEqual(["b"]);
+  });
+
+  it("leaves fenced-off nodes off the ring, so the nodes they probed get the next observer", () => {
+    const nodes = [{ name: "a", outOfService: true }, { name: "b" }, { name: "c" }, { name: "d" }];
+    expect(ringMembers(nodes)).toEqual(["b", "c", "d"]);
+    // a,b,c,d with k=2: b is watched by a and d; with a fenced off, by c and d.
+    expect(observersOf("b", ["a", "b", "c", "d"], 2)).toEqual(["a", "d"]);
+    expect(observersOf("b", ringMembers(nodes), 2)).toEqual(["c", "d"]);
+    expect(probeTargets("a", ringMembers(nodes), 2)).toHaveLength(2); // back up, tainted: probes as a non-member
   });
 });

@@ -7,7 +7,7 @@
 // same run (with a 5 s floor, for a plain crash measured on a quiet machine).
 //
 // node-b is the node whose ring observers were node-a and node-d (core/ring.ts, k = 2), so
-// this is also a second failure soon after a first one that observed it: until 2026-12-05
+// this is also a second failure soon after a first one that observed it: until 2026-12-04
 // the flooded crash took about 40 s, and it was not the flood. node-a, fenced and off, was
 // still on the probe ring, so node-b had one live observer of its two, and confirm waited
 // for node-b's NotReady condition (the node controller's 40 s grace) as the second

@@ -16,6 +16,8 @@ export const IGNORE_CODES = {
   PhasePassed: "The incident is already past the phase this event acts on (duplicate or reordered delivery).",
   WrongPhase: "The incident is not in the phase this event acts on (early, forged or out of order).",
   ProbeRestored: "The observer reaches the node again: nothing to suspect.",
+  NodeOutOfService:
+    "The node carries the out-of-service taint (fenced off, not yet recovered): it is off the probe ring, and probes of it count for nothing.",
   ObserverOnNode: "The observer runs on the node it reports on, so it is not independent (S2).",
   ConditionsNotCounted: "Policy suspicion.countNodeCondition is off: node conditions are not observers.",
   TooFewMisses: "Fewer consecutive probe misses than suspicion.missThreshold.",

@@ -144,6 +144,8 @@ function beforeGuards(d: NodeSuspected, { event, view, now }: DecideInput<FfEven
     node: view.node,
     kubeletLease: view.kubeletLease,
   };
+  if (e.kind === "probe" && view.node?.outOfService)
+    return ignored("NodeOutOfService", `${d.node} carries the out-of-service taint: off the probe ring`);
   if (e.kind === "probe" && e.observerNode !== d.node) {
     const origin = checkClaim(claimOfEvidence(e), e.proof, ctx);
     if (!origin.ok) return rejected(origin.code, `suspicion of ${d.node} by ${e.observer}: ${origin.reason}`);

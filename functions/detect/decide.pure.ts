@@ -110,6 +110,10 @@ function onObserved(
   if (early) return early;
   if (d.target !== event.subject)
     return rejected("InconsistentEvent", `observation of ${d.target} sent with subject ${event.subject}`);
+  // Observers drop a fenced-off node from their ring as soon as their informer sees the
+  // taint; the few misses already on their way are moot, not misassigned.
+  if (view.node?.outOfService)
+    return ignored("NodeOutOfService", `${d.target} carries the out-of-service taint: off the probe ring`);
   const origin = checkClaim(claimOfObservation(d), d.proof, {
     observers: view.observers,
     nodes: view.nodes,

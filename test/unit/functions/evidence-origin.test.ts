@@ -161,6 +161,11 @@ const detectRows: Row[] = [
     { rejected: "ObserverNotAssigned" },
   ],
   [
+    "a miss of a node fenced off (out-of-service taint), already on its way when the observer dropped it from its ring",
+    input(obs(), view({ node: node("a", { outOfService: true }) })),
+    { ignored: "NodeOutOfService" },
+  ],
+  [
     "the same observer, assigned once the node between them on the ring was fenced off (out-of-service taint)",
     input(
       obs(),
@@ -279,7 +284,7 @@ type CRow = [
   name: string,
   event: ReturnType<typeof suspected>,
   v: ReturnType<typeof view>,
-  expected: { rejected: RejectCode } | { phase: string },
+  expected: { rejected: RejectCode } | { ignored: IgnoreCode } | { phase: string },
 ];
 const confirmRows: CRow[] = [
   [
@@ -334,6 +339,12 @@ const confirmRows: CRow[] = [
     { phase: "Suspected" },
   ],
   [
+    "probe evidence about a node fenced off (out-of-service taint)",
+    suspected("c", "a", NOW),
+    view({ node: node("a", { outOfService: true }) }),
+    { ignored: "NodeOutOfService" },
+  ],
+  [
     "an observer the ring does not assign",
     suspected("b", "a", NOW),
     view({ node: a, nodes: ["a", "b", "c", "d"].map((n) => node(n)) }),
@@ -379,8 +390,12 @@ const confirmRows: CRow[] = [
 describe("confirm: every counted piece of evidence is re-checked against the cluster", () => {
   test.each(confirmRows)("%s", (_n, event, v, expected) => {
     const d = confirm.decide({ event, view: v, now: T0 + NOW, self: CONFIRM });
-    if ("rejected" in expected) {
-      expect(d.outcome).toEqual({ kind: "rejected", code: expected.rejected, reason: expect.any(String) });
+    if ("rejected" in expected || "ignored" in expected) {
+      const outcome =
+        "rejected" in expected
+          ? { kind: "rejected", code: expected.rejected }
+          : { kind: "ignored", code: expected.ignored };
+      expect(d.outcome).toEqual({ ...outcome, reason: expect.any(String) });
       expect(d.actions).toEqual([]);
       expect(d.emit).toEqual([]);
       return;

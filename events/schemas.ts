@@ -245,7 +245,7 @@ export const DeadLetterSchema = z
       .regex(/^\d+(-\d+)?(,\d+(-\d+)?)*$/)
       .optional()
       .describe(
-        "with `count`: the offsets of all of them as ranges, e.g. 100-199,201 (cut when `truncated`)",
+        "with `count`: the offsets of all of them as ranges, e.g. 100-199,201 (never cut: a longer list is split over several dead letters)",
       ),
     otherReasons: z
       .array(z.object({ reason: z.string().min(1), count: z.int().min(1) }))
@@ -264,7 +264,7 @@ export const DeadLetterSchema = z
       .boolean()
       .optional()
       .describe(
-        "true when the copy was cut so the dead letter fits the topic (infra/runtime/dead-letter.ts): originalBase64 holds the first bytes, long keys, headers, issues, offset ranges and reasons are shortened",
+        "true when the copy was cut so the dead letter fits the topic (infra/runtime/dead-letter.ts): originalBase64 holds the first bytes, long keys, headers, issues and reasons are shortened",
       ),
     originalBytes: z.int().min(0).optional().describe("size of the original value, bytes"),
     originalSha256: z

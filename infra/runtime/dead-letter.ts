@@ -7,9 +7,10 @@
 // dead-letter topic (DEAD_LETTER_MAX_BYTES, far below Kafka's default 1 MiB
 // max.message.bytes) and an oversized record can never block its partition by failing to
 // be dead-lettered. Malformed records (not events at all, or events that fail their schema)
-// of one partition handed over together share one dead letter per error code: the first
-// one's copy and reason, how many there were, their offsets as ranges and how often each
-// other reason came up — so a flood costs the brokers a few records, not one per bad
+// of one partition handed over together, ten or more, share a dead letter per error code:
+// the first one's copy and reason, how many there were, all their offsets as ranges (never
+// cut: a list too long for one letter is split over several) and how often each other
+// reason came up — so a flood costs the brokers a few records, not one per bad
 // record and replica, and every bad record's offset is still named in a dead letter (S5;
 // the originals stay in their topic for its retention). byteBatches groups dead letters
 // into produce calls that fit. Pure.
@@ -43,7 +44,6 @@ const LIMITS = [
     issues: 20,
     issueChars: 300,
     reason: 1000,
-    offsetChars: 4 * 1024,
     otherReasons: 20,
   },
   {
@@ -53,7 +53,6 @@ const LIMITS = [
     issues: 3,
     issueChars: 200,
     reason: 300,
-    offsetChars: 256,
     otherReasons: 3,
   },
 ] as const;
@@ -87,34 +86,52 @@ export interface FailedRecord {
 /** What a dead letter standing for several malformed records adds to the first one's. */
 interface Coalesced {
   count: number;
-  offsets: string[];
+  /** Their offsets as ranges ("5-9,11"), at most OFFSET_RANGES_MAX_CHARS: never cut. */
+  offsets: string;
   /** Reasons other than the first record's, with how many records failed for each. */
   otherReasons: Map<string, number>;
 }
 
-/** "5-9,11,14-20" from offsets in ascending order, whole ranges only, at most `maxChars`. */
-function offsetRanges(offsets: readonly string[], maxChars: number): { text: string; cut: boolean } {
-  if (!offsets.length) return { text: "", cut: false };
-  const parts: string[] = [];
-  let start = offsets[0];
-  let prev = start === undefined ? undefined : BigInt(start);
-  for (const o of offsets.slice(1).concat([""])) {
-    const n = o === "" ? undefined : BigInt(o);
-    if (n !== undefined && prev !== undefined && n === prev + 1n) {
-      prev = n;
-      continue;
+/**
+ * Longest offset list one dead letter carries. A group whose ranges are longer is split
+ * into several letters, so no offset is ever cut from a list; with the minimal copy the
+ * letter still fits DEAD_LETTER_MAX_BYTES (digits, commas and hyphens need no escaping).
+ */
+const OFFSET_RANGES_MAX_CHARS = 4 * 1024;
+
+/**
+ * Records sorted by offset, in consecutive chunks whose offsets written as ranges
+ * ("5-9,11,14-20") fit `maxChars`, each with that text.
+ */
+function rangeChunks(
+  sorted: readonly FailedRecord[],
+  maxChars: number,
+): { members: FailedRecord[]; offsets: string }[] {
+  const chunks: { members: FailedRecord[]; offsets: string }[] = [];
+  let members: FailedRecord[] = [];
+  let closed = ""; // the chunk's finished ranges
+  let start = 0n;
+  let end = 0n; // the open range
+  const text = (s: bigint, e: bigint) => {
+    const open = s === e ? `${s}` : `${s}-${e}`;
+    return closed ? `${closed},${open}` : open;
+  };
+  for (const f of sorted) {
+    const o = BigInt(f.origin.offset);
+    if (members.length && o === end + 1n && text(start, o).length <= maxChars) end = o;
+    else if (members.length && `${text(start, end)},${o}`.length <= maxChars) {
+      closed = text(start, end);
+      start = end = o;
+    } else {
+      if (members.length) chunks.push({ members, offsets: text(start, end) });
+      members = [];
+      closed = "";
+      start = end = o;
     }
-    parts.push(start === String(prev) ? String(start) : `${start}-${String(prev)}`);
-    start = o;
-    prev = n;
+    members.push(f);
   }
-  let text = "";
-  for (const p of parts) {
-    const next = text ? `${text},${p}` : p;
-    if (next.length > maxChars) return { text, cut: true };
-    text = next;
-  }
-  return { text, cut: false };
+  if (members.length) chunks.push({ members, offsets: text(start, end) });
+  return chunks;
 }
 
 function body(
@@ -143,11 +160,9 @@ function body(
   const message = reasonOf(error);
   const reason = clip(message, l.reason);
   const key = original.key === null ? undefined : clip(original.key, l.key);
-  const ranges = more ? offsetRanges(more.offsets, l.offsetChars) : undefined;
   const byCount = more ? [...more.otherReasons].sort((x, y) => y[1] - x[1]) : [];
   const others = byCount.slice(0, l.otherReasons).map(([r, count]) => ({ reason: clip(r, l.reason), count }));
   const truncated =
-    ranges?.cut === true ||
     byCount.length > others.length ||
     others.some((o, n) => o.reason !== byCount[n]?.[0]) ||
     value.length > l.value ||
@@ -162,7 +177,7 @@ function body(
     ...(error instanceof RejectedEventError ? { reasonCode: error.reasonCode } : {}),
     ...(issues.length ? { issues } : {}),
     ...origin,
-    ...(more && ranges ? { count: more.count, offsets: ranges.text } : {}),
+    ...(more ? { count: more.count, offsets: more.offsets } : {}),
     ...(others.length ? { otherReasons: others } : {}),
     ...(key !== undefined ? { key } : {}),
     originalBase64: value.subarray(0, l.value).toString("base64"),
@@ -222,8 +237,9 @@ export const COALESCE_FROM = 10;
 /**
  * The dead letters of records one consumer gave up on, in order: one per rejected or
  * failed event, and for the malformed records among them one per partition and error code
- * once there are COALESCE_FROM of them (else one each). Every failed record's offset is in
- * exactly one of them. Pure.
+ * once there are COALESCE_FROM of them (else one each; more when their offset ranges are
+ * longer than one letter carries). Every failed record's offset is in exactly one of them.
+ * Pure.
  */
 export function deadLetterRecords(failed: readonly FailedRecord[], nowMs: number): KafkaRecord[] {
   const groups = new Map<string, FailedRecord[]>();
@@ -246,22 +262,26 @@ export function deadLetterRecords(failed: readonly FailedRecord[], nowMs: number
     if (typeof item !== "string") return [single(item)];
     const members = groups.get(item)!;
     if (members.length < COALESCE_FROM) return members.map(single);
-    const [first, ...rest] = members;
-    const firstReason = reasonOf(first!.error);
-    const otherReasons = new Map<string, number>();
-    for (const f of rest) {
-      const r = reasonOf(f.error);
-      if (r !== firstReason) otherReasons.set(r, (otherReasons.get(r) ?? 0) + 1);
-    }
-    const offsets = [first!, ...rest].map((f) => f.origin.offset);
-    offsets.sort((x, y) => (BigInt(x) < BigInt(y) ? -1 : BigInt(x) > BigInt(y) ? 1 : 0));
-    return [
-      deadLetterRecord(first!.error, first!.original, first!.origin, nowMs, {
-        count: members.length,
+    const sorted = [...members].sort((x, y) => {
+      const a = BigInt(x.origin.offset);
+      const b = BigInt(y.origin.offset);
+      return a < b ? -1 : a > b ? 1 : 0;
+    });
+    return rangeChunks(sorted, OFFSET_RANGES_MAX_CHARS).map(({ members: chunk, offsets }) => {
+      const [first, ...rest] = chunk as [FailedRecord, ...FailedRecord[]];
+      if (!rest.length) return single(first);
+      const firstReason = reasonOf(first.error);
+      const otherReasons = new Map<string, number>();
+      for (const f of rest) {
+        const r = reasonOf(f.error);
+        if (r !== firstReason) otherReasons.set(r, (otherReasons.get(r) ?? 0) + 1);
+      }
+      return deadLetterRecord(first.error, first.original, first.origin, nowMs, {
+        count: chunk.length,
         offsets,
         otherReasons,
-      }),
-    ];
+      });
+    });
   });
 }
 

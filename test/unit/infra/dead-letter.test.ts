@@ -150,16 +150,31 @@ describe("deadLetterRecords", () => {
     ]);
   });
 
-  it("stays within bounds for a flood of distinct reasons and scattered offsets", () => {
+  it("stays within bounds for a flood of distinct reasons and scattered offsets, and names every offset", () => {
     const failed = Array.from({ length: 20_000 }, (_, i) => bad(2 * i, `reason ${i % 500}`));
-    const [letter, ...rest] = deadLetterRecords(failed, 0);
-    expect(rest).toEqual([]);
-    expect(letter!.value!.length).toBeLessThanOrEqual(DEAD_LETTER_MAX_BYTES);
-    const body = parse(letter!);
-    expect(body).toMatchObject({ count: 20_000, truncated: true });
-    expect(body.otherReasons).toHaveLength(20);
-    expect(body.offsets!.startsWith("0,2,4,")).toBe(true);
-    expect(body.offsets!.length).toBeLessThanOrEqual(4096);
+    const letters = deadLetterRecords(failed, 0);
+    expect(letters.length).toBeGreaterThan(1); // "0,2,4,…" for 20000 offsets is longer than one letter carries
+    expect(letters.length).toBeLessThan(100);
+    const named: number[] = [];
+    for (const l of letters) {
+      expect(l.value!.length).toBeLessThanOrEqual(DEAD_LETTER_MAX_BYTES);
+      const body = parse(l);
+      expect(body.offsets!.length).toBeLessThanOrEqual(4096);
+      expect(body.truncated).toBe(true); // 500 reasons: the 20 most frequent are kept
+      expect(body.otherReasons!.length).toBeLessThanOrEqual(20);
+      for (const o of body.offsets!.split(",")) named.push(Number(o));
+      expect(body.count).toBe(body.offsets!.split(",").length);
+    }
+    expect(named).toEqual(failed.map((f) => Number(f.origin.offset)));
+  });
+
+  it("splits a list too long for one letter, and a lone record left over gets a plain letter", () => {
+    // 16-digit offsets two apart: 241 of them make 4096 characters ("o1,o2,…"), the 242nd does not fit
+    const failed = Array.from({ length: 242 }, (_, i) => bad(1e15 + 2 * i));
+    const letters = deadLetterRecords(failed, 0).map(parse);
+    expect(letters.map((l) => l.count)).toEqual([241, undefined]);
+    expect(letters[0]!.offsets!.length).toBe(4096);
+    expect(letters[1]).toMatchObject({ offset: String(1e15 + 2 * 241), key: `k${1e15 + 2 * 241}` });
   });
 });
 

@@ -142,7 +142,7 @@ function body(
   l: Limits,
   more?: Coalesced,
 ): DeadLetter {
-  const allIssues = "issues" in error && Array.isArray(error.issues) ? (error.issues as string[]) : [];
+  const allIssues = issuesOf(error);
   const issues = allIssues.slice(0, l.issues).map((i) => clip(i, l.issueChars));
   const value = original.value ?? Buffer.alloc(0);
   const headers: Record<string, string> = {};
@@ -190,9 +190,14 @@ function body(
   };
 }
 
+/** An invalid input's issues (InvalidInputError), none for other errors. */
+function issuesOf(error: FastfenceError): string[] {
+  return "issues" in error && Array.isArray(error.issues) ? (error.issues as string[]) : [];
+}
+
 /** The reason a dead letter gives for `error` (an invalid input's issues are given apart). */
 function reasonOf(error: FastfenceError): string {
-  const issues = "issues" in error && Array.isArray(error.issues) ? (error.issues as string[]) : [];
+  const issues = issuesOf(error);
   const tail = issues.length ? `: ${issues.join("; ")}` : "";
   return tail && error.message.endsWith(tail) ? error.message.slice(0, -tail.length) : error.message;
 }

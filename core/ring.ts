@@ -7,6 +7,12 @@
 // recovered) is not on the ring: it probes nothing, and the nodes it probed get the next
 // observer at once — otherwise a second node dying soon after would keep one dead
 // observer of its k until the node controller marks the first NotReady (40 s). Pure: no I/O.
+import { OUT_OF_SERVICE_TAINT } from "./decision.ts";
+
+/** Whether a node's taints fence it off: the out-of-service taint's key, any value or effect. */
+export function hasOutOfServiceTaint(taints: readonly { key: string }[] | undefined): boolean {
+  return (taints ?? []).some((t) => t.key === OUT_OF_SERVICE_TAINT.key);
+}
 
 /** The nodes on the ring: every node but those fenced off (NodeInfo.outOfService). */
 export function ringMembers(nodes: readonly { name: string; outOfService?: boolean }[]): string[] {

@@ -16,7 +16,7 @@ import {
   CoreV1Api,
 } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
-import { OUT_OF_SERVICE_TAINT, heartbeatLeaseName } from "../core/decision.ts";
+import { heartbeatLeaseName } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
@@ -28,7 +28,7 @@ import type { Bus } from "../infra/bus/bus.ts";
 import type { Logger } from "../infra/log.ts";
 import { ConditionTracker, type NodeSnapshot } from "./condition-tracker.ts";
 import { ProbeTracker } from "./probe-tracker.ts";
-import { probeTargets, ringMembers } from "../core/ring.ts";
+import { hasOutOfServiceTaint, probeTargets, ringMembers } from "../core/ring.ts";
 import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
 import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
@@ -158,7 +158,7 @@ export async function startEventSource(opts: {
     ringMembers(
       [...nodes].map(([name, n]) => ({
         name,
-        outOfService: (n.spec?.taints ?? []).some((t) => t.key === OUT_OF_SERVICE_TAINT.key),
+        outOfService: hasOutOfServiceTaint(n.spec?.taints),
       })),
     );
   const onNode = (n: V1Node) => {

@@ -9,7 +9,8 @@ import type { NodeInfo, View, ViewRequest } from "../../core/decision.ts";
 import { discoveryInput } from "../bmc/discovery-input.ts";
 import { KubeMetal3Api, type Metal3Api } from "../bmc/metal3.ts";
 import { readLedger } from "../kube/admission-ledger.ts";
-import { OUT_OF_SERVICE_TAINT, heartbeatLeaseName } from "../../core/decision.ts";
+import { heartbeatLeaseName } from "../../core/decision.ts";
+import { hasOutOfServiceTaint } from "../../core/ring.ts";
 import { heartbeatReadOf, leaseInfoOf, readLease, readLeaseInfo, readObserverInfos } from "../kube/lease.ts";
 import type { NodeInfo as KubeNodeInfo } from "../kube/nodes.ts";
 import type { StageAdapters, StageWorld } from "./stage-executor.ts";
@@ -29,7 +30,7 @@ export function toCoreNode(n: KubeNodeInfo): NodeInfo {
     ...(n.unschedulable ? { unschedulable: true } : {}),
     ...(Object.keys(n.annotations ?? {}).length ? { annotations: n.annotations } : {}),
     ...(n.probeAddress ? { probeAddress: n.probeAddress } : {}),
-    ...(n.taints.some((t) => t.key === OUT_OF_SERVICE_TAINT.key) ? { outOfService: true } : {}),
+    ...(hasOutOfServiceTaint(n.taints) ? { outOfService: true } : {}),
   };
 }
 

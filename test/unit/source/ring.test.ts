@@ -1,7 +1,7 @@
 // Probe assignment on the ring: every node is watched by k observers on other nodes,
 // and each observer probes exactly k targets.
 import { describe, expect, it } from "vitest";
-import { observersOf, probeTargets, ringMembers } from "../../../core/ring.ts";
+import { hasOutOfServiceTaint, observersOf, probeTargets, ringMembers } from "../../../core/ring.ts";
 
 describe("probe ring", () => {
   it.each([
@@ -42,5 +42,11 @@ describe("probe ring", () => {
     expect(observersOf("b", ["a", "b", "c", "d"], 2)).toEqual(["a", "d"]);
     expect(observersOf("b", ringMembers(nodes), 2)).toEqual(["c", "d"]);
     expect(probeTargets("a", ringMembers(nodes), 2)).toHaveLength(2); // back up, tainted: probes as a non-member
+  });
+
+  it("counts the out-of-service taint by its key, whatever its value", () => {
+    expect(hasOutOfServiceTaint([{ key: "node.kubernetes.io/out-of-service" }])).toBe(true);
+    expect(hasOutOfServiceTaint([{ key: "node.kubernetes.io/unreachable" }])).toBe(false);
+    expect(hasOutOfServiceTaint(undefined)).toBe(false);
   });
 });

@@ -195,10 +195,13 @@ function beforeGuards(d: NodeSuspected, { event, view, now }: DecideInput<FfEven
   if (current && current.phase !== "Suspected" && current.phase !== "Blocked") {
     return ignored("PhasePassed", `incident ${name} already ${current.phase}`);
   }
-  // A refresh of an observer's still-fresh evidence is not worth a write (bounded write rate).
+  // A refresh of an observer's still-fresh evidence is not worth a write on its own (bounded
+  // write rate), but it is always decided on: a newer observation can lift a heartbeat veto
+  // (its sighting grows older than a Lease duration), and a decision that changes the phase
+  // is written with it.
   const prior = current?.evidence.find((x) => x.observer === e.observer && x.kind === e.kind);
   const refreshUseful = !prior || ms(e.at) - ms(prior.at) > window / 2;
-  const evidence = refreshUseful ? mergeEvidence(current?.evidence ?? [], e) : (current?.evidence ?? [e]);
+  const evidence = mergeEvidence(current?.evidence ?? [], e);
   // Counted: only what still checks out against the cluster now (stored evidence too).
   const fresh = freshIndependentEvidence(
     evidence.filter((x) => countsNow(x, ctx)),

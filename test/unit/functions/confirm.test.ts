@@ -407,6 +407,45 @@ const cases: Case[] = [
     expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
   },
   {
+    // The bench's 3.6 s confirm hop (trial 5 of the b736fd8 run): b's first suspicion carried
+    // the in-flight renewal, so the quorum was vetoed (HeartbeatSeen); b's repeats, 500 ms
+    // apart, were not decided on while the stored copy was younger than half the window.
+    name: "crash: a repeat from the observer whose stored evidence vetoes lifts the veto once the renewal is a Lease duration old, though no write is due for the refresh alone",
+    event: suspectedWith(sighted({ ...evidence("b", "a", NOW), firstMissAt: at(NOW - 1900) }, NOW - 1850)),
+    view: view({
+      node: a,
+      incident: incident("a", {
+        phase: "Suspected",
+        reason: "HeartbeatSeen",
+        evidence: [
+          sighted({ ...evidence("b", "a", NOW - 1500), firstMissAt: at(NOW - 1900) }, NOW - 1850),
+          evidence("c", "a", NOW - 1400),
+        ],
+        timestamps: { suspected: new Date(0).toISOString() },
+      }),
+    }),
+    expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
+  },
+  {
+    name: "crash: while the stored sighting is recent, a repeat that changes nothing is not written",
+    event: suspectedWith(
+      sighted({ ...evidence("b", "a", NOW - 1000), firstMissAt: at(NOW - 1900) }, NOW - 1850),
+    ),
+    view: view({
+      node: a,
+      incident: incident("a", {
+        phase: "Suspected",
+        reason: "HeartbeatSeen",
+        evidence: [
+          sighted({ ...evidence("b", "a", NOW - 1500), firstMissAt: at(NOW - 1900) }, NOW - 1850),
+          evidence("c", "a", NOW - 1400),
+        ],
+        timestamps: { suspected: new Date(0).toISOString() },
+      }),
+    }),
+    expect: { ignored: "HeartbeatSeen" },
+  },
+  {
     name: "partial partition: a renewal dated after the streak began still vetoes",
     event: suspectedWith(sighted(evidence("c", "a", NOW), NOW - 350, NOW - 380)),
     view: view({ node: a, incident: susp([evidence("b", "a", NOW - 300)]) }),

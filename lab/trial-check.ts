@@ -3,10 +3,12 @@
 // IDs), the incidents and the event log, run through the invariant checker (the event
 // log is read again while S5 reports events the stages had not published yet). measure:
 // each phase in ms from the fault, from the incident's own timestamps and the first event
-// of each stage, and what was released. Read only: it never changes the lab.
+// of each stage (per observer for the suspicions), and what was released. Read only: it
+// never changes the lab.
 import type { NodeFence } from "../core/incident.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { FfEvent } from "../events/envelope.ts";
+import type { NodeSuspected } from "../events/schemas.ts";
 import { sleep } from "../harness/env/base.ts";
 import { readEventLog, listIncidents, type EventLog } from "./event-log.ts";
 import { checkInvariants, type TrialFacts, type Violation } from "./invariants.ts";
@@ -119,6 +121,7 @@ export async function measure(
     if (ev) stagesMs[key] = Date.parse(ev.time) - t0;
   };
   firstOf(EVENT_TYPES.nodeSuspected, "suspected");
+  Object.assign(stagesMs, observerStages(events, victim, t0));
   firstOf(EVENT_TYPES.fenceRequested, "requested");
   const attempt = st?.attempts.find((a) => a.result === "off-confirmed") ?? st?.attempts[0];
   for (const [k, v] of [
@@ -142,4 +145,25 @@ export async function measure(
     fencedNodes,
     stagesMs,
   };
+}
+
+/**
+ * Per observer node of the victim: when its miss streak began (`firstMiss@<node>`, from the
+ * evidence) and when its first suspicion was published (`suspected@<node>`). Confirm waits
+ * for the last of them, so a long confirm hop shows which observer was late, and whether
+ * its probe saw the crash late or its suspicion took long to be published.
+ */
+export function observerStages(events: FfEvent[], victim: string, t0: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  const suspicions = events
+    .filter((e) => e.type === EVENT_TYPES.nodeSuspected && Date.parse(e.time) >= t0)
+    .sort((a, b) => Date.parse(a.time) - Date.parse(b.time));
+  for (const ev of suspicions) {
+    const d = ev.data as NodeSuspected;
+    if (d.node !== victim || d.evidence?.kind !== "probe") continue;
+    const who = d.evidence.observerNode;
+    out[`suspected@${who}`] ??= Date.parse(ev.time) - t0;
+    if (d.evidence.firstMissAt) out[`firstMiss@${who}`] ??= Date.parse(d.evidence.firstMissAt) - t0;
+  }
+  return out;
 }

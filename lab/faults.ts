@@ -4,8 +4,9 @@
 // namespace), BMC faults, power-loss (node and BMC die together), isolate (node cut off
 // from peers, API and BMC, still running), a broker kill (SIGKILL of the node's Kafka broker
 // alone; the launcher does not restart it) and a function-only crash on a healthy node (its
-// agent's control socket, lab/node-agent.ts). Each fault is noted with its time. It never signals a process
-// outside a lab node's namespace, and never fences or powers anything off itself.
+// agent's control socket, lab/node-agent.ts). Each fault is noted with its time. It never
+// signals a process outside a lab node's namespace, and never fences or powers anything off
+// itself.
 import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";

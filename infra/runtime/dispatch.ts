@@ -3,6 +3,9 @@
 // handler with a deadline (which the handler may extend, never shorten), retry retriable failures with backoff, and turn everything
 // into exactly one recorded outcome (S5): processed / ignored with the emitted events,
 // or a dead-letter record with the reason (a rejected outcome's stable code included).
+// On the runtime's shutdown a running handler gets SHUTDOWN_SETTLE_MS to finish what it
+// records on the way out, and its outcome is delivered; otherwise (and for every event
+// after it) the event is left for redelivery.
 // Every ignored or rejected log line carries the outcome's code (core/reasons.ts); invalid
 // events are logged at most INVALID_LINES_PER_SECOND a second (a flood is counted, not
 // logged line by line). Each delivery of a subscribed event is one stage span
@@ -14,9 +17,10 @@ import {
   RejectedEventError,
   asFastfenceError,
 } from "../../core/errors.ts";
-import type { Clock } from "../../core/clock.ts";
+import { settlesWithin, type Clock } from "../../core/clock.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import type { Outcome } from "../../core/decision.ts";
+import { ROUND_RECORD_MARGIN_MS } from "../../core/timeout-chain.ts";
 import { REFUSAL_CODES } from "../../core/reasons.ts";
 import type { StageInfo } from "../../functions/contract.ts";
 import type { EventHandler } from "./contract.ts";
@@ -45,6 +49,15 @@ export interface DispatchConfig {
   /** First retry backoff, ms; doubles per attempt. Default 100. */
   retryBackoffMs: number;
 }
+
+/**
+ * How long a delivery cut short by the runtime's shutdown waits for its handler to finish
+ * what it records on the way out, ms: the recording margin of a power-off round
+ * (core/timeout-chain.ts) and a second for the handler to return. A handler that settles
+ * in time has its outcome (and emitted events) delivered; otherwise the event is left for
+ * redelivery, as before.
+ */
+export const SHUTDOWN_SETTLE_MS = ROUND_RECORD_MARGIN_MS + 1_000;
 
 export const DEFAULT_DISPATCH: DispatchConfig = {
   handlerTimeoutMs: 10_000,
@@ -163,6 +176,8 @@ export function createDispatcher(opts: {
 
   async function runHandler(event: FfEvent, elog: Logger, outer: AbortSignal, span: StageSpan) {
     for (let attempt = 1; ; attempt++) {
+      // Stopping already (the delivery before this one settled on the way out): not started.
+      if (outer.aborted) throw asFastfenceError(outer.reason);
       const ctrl = new AbortController();
       const onOuter = () => ctrl.abort(outer.reason);
       outer.addEventListener("abort", onOuter, { once: true });
@@ -175,7 +190,19 @@ export function createDispatcher(opts: {
           }),
         );
         const ctx = { log: elog, clock, signal: ctrl.signal, extendDeadline: deadline.extend, trace: span };
-        return await Promise.race([handler(event, ctx), aborted]);
+        const run = handler(event, ctx);
+        try {
+          return await Promise.race([run, aborted]);
+        } catch (err) {
+          // Shutdown: a handler records what it did on the way out (a power-off round, on a
+          // deadline of its own, ROUND_RECORD_MARGIN_MS); its result, if it comes in that
+          // time, is this delivery's outcome, so the events it emits are not lost.
+          if (outer.aborted) {
+            const late = await settledResult(run, SHUTDOWN_SETTLE_MS);
+            if (late) return late;
+          }
+          throw err;
+        }
       } catch (err) {
         const e = asFastfenceError(err);
         metrics.errors.inc({ function: fn, code: e.code });
@@ -190,6 +217,15 @@ export function createDispatcher(opts: {
         outer.removeEventListener("abort", onOuter);
       }
     }
+  }
+
+  /** `run`'s result if it fulfils within `ms`; undefined if it rejects or takes longer. */
+  async function settledResult<T>(run: Promise<T>, ms: number): Promise<T | undefined> {
+    const outcome = run.then(
+      (r) => ({ r }),
+      () => undefined,
+    );
+    return (await settlesWithin(clock, ms, outcome)) ? (await outcome)?.r : undefined;
   }
 
   /** One subscribed event's delivery, inside its stage span. */

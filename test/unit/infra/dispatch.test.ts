@@ -4,14 +4,19 @@
 // dead-letter; unsubscribed types skipped; the handler deadline, which a handler may
 // extend (a power-off round) but never shorten. Plain data, a manual clock, no servers.
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../../core/clock.ts";
+import { ManualClock, systemClock, type Clock } from "../../../core/clock.ts";
 import { FastfenceError, InvalidInputError, RejectedEventError } from "../../../core/errors.ts";
 import { envelope, type FfEvent } from "../../../events/envelope.ts";
 import type { StageInfo } from "../../../functions/contract.ts";
 import type { EventHandler } from "../../../infra/runtime/contract.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
-import { createDispatcher, handlerDeadline, type CatalogView } from "../../../infra/runtime/dispatch.ts";
+import {
+  createDispatcher,
+  handlerDeadline,
+  SHUTDOWN_SETTLE_MS,
+  type CatalogView,
+} from "../../../infra/runtime/dispatch.ts";
 
 const catalog: CatalogView = {
   parse: (raw) => {
@@ -24,7 +29,11 @@ const catalog: CatalogView = {
   deadLetterTopic: "dlq",
 };
 
-function setup(handler: EventHandler, metrics = createFunctionMetrics({ defaultMetrics: false })) {
+function setup(
+  handler: EventHandler,
+  metrics = createFunctionMetrics({ defaultMetrics: false }),
+  clock: Clock = { now: () => Date.now(), sleep: async () => undefined },
+) {
   const def: StageInfo = {
     name: "f",
     description: "",
@@ -32,7 +41,6 @@ function setup(handler: EventHandler, metrics = createFunctionMetrics({ defaultM
     emits: ["io.fastfence.b.v1"],
     critical: true,
   };
-  const clock = { now: () => Date.now(), sleep: async () => undefined };
   return createDispatcher({
     def,
     handler,
@@ -183,6 +191,83 @@ describe("dispatcher", () => {
       expect(r.error.message).toMatch(/handler exceeded its deadline of 3\d\d ms/);
     expect(seen?.aborted).toBe(true);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(3 * 290); // 3 attempts, each at its extended deadline
+  });
+});
+
+describe("a delivery cut short by the runtime's shutdown", () => {
+  /** A handler that, once aborted, records its result on the way out for `recordMs`. */
+  const recordsOnTheWayOut =
+    (recordMs: number): EventHandler =>
+    (_e, ctx) =>
+      new Promise((resolve) =>
+        ctx.signal.addEventListener("abort", () =>
+          setTimeout(
+            () =>
+              resolve({
+                outcome: { kind: "processed", detail: "round recorded as failed" },
+                emit: [{ type: "io.fastfence.b.v1", subject: "n1", ffincident: "n1-x", data: {} }],
+              }),
+            recordMs,
+          ),
+        ),
+      );
+
+  it("delivers the outcome and events its handler records on the way out", async () => {
+    const d = setup(recordsOnTheWayOut(30), undefined, systemClock);
+    const stop = new AbortController();
+    const r = d.dispatch(() => ev as never, stop.signal);
+    setTimeout(() => stop.abort(new FastfenceError("FF_CANCELLED", "runtime stopping")), 20);
+    const out = await r;
+    expect(out.kind).toBe("done");
+    if (out.kind === "done") expect(out.emitted.map((e) => e.type)).toEqual(["io.fastfence.b.v1"]);
+  });
+
+  it("leaves the event for redelivery when the handler fails on the abort, without waiting", async () => {
+    const d = setup(
+      (_e, ctx) =>
+        new Promise((_, reject) => ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason))),
+      undefined,
+      systemClock,
+    );
+    const stop = new AbortController();
+    const r = d.dispatch(() => ev as never, stop.signal);
+    const t0 = Date.now();
+    stop.abort(new FastfenceError("FF_CANCELLED", "runtime stopping"));
+    const out = await r;
+    expect(out.kind).toBe("dead-letter");
+    if (out.kind === "dead-letter") expect(out.error.code).toBe("FF_CANCELLED");
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
+  it("starts no handler once the runtime is stopping", async () => {
+    let started = false;
+    const d = setup(async () => {
+      started = true;
+      return { outcome: { kind: "processed" }, emit: [] };
+    });
+    const stop = new AbortController();
+    stop.abort(new FastfenceError("FF_CANCELLED", "runtime stopping"));
+    const out = await d.dispatch(() => ev as never, stop.signal);
+    expect(out.kind).toBe("dead-letter");
+    if (out.kind === "dead-letter") expect(out.error.code).toBe("FF_CANCELLED");
+    expect(started).toBe(false);
+  });
+
+  it("waits at most SHUTDOWN_SETTLE_MS for a handler that does not settle", async () => {
+    const clock = new ManualClock(0);
+    const d = setup(() => new Promise(() => undefined), undefined, clock);
+    const stop = new AbortController();
+    let settled = false;
+    const r = d.dispatch(() => ev as never, stop.signal).finally(() => (settled = true));
+    stop.abort(new FastfenceError("FF_CANCELLED", "runtime stopping"));
+    await new Promise((res) => setTimeout(res, 20));
+    clock.advance(SHUTDOWN_SETTLE_MS - 1);
+    await new Promise((res) => setTimeout(res, 20));
+    expect(settled).toBe(false);
+    clock.advance(1);
+    const out = await r;
+    expect(out.kind).toBe("dead-letter");
+    if (out.kind === "dead-letter") expect(out.error.code).toBe("FF_CANCELLED");
   });
 });
 

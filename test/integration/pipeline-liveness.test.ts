@@ -9,11 +9,16 @@
 //   its timed-out attempt), never left in Fencing, and the node is fenced once the BMC
 //   answers in time again. (A round cut short by a deadline or shutdown is recorded too:
 //   test/unit/infra/stage-executor.test.ts.)
+// - the driving fence replica is stopped gracefully mid-round (a rolling update, a pod
+//   deleted): it records the round on its way out and publishes that round's fence.failed,
+//   so the event log holds every round (chaos seed 265 lost it: issue 14).
 import { describe, expect, it } from "vitest";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import { stageNames } from "../../functions/registry.ts";
+import { EVENT_TYPES } from "../../events/catalog.ts";
 import { incidents, waitFor } from "./pipeline-helpers.ts";
+import { readEvents } from "./planned-helpers.ts";
 
 const RECONCILE = { intervalMs: 1_000, stalledAfterMs: 1_000 };
 /** The fencing Lease (policy timeouts.leaseDurationMs): above the round plus its 5 s recording margin. */
@@ -128,5 +133,59 @@ describe("a BMC slower than its level's budget, with a handler deadline shorter 
       60_000,
     );
     expect(released.status!.attempts.some((a) => a.result === "off-confirmed")).toBe(true);
+  });
+});
+
+describe("a driving fence replica stopped gracefully mid-round", () => {
+  const NODES = ["node-a", "node-b", "node-c", "node-d"];
+  const env = withEnv(async (scope) =>
+    scope.add(
+      await startPipelineCluster({
+        nodes: NODES,
+        policy: {
+          reconcile: RECONCILE,
+          timeouts: { powerOffTimeoutMs: ROUND_MS, leaseDurationMs: LEASE_MS },
+        },
+      }),
+    ),
+  );
+
+  it("records the round on its way out and publishes its fence.failed", async () => {
+    const c = env();
+    const victim = "node-a";
+    c.nodes.get(victim)!.bmc.faults.stuckPoweringOff = true;
+    await c.crash(victim);
+    const fencing = await waitFor(
+      "round 1 under way",
+      async () =>
+        (await incidents(c)).find(
+          (i) => i.spec.nodeName === victim && i.status?.phase === "Fencing" && i.status.fencingBy,
+        ),
+      30_000,
+      50,
+    );
+    const name = fencing.metadata.name;
+    const driver = fencing.status!.fencingBy!;
+    const driverNode = NODES.find((n) => driver.endsWith(n))!;
+    await c.crashReplicas(driverNode, { functions: ["fence"] }); // a graceful stop: the API stays
+    const recorded = await waitFor(
+      "round 1 recorded by its driver",
+      async () =>
+        (await incidents(c)).find(
+          (i) => i.metadata.name === name && i.status?.attempts.some((a) => a.round === 1 && a.by === driver),
+        ),
+      10_000,
+    );
+    expect(recorded.status!.attempts.find((a) => a.round === 1)!.result).not.toBe("off-confirmed");
+    const event = await waitFor(
+      "round 1's fence.failed in the event log",
+      async () =>
+        (await readEvents(c)).find(
+          (e) => e.type === EVENT_TYPES.fenceFailed && e.data.incident === name && e.data.round === 1,
+        ),
+      10_000,
+      500,
+    );
+    expect(event.source).toContain(driver);
   });
 });

@@ -6,9 +6,11 @@
 // the node comes back or someone deals with them. It also closes an incident fence
 // observed in Observe mode (Confirmed, reason Observed), and one whose node fence's last look
 // found back before any power-off (FenceFailed, reason NodeResponding: back.pure.ts). And it
-// ends a fenced incident (FencedOff, Released) whose node the API shows Ready with a new boot
-// ID, as the node.condition event would have (decide.pure.ts), so a lost or stale event never
-// leaves a recovered node's incident open, holding its storm-guard slot. No I/O.
+// ends an incident in any phase it re-drives (Confirmed, FenceFailed, FencedOff, Released)
+// whose node the API shows Ready with a new boot ID, as the node.condition event would have
+// (decide.pure.ts), so a lost, stale or too-early event (one that came while a round was
+// under way) never leaves a recovered node's incident open, holding its storm-guard slot:
+// fence never powers off a later incarnation (S3), so nothing else would end it. No I/O.
 import {
   OBSERVED_REASON,
   RELEASE_SLOT_ANNOTATION,
@@ -34,19 +36,19 @@ import {
 /** The phases recover re-drives; the reconciler lists only incidents in these. */
 export const RECOVER_RESYNC_PHASES: readonly Phase[] = ["FenceFailed", "Confirmed", "FencedOff", "Released"];
 
-/** Fenced phases whose incident ends once the node is back (Ready, new boot ID). */
+/** Fenced phases whose incident waits for the node to come back (Ready, new boot ID). */
 const AWAITING_RECOVERY: readonly Phase[] = ["FencedOff", "Released"];
 
 /** How much of the operator's reason is kept in the incident's message. */
 const MAX_REASON = 256;
 
-/** A release-slot request, an observed or found-back incident to close, or a fenced one whose node may be back. */
+/**
+ * Every incident in recover's phases: any of them ends if its node is back with a new boot,
+ * which only the view (the Node) tells; the other reasons to act (a release-slot request,
+ * an observed or found-back incident) are decided on the same view.
+ */
 export function resyncWants(inc: NodeFence): boolean {
-  const st = statusOf(inc);
-  if (lookFoundBack(st) || AWAITING_RECOVERY.includes(st.phase)) return true;
-  return st.phase === "Confirmed"
-    ? st.reason === OBSERVED_REASON
-    : inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] !== undefined;
+  return RECOVER_RESYNC_PHASES.includes(statusOf(inc).phase);
 }
 
 export function locateResync(r: Resync): ViewRequest {
@@ -62,6 +64,9 @@ export function resync(input: DecideInput<Resync>): Decision {
   const st = statusOf(inc);
   if (!RECOVER_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
+  const node = view.node;
+  if (node?.ready === "True" && node.bootId && node.bootId !== inc.spec.bootId)
+    return recovery(inc, node.name, node.bootId, now);
   if (st.phase === "Confirmed") return closeObserved(input);
   if (AWAITING_RECOVERY.includes(st.phase)) return recoverIfBack(input);
   if (lookFoundBack(st)) return closeBack(input);

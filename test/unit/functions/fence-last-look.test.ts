@@ -309,17 +309,22 @@ describe("recover closes an incident whose node the last look found back", () =>
       reason: "NodeResponding",
     });
   });
-  test("not back in the look, not Ready now, or another boot → left to fence's next round", () => {
+  test("not back in the look, or not Ready now → left to fence's next round", () => {
     expect(run(failed(false)).outcome).toMatchObject({ kind: "ignored", code: "NotDue" });
     expect(run(failed(true), node("a", { ready: "Unknown" })).outcome).toMatchObject({
       kind: "ignored",
       code: "NotDue",
     });
-    expect(run(failed(true), node("a", { ready: "True", bootId: "other" })).outcome).toMatchObject({
-      kind: "ignored",
-    });
-    expect(resyncWants(failed(false))).toBe(false);
     // the attempts (fence's own) decide, not the free-text reason
-    expect(resyncWants(failed(true, "SomethingElse"))).toBe(true);
+    expect(run(failed(true, "SomethingElse")).actions.map((a) => a.kind)).toEqual(["updateIncidentStatus"]);
+    expect(resyncWants(failed(false))).toBe(true); // read: its node may be back with a new boot
+  });
+  test("Ready with another boot → Recovered (fence never powers off a later incarnation)", () => {
+    const d = run(failed(true), node("a", { ready: "True", bootId: "other" }));
+    expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus"]);
+    expect((d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status).toMatchObject({
+      phase: "Recovered",
+      recoveredBootId: "other",
+    });
   });
 });

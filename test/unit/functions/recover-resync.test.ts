@@ -1,13 +1,16 @@
-// recover's reconciler ends a fenced incident (FencedOff, Released) whose node the API shows
-// Ready with a new boot ID, as the node.condition event would have: a lost or stale event
-// (chaos seed 166: node-a powered back on, its incident still Released 120 s later) never
-// leaves a recovered node's incident open, holding its storm-guard slot. Pure, plain data.
+// recover's reconciler ends an incident (Confirmed, FenceFailed, FencedOff, Released) whose
+// node the API shows Ready with a new boot ID, as the node.condition event would have: a
+// lost, stale or too-early event never leaves a recovered node's incident open, holding its
+// storm-guard slot (chaos seed 166: node-a powered back on, its incident still Released 120 s
+// later; seed 265: node-b back with a new boot while its second round ran, the incident left
+// FenceFailed for 113 s after that round ended). Pure, plain data.
 import { describe, expect, test } from "vitest";
 import { OUT_OF_SERVICE_TAINT, type Action, type NodeInfo } from "../../../core/decision.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import { RECOVER_RESYNC_PHASES, resync, resyncWants } from "../../../functions/recover/resync.pure.ts";
 import {
   BOOT,
+  CONFIRM,
   FENCE,
   NEW_BOOT,
   T0,
@@ -65,5 +68,48 @@ describe("recover resync: a fenced incident whose node is back", () => {
     });
     expect(run(inc, null).outcome).toMatchObject({ kind: "ignored", code: "NodeNotFound" });
     expect(run(inc, node("a", { ready: "True", bootId: BOOT.a })).actions).toEqual([]);
+  });
+});
+
+describe("recover resync: an unfenced or failed incident whose node is back", () => {
+  const failedRound = confirmed("a", 0, {
+    phase: "FenceFailed",
+    round: 2,
+    reason: "PowerOffNotConfirmed",
+    attempts: [{ ...offAttempt(2, 0), result: "timeout" }],
+    retryNotBefore: at(50_000),
+  });
+  const waitingForFence = confirmed("a", 0, { confirmedBy: CONFIRM.identity });
+
+  test("FenceFailed (a round still due), node Ready with a new boot → Recovered, nothing released", () => {
+    expect(resyncWants(failedRound)).toBe(true);
+    const d = run(failedRound);
+    expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus"]);
+    expect((d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status).toMatchObject({
+      phase: "Recovered",
+      reason: "NodeRecovered",
+      recoveredBootId: NEW_BOOT,
+    });
+    expect(d.emit.map((e) => e.type)).toEqual([EVENT_TYPES.nodeRecovered]);
+  });
+
+  test("Confirmed, never fenced, node Ready with a new boot → Closed NodeRebooted", () => {
+    expect(resyncWants(waitingForFence)).toBe(true);
+    const d = run(waitingForFence);
+    expect((d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status).toMatchObject({
+      phase: "Closed",
+      reason: "NodeRebooted",
+    });
+  });
+
+  test("the node on the incident's boot, not Ready, or without a boot ID → left alone", () => {
+    for (const n of [
+      node("a", { ready: "True", bootId: BOOT.a }),
+      node("a", { ready: "Unknown", bootId: NEW_BOOT }),
+      node("a", { ready: "True", bootId: "" }),
+    ]) {
+      expect(run(failedRound, n).actions).toEqual([]);
+      expect(run(waitingForFence, n).actions).toEqual([]);
+    }
   });
 });

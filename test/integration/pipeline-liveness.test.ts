@@ -11,7 +11,11 @@
 //   test/unit/infra/stage-executor.test.ts.)
 // - the driving fence replica is stopped gracefully mid-round (a rolling update, a pod
 //   deleted): it records the round on its way out and publishes that round's fence.failed,
-//   so the event log holds every round (chaos seed 265 lost it: issue 14).
+//   so the event log holds every round (chaos seed 265 lost it: issue 14);
+// - the node comes back with a new boot while its round runs (its node.condition event is
+//   ignored then: FencingInProgress): once the round has ended FenceFailed, recover's
+//   reconciler ends the incident (chaos seed 265 again: it stayed open, holding its
+//   storm-guard slot, until the node's next boot).
 import { describe, expect, it } from "vitest";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
@@ -187,5 +191,45 @@ describe("a driving fence replica stopped gracefully mid-round", () => {
       500,
     );
     expect(event.source).toContain(driver);
+  });
+});
+
+describe("a node back with a new boot while its round runs", () => {
+  const env = withEnv(async (scope) =>
+    scope.add(
+      await startPipelineCluster({
+        policy: {
+          reconcile: RECONCILE,
+          timeouts: { powerOffTimeoutMs: ROUND_MS, leaseDurationMs: LEASE_MS },
+        },
+      }),
+    ),
+  );
+
+  it("ends the incident once the round has ended, without a later event", async () => {
+    const c = env();
+    const victim = "node-a";
+    c.nodes.get(victim)!.bmc.faults.stuckPoweringOff = true;
+    await c.crash(victim);
+    const fencing = await waitFor(
+      "round 1 under way",
+      async () =>
+        (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "Fencing"),
+      30_000,
+      50,
+    );
+    const newBoot = await c.reboot(victim);
+    // The round runs out (ROUND_MS, recorded within its margin), then one reconcile pass.
+    const bound = ROUND_MS + 5_000 + RECONCILE.intervalMs * 1.2 * 2 + 5_000;
+    const ended = await waitFor(
+      "the incident ended by recover",
+      async () =>
+        (await incidents(c)).find(
+          (i) => i.metadata.name === fencing.metadata.name && i.status?.phase === "Recovered",
+        ),
+      bound,
+    );
+    expect(ended.status!.recoveredBootId).toBe(newBoot);
+    expect(ended.status!.attempts.every((a) => a.result !== "off-confirmed")).toBe(true);
   });
 });

@@ -18,7 +18,8 @@
 //   storm-guard slot, until the node's next boot).
 import { describe, expect, it } from "vitest";
 import { withEnv } from "../../harness/env/with-env.ts";
-import { startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
+import { startPipelineCluster, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
+import type { NodeFence } from "../../core/incident.ts";
 import { stageNames } from "../../functions/registry.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import { incidents, waitFor } from "./pipeline-helpers.ts";
@@ -29,12 +30,12 @@ const RECONCILE = { intervalMs: 1_000, stalledAfterMs: 1_000 };
 const LEASE_MS = 12_000;
 const ROUND_MS = 5_000;
 
-describe("a driving fence replica dies mid-round", () => {
-  const NODES = ["node-a", "node-b", "node-c", "node-d"];
-  const env = withEnv(async (scope) =>
+/** A cluster (the harness's default nodes unless named) whose rounds and Lease are the above. */
+function roundCluster(nodes?: string[]) {
+  return withEnv(async (scope) =>
     scope.add(
       await startPipelineCluster({
-        nodes: NODES,
+        ...(nodes ? { nodes } : {}),
         policy: {
           reconcile: RECONCILE,
           timeouts: { powerOffTimeoutMs: ROUND_MS, leaseDurationMs: LEASE_MS },
@@ -42,22 +43,32 @@ describe("a driving fence replica dies mid-round", () => {
       }),
     ),
   );
+}
+
+/** Crashes `victim` with its BMC stuck powering off; its incident once round 1 is under way, driver named. */
+async function roundUnderWay(c: PipelineCluster, victim: string): Promise<NodeFence> {
+  c.nodes.get(victim)!.bmc.faults.stuckPoweringOff = true;
+  await c.crash(victim);
+  return waitFor(
+    "round 1 under way",
+    async () =>
+      (await incidents(c)).find(
+        (i) => i.spec.nodeName === victim && i.status?.phase === "Fencing" && i.status.fencingBy,
+      ),
+    30_000,
+    50,
+  );
+}
+
+describe("a driving fence replica dies mid-round", () => {
+  const NODES = ["node-a", "node-b", "node-c", "node-d"];
+  const env = roundCluster(NODES);
 
   it("another replica finishes the round after the driver's Lease expired", async () => {
     const c = env();
     const victim = "node-a";
     const bmc = c.nodes.get(victim)!.bmc;
-    bmc.faults.stuckPoweringOff = true;
-    await c.crash(victim);
-    const fencing = await waitFor(
-      "round 1 under way",
-      async () =>
-        (await incidents(c)).find(
-          (i) => i.spec.nodeName === victim && i.status?.phase === "Fencing" && i.status.fencingBy,
-        ),
-      30_000,
-      50,
-    );
+    const fencing = await roundUnderWay(c, victim);
     const driver = fencing.status!.fencingBy!;
     const driverNode = NODES.find((n) => driver.endsWith(n))!;
     const t0 = Date.now();
@@ -142,32 +153,11 @@ describe("a BMC slower than its level's budget, with a handler deadline shorter 
 
 describe("a driving fence replica stopped gracefully mid-round", () => {
   const NODES = ["node-a", "node-b", "node-c", "node-d"];
-  const env = withEnv(async (scope) =>
-    scope.add(
-      await startPipelineCluster({
-        nodes: NODES,
-        policy: {
-          reconcile: RECONCILE,
-          timeouts: { powerOffTimeoutMs: ROUND_MS, leaseDurationMs: LEASE_MS },
-        },
-      }),
-    ),
-  );
+  const env = roundCluster(NODES);
 
   it("records the round on its way out and publishes its fence.failed", async () => {
     const c = env();
-    const victim = "node-a";
-    c.nodes.get(victim)!.bmc.faults.stuckPoweringOff = true;
-    await c.crash(victim);
-    const fencing = await waitFor(
-      "round 1 under way",
-      async () =>
-        (await incidents(c)).find(
-          (i) => i.spec.nodeName === victim && i.status?.phase === "Fencing" && i.status.fencingBy,
-        ),
-      30_000,
-      50,
-    );
+    const fencing = await roundUnderWay(c, "node-a");
     const name = fencing.metadata.name;
     const driver = fencing.status!.fencingBy!;
     const driverNode = NODES.find((n) => driver.endsWith(n))!;
@@ -195,29 +185,12 @@ describe("a driving fence replica stopped gracefully mid-round", () => {
 });
 
 describe("a node back with a new boot while its round runs", () => {
-  const env = withEnv(async (scope) =>
-    scope.add(
-      await startPipelineCluster({
-        policy: {
-          reconcile: RECONCILE,
-          timeouts: { powerOffTimeoutMs: ROUND_MS, leaseDurationMs: LEASE_MS },
-        },
-      }),
-    ),
-  );
+  const env = roundCluster();
 
   it("ends the incident once the round has ended, without a later event", async () => {
     const c = env();
     const victim = "node-a";
-    c.nodes.get(victim)!.bmc.faults.stuckPoweringOff = true;
-    await c.crash(victim);
-    const fencing = await waitFor(
-      "round 1 under way",
-      async () =>
-        (await incidents(c)).find((i) => i.spec.nodeName === victim && i.status?.phase === "Fencing"),
-      30_000,
-      50,
-    );
+    const fencing = await roundUnderWay(c, victim);
     const newBoot = await c.reboot(victim);
     // The round runs out (ROUND_MS, recorded within its margin), then one reconcile pass.
     const bound = ROUND_MS + 5_000 + RECONCILE.intervalMs * 1.2 * 2 + 5_000;

@@ -82,6 +82,23 @@ const bAdmitted = (agoMs: number): AdmissionLedger => ({
   resourceVersion: "7",
   admitted: { [B_INCIDENT]: { node: "b", at: at(NOW - agoMs) } },
 });
+/**
+ * a Suspected with reason HeartbeatSeen: b's stored evidence (misses since NOW-1900) carries
+ * a sighting at NOW-1850 that b could not date (the in-flight renewal), c's none.
+ */
+const vetoedByB = () =>
+  view({
+    node: a,
+    incident: incident("a", {
+      phase: "Suspected",
+      reason: "HeartbeatSeen",
+      evidence: [
+        sighted({ ...evidence("b", "a", NOW - 1500), firstMissAt: at(NOW - 1900) }, NOW - 1850),
+        evidence("c", "a", NOW - 1400),
+      ],
+      timestamps: { suspected: new Date(0).toISOString() },
+    }),
+  });
 const cases: Case[] = [
   {
     name: "first observer → incident created Suspected, no fence request",
@@ -412,18 +429,7 @@ const cases: Case[] = [
     // apart, were not decided on while the stored copy was younger than half the window.
     name: "crash: a repeat from the observer whose stored evidence vetoes lifts the veto once the renewal is a Lease duration old, though no write is due for the refresh alone",
     event: suspectedWith(sighted({ ...evidence("b", "a", NOW), firstMissAt: at(NOW - 1900) }, NOW - 1850)),
-    view: view({
-      node: a,
-      incident: incident("a", {
-        phase: "Suspected",
-        reason: "HeartbeatSeen",
-        evidence: [
-          sighted({ ...evidence("b", "a", NOW - 1500), firstMissAt: at(NOW - 1900) }, NOW - 1850),
-          evidence("c", "a", NOW - 1400),
-        ],
-        timestamps: { suspected: new Date(0).toISOString() },
-      }),
-    }),
+    view: vetoedByB(),
     expect: { write: "update", phase: "Confirmed", emit: EVENT_TYPES.fenceRequested, evidence: 2 },
   },
   {
@@ -431,18 +437,7 @@ const cases: Case[] = [
     event: suspectedWith(
       sighted({ ...evidence("b", "a", NOW - 1000), firstMissAt: at(NOW - 1900) }, NOW - 1850),
     ),
-    view: view({
-      node: a,
-      incident: incident("a", {
-        phase: "Suspected",
-        reason: "HeartbeatSeen",
-        evidence: [
-          sighted({ ...evidence("b", "a", NOW - 1500), firstMissAt: at(NOW - 1900) }, NOW - 1850),
-          evidence("c", "a", NOW - 1400),
-        ],
-        timestamps: { suspected: new Date(0).toISOString() },
-      }),
-    }),
+    view: vetoedByB(),
     expect: { ignored: "HeartbeatSeen" },
   },
   {

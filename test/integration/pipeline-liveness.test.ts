@@ -157,10 +157,18 @@ describe("a driving fence replica stopped gracefully mid-round", () => {
 
   it("records the round on its way out and publishes its fence.failed", async () => {
     const c = env();
+    const bmc = c.nodes.get("node-a")!.bmc;
     const fencing = await roundUnderWay(c, "node-a");
     const name = fencing.metadata.name;
     const driver = fencing.status!.fencingBy!;
     const driverNode = NODES.find((n) => driver.endsWith(n))!;
+    // Stopped while its off command waits for the read-back: the round is under way.
+    await waitFor(
+      "the off command at the BMC",
+      async () => bmc.stats.resets.length > 0 || undefined,
+      20_000,
+      20,
+    );
     await c.crashReplicas(driverNode, { functions: ["fence"] }); // a graceful stop: the API stays
     const recorded = await waitFor(
       "round 1 recorded by its driver",
@@ -168,7 +176,7 @@ describe("a driving fence replica stopped gracefully mid-round", () => {
         (await incidents(c)).find(
           (i) => i.metadata.name === name && i.status?.attempts.some((a) => a.round === 1 && a.by === driver),
         ),
-      10_000,
+      30_000,
     );
     expect(recorded.status!.attempts.find((a) => a.round === 1)!.result).not.toBe("off-confirmed");
     const event = await waitFor(
@@ -177,7 +185,7 @@ describe("a driving fence replica stopped gracefully mid-round", () => {
         (await readEvents(c)).find(
           (e) => e.type === EVENT_TYPES.fenceFailed && e.data.incident === name && e.data.round === 1,
         ),
-      10_000,
+      30_000,
       500,
     );
     expect(event.source).toContain(driver);

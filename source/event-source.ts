@@ -180,6 +180,7 @@ export async function startEventSource(opts: {
     nodes.delete(name);
     conditions.onNodeDeleted(name);
     targets = probeTargets(config.node, ring(), config.probe.observersPerNode);
+    probes.retain(targets);
   });
   const onLease = (l: V1Lease) => {
     const renew = l.spec?.renewTime;

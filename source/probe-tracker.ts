@@ -1,7 +1,8 @@
 // Per-target probe bookkeeping of one observer replica: turns raw probe results into
 // observation events — one on every miss (with the streak's count and timings, and when
 // this observer last saw the target's heartbeat Lease renewed) and one
-// "restored" when a node answers again after misses; after a reboot (rearm) misses count
+// "restored" when a node answers again after misses; after a reboot (rearm), and after a
+// time off the probe ring (a node fenced off comes back with a new boot), misses count
 // only once the node has answered. Pure: takes results and times,
 // returns the observations to publish; never probes, never reads the clock.
 import { EVENT_TYPES } from "../events/catalog.ts";
@@ -54,9 +55,19 @@ export class ProbeTracker {
     this.state.set(target, { armed: false, misses: 0 });
   }
 
-  /** Forget targets no longer probed (ring changed). */
+  /**
+   * Targets no longer probed (the ring changed: a node fenced off leaves it until it is back)
+   * lose their streak and stay unarmed: when one is probed again, its misses count only once
+   * it has answered. A node fenced off reboots while off the ring, and its new boot can be in
+   * the API before its probed port answers; forgetting it instead (a fresh target counts
+   * from its first probe) held that start-up against the new boot (chaos seeds 282-284).
+   * A target this replica never probed counts from its first probe, so a restarted observer
+   * still sees a node that died before it started. A deleted node is kept unarmed too (one
+   * re-registered under its name answers first); the map holds one entry per node name seen.
+   */
   retain(targets: readonly string[]): void {
-    for (const t of [...this.state.keys()]) if (!targets.includes(t)) this.state.delete(t);
+    for (const t of this.state.keys())
+      if (!targets.includes(t)) this.state.set(t, { armed: false, misses: 0 });
   }
 
   onResult(r: ProbeResult): OutgoingEvent<NodeObserved> | undefined {

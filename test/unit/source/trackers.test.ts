@@ -118,3 +118,28 @@ describe("ProbeTracker after a reboot", () => {
     });
   });
 });
+
+describe("ProbeTracker and the probe ring", () => {
+  const miss = (t: ProbeTracker, at: number, boot = "boot-2") =>
+    t.onResult({ targetBootId: boot, target: "node-a", ok: false, at, port: 1 });
+
+  it("holds no streak against a node back on the ring until it has answered (fenced off, rebooted while off)", () => {
+    const t = new ProbeTracker(observer);
+    t.onResult({ targetBootId: "boot-1", target: "node-a", ok: true, at: 0, port: 1 });
+    expect(miss(t, 100, "boot-1")).toBeDefined(); // it dies: misses count
+    t.retain(["node-c"]); // fenced off: out of the ring
+    t.rearm("node-a"); // the informer saw its new boot while it was off the ring
+    t.retain(["node-c"]);
+    t.retain(["node-a", "node-c"]); // back on the ring (taint removed), its port not yet answering
+    expect(miss(t, 5_000)).toBeUndefined();
+    expect(miss(t, 5_100)).toBeUndefined();
+    t.onResult({ targetBootId: "boot-2", target: "node-a", ok: true, at: 5_200, port: 1 });
+    expect(miss(t, 5_300)!.data).toMatchObject({ result: "missed", consecutiveMisses: 1 });
+  });
+
+  it("counts from the first probe a target this replica never probed (a restarted observer sees a dead node)", () => {
+    const t = new ProbeTracker(observer);
+    t.retain(["node-a"]);
+    expect(miss(t, 100)!.data).toMatchObject({ result: "missed", consecutiveMisses: 1 });
+  });
+});

@@ -64,11 +64,22 @@ export function heartbeatState(plan: LastLookPlan, lease: LookSeen["lease"]): La
   // (a) only with a baseline read when the round started (undefined: none was read)
   if (plan.baseline === "absent") return "renewed";
   if (plan.baseline && lease.resourceVersion !== plan.baseline.resourceVersion) return "renewed";
+  return renewedAfterConfirmation(lease, plan.confirmedAt, plan.maxClockSkewMs) ? "renewed" : "silent";
+}
+
+/**
+ * Rule (b) of `heartbeatState`, on its own: the Lease's renewTime (the node's clock) is later
+ * than the confirmation (confirm's clock) by more than the clock-skew bound. Also used by
+ * recover (functions/recover/back.pure.ts), which reads the Lease without a baseline.
+ */
+export function renewedAfterConfirmation(
+  lease: HeartbeatRead,
+  confirmedAt: string,
+  maxClockSkewMs: number,
+): boolean {
   const renew = ms(lease.renewTime);
-  const confirmed = ms(plan.confirmedAt);
-  if (Number.isFinite(renew) && Number.isFinite(confirmed) && renew > confirmed + plan.maxClockSkewMs)
-    return "renewed";
-  return "silent";
+  const confirmed = ms(confirmedAt);
+  return Number.isFinite(renew) && Number.isFinite(confirmed) && renew > confirmed + maxClockSkewMs;
 }
 
 /**

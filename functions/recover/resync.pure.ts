@@ -4,8 +4,8 @@
 // round will follow): a round under way or due is never cut off this way. Nothing is
 // released on the node (S1: its power-off was never read back); the workloads stay until
 // the node comes back or someone deals with them. It also closes an incident fence
-// observed in Observe mode (Confirmed, reason Observed), and one whose node fence's last look
-// found back before any power-off (FenceFailed, reason NodeResponding: back.pure.ts). And it
+// observed in Observe mode (Confirmed, reason Observed), and one whose node came back before
+// any power-off (FenceFailed, reason NodeResponding: back.pure.ts). And it
 // ends an incident in any phase it re-drives (Confirmed, FenceFailed, FencedOff, Released)
 // whose node the API shows Ready with a new boot ID, as the node.condition event would have
 // (decide.pure.ts), so a lost, stale or too-early event (one that came while a round was
@@ -20,7 +20,7 @@ import {
   type NodeFence,
   type Phase,
 } from "../../core/incident.ts";
-import { closeBack, lookFoundBack } from "./back.pure.ts";
+import { closeBack, mayBeBack } from "./back.pure.ts";
 import { recovery } from "./decide.pure.ts";
 import {
   ignored,
@@ -29,6 +29,7 @@ import {
   rejected,
   type DecideInput,
   type Decision,
+  type NodeInfo,
   type Resync,
   type ViewRequest,
 } from "../../core/decision.ts";
@@ -51,8 +52,9 @@ export function resyncWants(inc: NodeFence): boolean {
   return RECOVER_RESYNC_PHASES.includes(statusOf(inc).phase);
 }
 
+/** The node, the incident, and the node's heartbeat Lease (back.pure.ts: a node back after abandoned rounds). */
 export function locateResync(r: Resync): ViewRequest {
-  return { node: r.node, incident: r.incident, cluster: false };
+  return { node: r.node, incident: r.incident, cluster: false, heartbeatLease: true };
 }
 
 export function resync(input: DecideInput<Resync>): Decision {
@@ -64,12 +66,16 @@ export function resync(input: DecideInput<Resync>): Decision {
   const st = statusOf(inc);
   if (!RECOVER_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not recover's to re-drive`);
-  const node = view.node;
-  if (node?.ready === "True" && node.bootId && node.bootId !== inc.spec.bootId)
-    return recovery(inc, node.name, node.bootId, now);
+  const notBack = notRecovered(inc, view.node);
+  if (!notBack) return recovery(inc, view.node!.name, view.node!.bootId, now);
   if (st.phase === "Confirmed") return closeObserved(input);
-  if (AWAITING_RECOVERY.includes(st.phase)) return recoverIfBack(input);
-  if (lookFoundBack(st)) return closeBack(input);
+  if (AWAITING_RECOVERY.includes(st.phase)) return notBack;
+  if (mayBeBack(st)) {
+    const back = closeBack(input);
+    // not back (yet): an operator's release-slot request still counts
+    if (back.outcome.kind !== "ignored" || inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] === undefined)
+      return back;
+  }
   const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   if (why === undefined)
     return ignored(
@@ -117,16 +123,21 @@ function closeObserved({ view, now, event }: DecideInput<Resync>): Decision {
   ]);
 }
 
-/** A fenced incident whose node is Ready with a new boot ID ends as on the node.condition event. */
-function recoverIfBack({ view, now, event }: DecideInput<Resync>): Decision {
-  const inc = view.incident!;
-  const node = view.node;
+/**
+ * Why the incident's node is not back with a new boot (the decision to return), or undefined
+ * when it is: Ready with a boot ID that is known and not the incident's, as on the
+ * node.condition event (decide.pure.ts). A Node without a boot ID tells nothing of a reboot.
+ */
+function notRecovered(inc: NodeFence, node: NodeInfo | undefined): Decision | undefined {
+  const name = inc.metadata.name;
   if (!node) return ignored("NodeNotFound", `node ${inc.spec.nodeName} is not in the API`);
   if (node.ready !== "True") return ignored("NodeNotReady", `${node.name} is not Ready`);
+  if (!node.bootId)
+    return ignored("NotARecovery", `${node.name} is Ready with no boot ID: not a recovery of ${name}`);
   if (node.bootId === inc.spec.bootId)
     return ignored(
       "NotARecovery",
-      `${node.name} Ready with the incident's own boot ${node.bootId}: not a recovery of ${event.incident}`,
+      `${node.name} Ready with the incident's own boot ${node.bootId}: not a recovery of ${name}`,
     );
-  return recovery(inc, node.name, node.bootId, now);
+  return undefined;
 }

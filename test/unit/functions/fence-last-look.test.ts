@@ -11,8 +11,13 @@ import {
   lookPlan,
   type LookSeen,
 } from "../../../functions/fence/last-look.pure.ts";
-import type { Action, LastLookPlan } from "../../../core/decision.ts";
-import type { Attempt, NodeFenceStatus } from "../../../core/incident.ts";
+import type { Action, LastLookPlan, NodeInfo, View } from "../../../core/decision.ts";
+import {
+  RELEASE_SLOT_ANNOTATION,
+  type Attempt,
+  type NodeFence,
+  type NodeFenceStatus,
+} from "../../../core/incident.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import {
   FENCE,
@@ -326,5 +331,76 @@ describe("recover closes an incident whose node the last look found back", () =>
       phase: "Recovered",
       recoveredBootId: "other",
     });
+  });
+});
+
+describe("recover closes an incident whose every round the last look abandoned, once the node is back", () => {
+  // Chaos seeds 282-284: a node answering its probe while still starting (not Ready, no
+  // heartbeat yet) had its three rounds abandoned within a second and none of the looks found
+  // it back; its final FenceFailed kept the storm-guard slot and blocked another node's crash.
+  const looked = (round: number, startMs: number): Attempt => ({
+    ...offAttempt(round, startMs, { result: "abandoned", message: "last look: a answered" }),
+    commandAt: undefined,
+    readBackState: undefined,
+    readBackAt: undefined,
+    lastLook: { reason: "NodeResponding", probe: "answered", heartbeat: "silent", back: false },
+  });
+  const spent = (extra: Partial<NodeFenceStatus> = {}) =>
+    confirmed("a", 0, {
+      phase: "FenceFailed",
+      round: 3,
+      reason: "NodeResponding",
+      attempts: [looked(1, 100), looked(2, 600), looked(3, 1100)],
+      ...extra,
+    });
+  const SKEW = 2_000; // the default corroboration.maxClockSkewMs
+  const renewed = (ms: number) => ({ resourceVersion: "9", renewTime: at(ms) });
+  const run = (inc: NodeFence, opts: { n?: NodeInfo; heartbeat?: View["heartbeat"] | null } = {}) =>
+    recoverResync({
+      event: { kind: "resync", incident: inc.metadata.name, node: "a" },
+      view: view({
+        incident: inc,
+        node: opts.n ?? node("a", { ready: "True" }),
+        ...(opts.heartbeat === null ? {} : { heartbeat: opts.heartbeat ?? renewed(SKEW + 500) }),
+      }),
+      now: T0 + 10_000,
+      self: FENCE,
+    });
+  const phaseOf = (d: ReturnType<typeof run>) =>
+    (d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }> | undefined)?.status;
+
+  test("Ready with the incident's boot, heartbeat renewed after the confirmation → Closed NodeResponding, nothing else", () => {
+    const d = run(spent());
+    expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus"]);
+    expect(phaseOf(d)).toMatchObject({ phase: "Closed", reason: "NodeResponding" });
+    expect(phaseOf(d)!.message).toContain("each of its 3 rounds was abandoned before any off command");
+  });
+
+  test("not back by recover's own read → NotDue: not Ready, no Lease, or renewed only before the confirmation (within the skew bound)", () => {
+    for (const d of [
+      run(spent(), { n: node("a", { ready: "Unknown" }) }),
+      run(spent(), { heartbeat: null }),
+      run(spent(), { heartbeat: "absent" }),
+      run(spent(), { heartbeat: renewed(SKEW) }), // not later than confirmed + skew
+      run(spent(), { heartbeat: renewed(-5_000) }), // the dead node's last renewal
+    ])
+      expect(d.outcome).toMatchObject({ kind: "ignored", code: "NotDue" });
+  });
+
+  test("a round that sent an off command, or released workloads → never closed this way (S1: an operator decides)", () => {
+    const timedOut = { ...offAttempt(1, 100), result: "timeout" as const };
+    expect(run(spent({ attempts: [timedOut, looked(2, 600), looked(3, 1100)] })).outcome).toMatchObject({
+      kind: "ignored",
+      code: "NotDue",
+    });
+    const released = { taint: at(900), podsDeleted: 1, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    expect(run(spent({ released })).actions).toEqual([]);
+  });
+
+  test("not back, with an operator's release-slot request → the slot is released (the request is not lost)", () => {
+    const inc = spent();
+    inc.metadata.annotations = { [RELEASE_SLOT_ANNOTATION]: "node-a is being repaired" };
+    const d = run(inc, { n: node("a", { ready: "Unknown" }) });
+    expect(phaseOf(d)).toMatchObject({ phase: "Closed", reason: "SlotReleased" });
   });
 });

@@ -4,6 +4,7 @@
 // (elapsed time is passed in); it never decides anything about fencing itself, which is
 // confirm's and fence's.
 import {
+  endedUnfenced,
   isFinalFenceFailed,
   isTerminal,
   statusOf,
@@ -39,7 +40,9 @@ export function existingVerdict(inc: NodeFence): ExistingVerdict {
       action: "ended",
       message:
         `incident ${name} for this incarnation of ${node} (boot ${inc.spec.bootId}) has ended: ${st.phase}${why(st)}. ` +
-        `fastfence does nothing more for it; the node has a new incarnation or was recovered. ` +
+        (endedUnfenced(st)
+          ? `It ended with nothing powered off: a new failure of this boot, seen by the observers, replaces it. `
+          : `fastfence does nothing more for it; the node has a new incarnation or was recovered. `) +
         `A new request needs a new incident: once the node reboots (new boot ID), or after deleting this one ` +
         `(kubectl -n ${inc.metadata.namespace ?? "NAMESPACE"} delete nodefence ${name}; it is the record of what happened)`,
     };

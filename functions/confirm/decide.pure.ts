@@ -9,13 +9,15 @@
 // checked against the cluster, not taken from the record: the incoming probe evidence
 // must pass its origin checks (else the suspicion is rejected), and every stored piece
 // counts only while it still passes them (probe) or the API still says so
-// (condition/lease). The heartbeat veto compares times of one observer's clock. It never
-// powers anything off. No I/O.
+// (condition/lease). The heartbeat veto compares times of one observer's clock. A suspicion
+// of a new failure of an incarnation whose incident ended Closed with nothing powered off
+// replaces that incident (core/incident.ts supersededBy). It never powers anything off. No I/O.
 import {
   emptyStatus,
   incidentName,
   newIncident,
   statusOf,
+  supersededBy,
   transition,
   type NodeFence,
   type NodeFenceStatus,
@@ -111,12 +113,58 @@ interface AtGuards {
  */
 export function clusterNeeded(input: DecideInput<FfEvent>): boolean {
   const ev = input.event as AnyFfEvent;
-  return ev.type === EVENT_TYPES.nodeSuspected && !("outcome" in beforeGuards(ev.data, input));
+  if (ev.type !== EVENT_TYPES.nodeSuspected) return false;
+  return !("outcome" in beforeGuards(ev.data, withoutSuperseded(ev.data, input).input));
 }
 
-function onSuspected(d: NodeSuspected, input: DecideInput<FfEvent>): Decision {
+function onSuspected(d: NodeSuspected, suspicion: DecideInput<FfEvent>): Decision {
+  const { input, superseded } = withoutSuperseded(d, suspicion);
   const at = beforeGuards(d, input);
-  return "outcome" in at ? at : guarded(d, input, at);
+  const decision = "outcome" in at ? at : guarded(d, input, at);
+  return superseded ? replacing(superseded, decision) : decision;
+}
+
+/**
+ * A suspicion of a new failure of an incarnation whose incident ended Closed with nothing
+ * powered off (core/incident.ts supersededBy: the evidence was observed after the close) is decided
+ * as if there were no incident; `superseded` is that incident, which the write replaces.
+ */
+function withoutSuperseded(
+  d: NodeSuspected,
+  input: DecideInput<FfEvent>,
+): { input: DecideInput<FfEvent>; superseded?: NodeFence } {
+  const inc = input.view.incident;
+  if (!inc || inc.metadata.name !== incidentName(d.node, d.bootId) || inc.spec.bootId !== d.bootId)
+    return { input };
+  if (!supersededBy(inc, ms(d.evidence.at), input.view.policy.corroboration.maxClockSkewMs)) return { input };
+  const { incident: _closed, ...view } = input.view;
+  return { input: { ...input, view }, superseded: inc };
+}
+
+/**
+ * The decision on a superseded incident: a create of the new incident (same name) is preceded
+ * by the removal of the Closed one, guarded by its resourceVersion; anything else is unchanged.
+ */
+function replacing(closed: NodeFence, decision: Decision): Decision {
+  const at = decision.actions.findIndex((a) => a.kind === "createIncident");
+  const rv = closed.metadata.resourceVersion;
+  if (at < 0) return decision;
+  if (!rv)
+    return rejected(
+      "MissingResourceVersion",
+      `incident ${closed.metadata.name} was read without a resourceVersion`,
+    );
+  const remove: Action = {
+    kind: "removeClosedIncident",
+    name: closed.metadata.name,
+    expectedResourceVersion: rv,
+  };
+  const detail = `${decision.outcome.kind === "processed" ? (decision.outcome.detail ?? "") : ""}; replaces ${closed.metadata.name}, Closed (${statusOf(closed).reason ?? "no reason"}) at ${statusOf(closed).timestamps.closed}: a new failure of the same boot`;
+  return processed(
+    detail,
+    [...decision.actions.slice(0, at), remove, ...decision.actions.slice(at)],
+    decision.emit,
+  );
 }
 
 /** Every check and write that needs no cluster view: a Decision, or where the guards start. */

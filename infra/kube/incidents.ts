@@ -1,5 +1,6 @@
 // NodeFence incidents in the Kubernetes API: read by name, find a node's open incident,
-// list open incidents, create, and write status guarded by resourceVersion. A 409 is
+// list open incidents, create, write status guarded by resourceVersion, and delete a Closed
+// one a new failure supersedes (guarded the same way). A 409 is
 // returned as KubeApiError(FF_KUBE_CONFLICT) for the caller to re-read and re-decide;
 // this module never retries a conflicting write itself and never edits status fields
 // it was not given, except status.conditions, which it derives from the status it writes
@@ -76,6 +77,27 @@ export class IncidentStore {
     )) as NodeFence;
     if (!status) return created;
     return this.writeStatus(incident.metadata.name, created.metadata.resourceVersion ?? "", status);
+  }
+
+  /**
+   * Deletes the incident if it is still at `resourceVersion` (else 409); one already gone
+   * counts as deleted. Only for a Closed incident a new failure supersedes (its history stays
+   * in the event log and in its Kubernetes Events).
+   */
+  async removeClosed(name: string, resourceVersion: string): Promise<void> {
+    try {
+      await this.kube.call(`delete nodefence ${name}`, (a) =>
+        a.custom.deleteNamespacedCustomObject({
+          ...G,
+          namespace: this.namespace,
+          name,
+          body: { preconditions: { resourceVersion } },
+        }),
+      );
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return;
+      throw err;
+    }
   }
 
   /**

@@ -152,6 +152,13 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           if (ad.events) void ad.events.written(undefined, last);
           break;
         }
+        case "removeClosedIncident":
+          await guarded(
+            `remove closed incident ${a.name}`,
+            ad.incidents.removeClosed(a.name, a.expectedResourceVersion),
+          );
+          last = undefined;
+          break;
         case "updateIncidentStatus": {
           if (isTerminal(a.status.phase) && ad.power?.releaseHolds) {
             // Before the write: if this fails the event is redelivered and decided again.

@@ -5,7 +5,10 @@
 //     powered off: the look abandons the round, the incident ends Closed with NodeResponding;
 // (b) the same in a retry round: round 1 fails (the BMC answers 500 to everything), the node
 //     comes back during the backoff, round 2's look abandons it before any off command;
-// (c) a plain crash is still fenced and released, the look's cost printed.
+// (c) a plain crash is still fenced and released, the look's cost printed;
+// (d) the node found back in (a) crashes later with the same boot: it is fenced and released
+//     (its Closed incident is replaced by a new one of the same name, core/incident.ts
+//     supersededBy). Before, the Closed incident kept every later suspicion of that boot out.
 // "Not powered off" means the node's BMC carried out no power command at all (its reset log
 // is empty) and still reads On.
 import { describe, expect, it } from "vitest";
@@ -116,5 +119,36 @@ describe("the last look before the off command", () => {
     );
     expect(bmc.stats.resets.map((r) => r.type)).toContain("ForceOff");
     expect(st.attempts.some((a) => a.result === "abandoned")).toBe(false);
+  });
+
+  it("(d) a node found back, crashing later with the same boot, is fenced and released", async () => {
+    const c = env();
+    const node = "node-a";
+    const bmc = c.nodes.get(node)!.bmc;
+    const name = incidentName(node, c.kwok.byName(node).bootId);
+    // (a) left node-a's incident Closed NodeResponding, on this boot
+    const closed = await incidentOf(c, name, (i) => i.status?.phase === "Closed", 1_000);
+    expect(closed.status!.reason).toBe("NodeResponding");
+    // (c) left node-c Released, which holds the storm guard's one slot: bring it back first
+    await c.reboot("node-c");
+    await waitFor(
+      "node-c's incident ended",
+      async () =>
+        !(await incidents(c)).some((i) => i.spec.nodeName === "node-c" && i.status?.phase === "Released"),
+      30_000,
+    );
+    const mark = bmc.stats.resets.length;
+    const t0 = await c.crash(node);
+    const released = await incidentOf(
+      c,
+      name,
+      (i) => i.metadata.uid !== closed.metadata.uid && i.status?.phase === "Released",
+      30_000,
+    );
+    console.log(
+      `(d) crash of ${node} (same boot, its incident closed ${t0 - Date.parse(closed.status!.timestamps.closed!)} ms before) → Released ${Date.now() - t0} ms; attempts: ${summary(released)}`,
+    );
+    expect(released.spec.bootId).toBe(closed.spec.bootId);
+    expect(bmc.stats.resets.slice(mark).map((r) => r.type)).toContain("ForceOff");
   });
 });

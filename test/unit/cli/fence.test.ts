@@ -61,7 +61,13 @@ describe("fence: an existing incident", () => {
     const v = existingVerdict(incident(closed));
     expect(v.action).toBe("ended");
     expect(v.action === "ended" && v.message).toMatch(/has ended: Closed \(Observed: would use level 0\)/);
-    expect(v.action === "ended" && v.message).toContain("new incarnation or was recovered");
+    // nothing was powered off: a new failure of the same boot replaces it (core/incident.ts supersededBy)
+    expect(v.action === "ended" && v.message).toContain(
+      "a new failure of this boot, seen by the observers, replaces it",
+    );
+    const recovered = transition(released, "Recovered", at, { recoveredBootId: "boot-5678" });
+    const done = existingVerdict(incident(recovered));
+    expect(done.action === "ended" && done.message).toContain("new incarnation or was recovered");
   });
 
   it("the request's NodeFence: newIncident's name and labels, the request, no status", () => {

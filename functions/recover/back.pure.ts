@@ -48,17 +48,24 @@ export function everyRoundAbandoned(st: NodeFenceStatus): boolean {
   );
 }
 
-/** What recover's own read says of the node, for way (2); undefined: back. */
-function notBackNow(st: NodeFenceStatus, bootId: string, view: View): string | undefined {
+/** What recover's own read says of the node, for way (2): back (with the renewal seen), or why not. */
+function backNow(
+  st: NodeFenceStatus,
+  bootId: string,
+  view: View,
+): { back: true; renewTime: string } | { back: false; why: string } {
   const node = view.node;
   if (!node || node.bootId !== bootId || node.ready !== "True")
-    return `not Ready with the incident's boot ${bootId}`;
+    return { back: false, why: `not Ready with the incident's boot ${bootId}` };
   const hb = view.heartbeat;
   const confirmed = st.timestamps.confirmed ?? "";
-  if (!hb || hb === "absent") return "no heartbeat Lease";
-  if (!renewedAfterConfirmation(hb, confirmed, view.policy.corroboration.maxClockSkewMs))
-    return `heartbeat last renewed ${hb.renewTime ?? "never"}, not after the confirmation at ${confirmed || "(unknown)"}`;
-  return undefined;
+  if (!hb || hb === "absent") return { back: false, why: "no heartbeat Lease" };
+  if (!hb.renewTime || !renewedAfterConfirmation(hb, confirmed, view.policy.corroboration.maxClockSkewMs))
+    return {
+      back: false,
+      why: `heartbeat last renewed ${hb.renewTime ?? "never"}, not after the confirmation at ${confirmed || "(unknown)"}`,
+    };
+  return { back: true, renewTime: hb.renewTime };
 }
 
 /** Whether recover may try to close the incident as back (either way); closeBack says whether it does. */
@@ -81,13 +88,13 @@ export function closeBack({ view, now, event }: DecideInput<Resync>): Decision {
       );
     message = `${inc.spec.nodeName} is back (boot ${node.bootId}, Ready, heartbeat renewed) before any power-off: ${last.message ?? "seen in fence's last look"}`;
   } else if (everyRoundAbandoned(st)) {
-    const why = notBackNow(st, inc.spec.bootId, view);
-    if (why)
+    const seen = backNow(st, inc.spec.bootId, view);
+    if (!seen.back)
       return ignored(
         "NotDue",
-        `incident ${name}: every round abandoned, ${inc.spec.nodeName} not back yet: ${why}`,
+        `incident ${name}: every round abandoned, ${inc.spec.nodeName} not back yet: ${seen.why}`,
       );
-    message = `${inc.spec.nodeName} is back (boot ${inc.spec.bootId}, Ready, heartbeat renewed ${(view.heartbeat as { renewTime?: string }).renewTime} after the confirmation) and each of its ${st.attempts.length} rounds was abandoned before any off command`;
+    message = `${inc.spec.nodeName} is back (boot ${inc.spec.bootId}, Ready, heartbeat renewed ${seen.renewTime} after the confirmation) and each of its ${st.attempts.length} rounds was abandoned before any off command`;
   } else
     return ignored(
       "NotDue",

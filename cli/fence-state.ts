@@ -4,7 +4,6 @@
 // (elapsed time is passed in); it never decides anything about fencing itself, which is
 // confirm's and fence's.
 import {
-  endedUnfenced,
   isFinalFenceFailed,
   isTerminal,
   statusOf,
@@ -12,6 +11,7 @@ import {
   type NodeFenceStatus,
   type Phase,
 } from "../core/incident.ts";
+import { closedAsBack } from "../core/superseded.ts";
 
 /** What to do about an incident that already exists for the node's incarnation. */
 export type ExistingVerdict =
@@ -40,8 +40,8 @@ export function existingVerdict(inc: NodeFence): ExistingVerdict {
       action: "ended",
       message:
         `incident ${name} for this incarnation of ${node} (boot ${inc.spec.bootId}) has ended: ${st.phase}${why(st)}. ` +
-        (endedUnfenced(st)
-          ? `It ended with nothing powered off: a new failure of this boot, seen by the observers, replaces it. `
+        (closedAsBack(st)
+          ? `It ended with the node back, nothing powered off: a new failure of this boot, seen by the observers, replaces it. `
           : `fastfence does nothing more for it; the node has a new incarnation or was recovered. `) +
         `A new request needs a new incident: once the node reboots (new boot ID), or after deleting this one ` +
         `(kubectl -n ${inc.metadata.namespace ?? "NAMESPACE"} delete nodefence ${name}; it is the record of what happened)`,

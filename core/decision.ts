@@ -262,7 +262,7 @@ export type Taint = { key: string; value: string; effect: "NoExecute" | "NoSched
 export type Action =
   /** Create the incident (AlreadyExists = conflict), then write `incident.status` on the new resourceVersion. */
   | { kind: "createIncident"; incident: NodeFence }
-  /** Delete a Closed incident a new failure supersedes (core/incident.ts supersededBy), guarded like an update; gone: done. */
+  /** Delete a Closed incident a new failure supersedes (core/superseded.ts supersededBy), guarded like an update; gone: done. */
   | { kind: "removeClosedIncident"; name: string; expectedResourceVersion: string }
   /** Replace the incident status, guarded by the resourceVersion read (409 = conflict). */
   | { kind: "updateIncidentStatus"; name: string; expectedResourceVersion: string; status: NodeFenceStatus }

@@ -74,7 +74,7 @@ export const ADMITTED_PHASES: readonly Phase[] = [
 
 /**
  * Phases that end an incident. Nothing more happens to the node for this incarnation, except
- * that an incident that ended unfenced gives way to a later failure of it (`supersededBy`).
+ * that an incident closed as back gives way to a later failure of it (core/superseded.ts).
  */
 export const TERMINAL_PHASES: readonly Phase[] = ["Recovered", "Closed"];
 export function isTerminal(phase: Phase): boolean {
@@ -88,28 +88,6 @@ export function isTerminal(phase: Phase): boolean {
  */
 export function isFinalFenceFailed(st: NodeFenceStatus, maxRounds: number): boolean {
   return st.phase === "FenceFailed" && (st.round >= maxRounds || st.retryNotBefore === undefined);
-}
-
-/**
- * Whether evidence observed at `atMs` (the observer's clock; detect's for API evidence) is of
- * a new failure of the boot whose incident `inc` ended unfenced: observed later than the close
- * (recover's clock) by more than `maxClockSkewMs`, so a late copy of the failure that incident
- * was about never replaces it (not the streak's start: a node dying just after the close keeps
- * the streak begun then). confirm then replaces the incident (same name, a new object; the old
- * one's history stays in the event log and its Events); the new one must pass every check of
- * confirm again, so a replacement in error costs a record, never a power-off. Without it, a
- * node found back (a long pause, a hung NIC) could not be fenced again until it rebooted.
- */
-export function supersededBy(inc: NodeFence | undefined, atMs: number, maxClockSkewMs: number): boolean {
-  const st = inc?.status;
-  if (!st || !endedUnfenced(st)) return false;
-  const closed = Date.parse(st.timestamps.closed ?? "");
-  return Number.isFinite(closed) && Number.isFinite(atMs) && atMs > closed + maxClockSkewMs;
-}
-
-/** Closed with no power-off read back and nothing released: a later failure of its boot replaces it. */
-export function endedUnfenced(st: NodeFenceStatus): boolean {
-  return st.phase === "Closed" && !st.timestamps.fencedOff && !st.released;
 }
 
 /** Order along the happy path; used to say "already past this step". */

@@ -11,13 +11,12 @@
 // counts only while it still passes them (probe) or the API still says so
 // (condition/lease). The heartbeat veto compares times of one observer's clock. A suspicion
 // of a new failure of an incarnation whose incident ended Closed with nothing powered off
-// replaces that incident (core/incident.ts supersededBy). It never powers anything off. No I/O.
+// replaces that incident (core/superseded.ts supersededBy). It never powers anything off. No I/O.
 import {
   emptyStatus,
   incidentName,
   newIncident,
   statusOf,
-  supersededBy,
   transition,
   type NodeFence,
   type NodeFenceStatus,
@@ -42,6 +41,7 @@ import {
   futureTimestamp,
 } from "../../core/evidence-checks.ts";
 import { admit } from "../../core/admission-ledger.ts";
+import { supersededBy } from "../../core/superseded.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
 import { levelsForNode } from "../../core/policy.ts";
 import {
@@ -126,7 +126,7 @@ function onSuspected(d: NodeSuspected, suspicion: DecideInput<FfEvent>): Decisio
 
 /**
  * A suspicion of a new failure of an incarnation whose incident ended Closed with nothing
- * powered off (core/incident.ts supersededBy: the evidence was observed after the close) is decided
+ * powered off (core/superseded.ts supersededBy: the evidence was observed after the close) is decided
  * as if there were no incident; `superseded` is that incident, which the write replaces.
  */
 function withoutSuperseded(

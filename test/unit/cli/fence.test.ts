@@ -61,13 +61,22 @@ describe("fence: an existing incident", () => {
     const v = existingVerdict(incident(closed));
     expect(v.action).toBe("ended");
     expect(v.action === "ended" && v.message).toMatch(/has ended: Closed \(Observed: would use level 0\)/);
-    // nothing was powered off: a new failure of the same boot replaces it (core/incident.ts supersededBy)
-    expect(v.action === "ended" && v.message).toContain(
+    expect(v.action === "ended" && v.message).toContain("new incarnation or was recovered");
+    // closed as back (its round abandoned by the last look): a new failure of the same boot
+    // replaces it (core/superseded.ts supersededBy)
+    const looked = {
+      round: 1,
+      level: 0,
+      driver: "ipmi" as const,
+      by: "fence-node-c",
+      startedAt: at,
+      finishedAt: at,
+    };
+    const abandoned = { ...confirmed, attempts: [{ ...looked, result: "abandoned" as const }] };
+    const back = existingVerdict(incident(transition(abandoned, "Closed", at, { reason: "NodeResponding" })));
+    expect(back.action === "ended" && back.message).toContain(
       "a new failure of this boot, seen by the observers, replaces it",
     );
-    const recovered = transition(released, "Recovered", at, { recoveredBootId: "boot-5678" });
-    const done = existingVerdict(incident(recovered));
-    expect(done.action === "ended" && done.message).toContain("new incarnation or was recovered");
   });
 
   it("the request's NodeFence: newIncident's name and labels, the request, no status", () => {

@@ -1,24 +1,44 @@
-// confirm and an incident that ended Closed with nothing powered off (its node was found back
-// by fence's last look, its slot released, or it was observed): a later failure of the same
+// confirm and an incident closed as back (fence's last look abandoned its last round, the
+// node answering; nothing powered off, nothing released): a later failure of the same
 // boot replaces it — the Closed one removed (guarded by its resourceVersion), a new one of the
 // same name created — so a node that once paused and came back can still be fenced when it
 // dies. Evidence observed before the close, or within the clock-skew bound after it (a late
 // copy of the failure that incident was about), never replaces it, and an incident with a
-// power-off read back or workloads released is never replaced. Pure, plain data.
+// power-off read back or workloads released, or whose node is still down (closed as observed,
+// or on an operator's release-slot), is never replaced. Pure, plain data.
 import { describe, expect, test } from "vitest";
 import { decide } from "../../../functions/confirm/handler.ts";
-import { supersededBy, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
+import type { Attempt, NodeFence, NodeFenceStatus } from "../../../core/incident.ts";
+import { supersededBy } from "../../../core/superseded.ts";
 import type { Action } from "../../../core/decision.ts";
-import { CONFIRM, T0, at, incident, node, policy, suspected, view } from "../../scenarios/fixtures.ts";
+import {
+  CONFIRM,
+  T0,
+  at,
+  incident,
+  node,
+  offAttempt,
+  policy,
+  suspected,
+  view,
+} from "../../scenarios/fixtures.ts";
 
 const SKEW = policy().corroboration.maxClockSkewMs;
 const CLOSED_AT = 1_000;
-/** a's incident, Closed by recover at CLOSED_AT after its rounds were abandoned (found back). */
+/** a's incident, Closed by recover at CLOSED_AT after its round was abandoned (found back). */
+const looked: Attempt = {
+  ...offAttempt(1, -350, { result: "abandoned" }),
+  commandAt: undefined,
+  readBackState: undefined,
+  readBackAt: undefined,
+  lastLook: { reason: "NodeResponding", probe: "answered", heartbeat: "renewed", ready: "True", back: true },
+};
 const closedBack = (extra: Partial<NodeFenceStatus> = {}): NodeFence =>
   incident("a", {
     phase: "Closed",
     reason: "NodeResponding",
     round: 1,
+    attempts: [looked],
     timestamps: { suspected: at(-500), confirmed: at(-400), fenceFailed: at(-300), closed: at(CLOSED_AT) },
     ...extra,
   });
@@ -32,7 +52,7 @@ const run = (inc: NodeFence, atMs: number) =>
   });
 const kinds = (actions: Action[]) => actions.map((x) => x.kind);
 
-describe("confirm: a new failure of a boot whose incident ended Closed with nothing powered off", () => {
+describe("confirm: a new failure of a boot whose incident was closed as back", () => {
   test("evidence observed after the close (beyond the skew bound) → the Closed incident removed, a new Suspected one created", () => {
     const inc = closedBack();
     const d = run(inc, CLOSED_AT + SKEW + 1_000);
@@ -63,13 +83,16 @@ describe("confirm: a new failure of a boot whose incident ended Closed with noth
     }
   });
 
-  test("a Closed incident with a power-off read back or workloads released, or a Recovered one → never replaced", () => {
+  test("a power-off read back, workloads released, a Recovered one, one closed as observed or on release-slot → never replaced", () => {
     const released = { taint: at(-100), podsDeleted: 1, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
     const later = CLOSED_AT + SKEW + 1_000;
     for (const inc of [
       closedBack({ timestamps: { suspected: at(-500), fencedOff: at(-200), closed: at(CLOSED_AT) } }),
       closedBack({ released }),
       closedBack({ phase: "Recovered", timestamps: { suspected: at(-500), recovered: at(CLOSED_AT) } }),
+      // the node still down: closed as observed (no round), or on release-slot after a failed round
+      closedBack({ reason: "Observed", round: 0, attempts: [] }),
+      closedBack({ reason: "SlotReleased", attempts: [{ ...offAttempt(1, -350), result: "timeout" }] }),
     ]) {
       expect(run(inc, later).actions).toEqual([]);
       expect(supersededBy(inc, T0 + later, SKEW)).toBe(false);

@@ -4,7 +4,8 @@
 // purpose (as if a Role had been granted by mistake), so each refusal here is the
 // admission policy's, not RBAC's: a non-fence identity cannot write FencedOff or the
 // power-off proof, only remediate-workloads can write Released, illegal transitions are
-// refused even for the phase's owner, and the legal path under the right identities works.
+// refused even for the phase's owner, and the legal path under the right identities works;
+// a stage deletes only an incident closed as back (nodefence-delete-policy.yaml).
 import { RbacAuthorizationV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import {
@@ -40,7 +41,7 @@ const env = withEnv(async (scope) => {
         {
           apiGroups: ["fastfence.io"],
           resources: ["nodefences", "nodefences/status"],
-          verbs: ["get", "list", "create", "update", "patch"],
+          verbs: ["get", "list", "create", "update", "patch", "delete"],
         },
       ],
     },
@@ -266,6 +267,49 @@ describe("NodeFence status admission: phases by their owners, along the allowed 
     // fence writing a recovery
     const rec = await refused(write("fence", name, { ...p.fencedOff, recoveredBootId: "boot-9" }));
     expect(rec).toMatch(/only .*fastfence-recover may change status.recoveredBootId/);
+  });
+});
+
+describe("NodeFence delete admission: a stage deletes only an incident closed as back", () => {
+  it("confirm may replace one closed as back, never an open one, an observed one or the record of a power-off", async () => {
+    // open (Confirmed): confirm and fence refused, whatever RBAC says
+    const open = await incidentAt("node-del-open", "Confirmed");
+    const rv = async (name: string) => (await env().admin.get(name))!.metadata.resourceVersion!;
+    for (const who of ["confirm", "fence"] as const) {
+      const why = await refused(env()[who].removeClosed(open.name, await rv(open.name)));
+      expect(why).toMatch(/a fastfence stage may delete only a NodeFence closed as back/);
+    }
+    // fenced, then recovered and closed: the record of a power-off stays
+    const fenced = await incidentAt("node-del-fenced", "FencedOff");
+    await write("remediate-workloads", fenced.name, fenced.p.released);
+    await write("recover", fenced.name, fenced.p.recovered);
+    await write("recover", fenced.name, transition(fenced.p.recovered, "Closed", at(8)));
+    await refused(env().confirm.removeClosed(fenced.name, await rv(fenced.name)));
+    // closed without a round (observed): the node may still be down, the record stays
+    const observed = await incidentAt("node-del-observed", "Confirmed");
+    const seen = transition(observed.p.confirmed, "Closed", at(3), { reason: "Observed" });
+    await write("recover", observed.name, seen);
+    await refused(env().confirm.removeClosed(observed.name, await rv(observed.name)));
+    // closed as back (fence's last look abandoned the round, nothing powered off): confirm may delete it
+    const back = await incidentAt("node-del-back", "Fencing");
+    const looked: Attempt = {
+      ...offAttempt,
+      result: "abandoned",
+      commandAt: undefined,
+      readBackState: undefined,
+      readBackAt: undefined,
+    };
+    const failed = transition(back.p.fencing, "FenceFailed", at(4), {
+      attempts: [looked],
+      reason: "NodeResponding",
+    });
+    await write("fence", back.name, failed);
+    await write("recover", back.name, transition(failed, "Closed", at(5), { reason: "NodeResponding" }));
+    await env().confirm.removeClosed(back.name, await rv(back.name));
+    expect(await env().admin.get(back.name)).toBeUndefined();
+    // an identity that is no stage (an operator, an uninstall) is RBAC's business
+    await env().admin.removeClosed(open.name, await rv(open.name));
+    expect(await env().admin.get(open.name)).toBeUndefined();
   });
 });
 

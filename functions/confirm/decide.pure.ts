@@ -10,7 +10,7 @@
 // must pass its origin checks (else the suspicion is rejected), and every stored piece
 // counts only while it still passes them (probe) or the API still says so
 // (condition/lease). The heartbeat veto compares times of one observer's clock. A suspicion
-// of a new failure of an incarnation whose incident ended Closed with nothing powered off
+// of a new failure of an incarnation whose incident was closed as back (nothing powered off)
 // replaces that incident (core/superseded.ts supersededBy). It never powers anything off. No I/O.
 import {
   emptyStatus,
@@ -125,7 +125,7 @@ function onSuspected(d: NodeSuspected, suspicion: DecideInput<FfEvent>): Decisio
 }
 
 /**
- * A suspicion of a new failure of an incarnation whose incident ended Closed with nothing
+ * A suspicion of a new failure of an incarnation whose incident was closed as back, nothing
  * powered off (core/superseded.ts supersededBy: the evidence was observed after the close) is decided
  * as if there were no incident; `superseded` is that incident, which the write replaces.
  */

@@ -48,15 +48,22 @@ export function everyRoundAbandoned(st: NodeFenceStatus): boolean {
   );
 }
 
+/** Why the Node is not Ready with the incident's boot now, or undefined when it is. */
+function notReadyOnBoot(view: View, bootId: string): string | undefined {
+  const node = view.node;
+  if (!node || node.bootId !== bootId || node.ready !== "True")
+    return `not Ready with the incident's boot ${bootId}`;
+  return undefined;
+}
+
 /** What recover's own read says of the node, for way (2): back (with the renewal seen), or why not. */
 function backNow(
   st: NodeFenceStatus,
   bootId: string,
   view: View,
 ): { back: true; renewTime: string } | { back: false; why: string } {
-  const node = view.node;
-  if (!node || node.bootId !== bootId || node.ready !== "True")
-    return { back: false, why: `not Ready with the incident's boot ${bootId}` };
+  const notReady = notReadyOnBoot(view, bootId);
+  if (notReady) return { back: false, why: notReady };
   const hb = view.heartbeat;
   const confirmed = st.timestamps.confirmed ?? "";
   if (!hb || hb === "absent") return { back: false, why: "no heartbeat Lease" };
@@ -68,42 +75,30 @@ function backNow(
   return { back: true, renewTime: hb.renewTime };
 }
 
-/** Whether recover may try to close the incident as back (either way); closeBack says whether it does. */
-export function mayBeBack(st: NodeFenceStatus): boolean {
-  return lookFoundBack(st) || everyRoundAbandoned(st);
-}
-
-export function closeBack({ view, now, event }: DecideInput<Resync>): Decision {
+/**
+ * Closes the incident as back, either way; ignored (NotDue) while its node is not back yet;
+ * undefined when neither way applies to it (no round abandoned by the last look).
+ */
+export function closeIfBack({ view, now, event }: DecideInput<Resync>): Decision | undefined {
   const inc = view.incident!;
   const st = statusOf(inc);
   const name = event.incident;
-  const last = st.attempts.at(-1);
-  const node = view.node;
+  const node = inc.spec.nodeName;
   let message: string;
-  if (last && lookFoundBack(st)) {
-    if (!node || node.bootId !== inc.spec.bootId || node.ready !== "True")
-      return ignored(
-        "NotDue",
-        `incident ${name}: ${inc.spec.nodeName} is not Ready with the incident's boot ${inc.spec.bootId} now`,
-      );
-    message = `${inc.spec.nodeName} is back (boot ${node.bootId}, Ready, heartbeat renewed) before any power-off: ${last.message ?? "seen in fence's last look"}`;
+  if (lookFoundBack(st)) {
+    const notReady = notReadyOnBoot(view, inc.spec.bootId);
+    if (notReady) return ignored("NotDue", `incident ${name}: ${node} is ${notReady} now`);
+    message = `${node} is back (boot ${inc.spec.bootId}, Ready, heartbeat renewed) before any power-off: ${st.attempts.at(-1)!.message ?? "seen in fence's last look"}`;
   } else if (everyRoundAbandoned(st)) {
     const seen = backNow(st, inc.spec.bootId, view);
     if (!seen.back)
-      return ignored(
-        "NotDue",
-        `incident ${name}: every round abandoned, ${inc.spec.nodeName} not back yet: ${seen.why}`,
-      );
-    message = `${inc.spec.nodeName} is back (boot ${inc.spec.bootId}, Ready, heartbeat renewed ${seen.renewTime} after the confirmation) and each of its ${st.attempts.length} rounds was abandoned before any off command`;
-  } else
-    return ignored(
-      "NotDue",
-      `incident ${name}: fence's last look has not found ${inc.spec.nodeName} back yet`,
-    );
+      return ignored("NotDue", `incident ${name}: every round abandoned, ${node} not back yet: ${seen.why}`);
+    message = `${node} is back (boot ${inc.spec.bootId}, Ready, heartbeat renewed ${seen.renewTime} after the confirmation) and each of its ${st.attempts.length} rounds was abandoned before any off command`;
+  } else return undefined;
   const rv = inc.metadata.resourceVersion;
   if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
   const status = transition(st, "Closed", iso(now), { reason: NODE_RESPONDING, message });
-  return processed(`closed ${name}: ${inc.spec.nodeName} is back`, [
+  return processed(`closed ${name}: ${node} is back`, [
     { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
   ]);
 }

@@ -20,7 +20,7 @@ import {
   type NodeFence,
   type Phase,
 } from "../../core/incident.ts";
-import { closeBack, mayBeBack } from "./back.pure.ts";
+import { closeIfBack } from "./back.pure.ts";
 import { recovery } from "./decide.pure.ts";
 import {
   ignored,
@@ -70,12 +70,13 @@ export function resync(input: DecideInput<Resync>): Decision {
   if (!notBack) return recovery(inc, view.node!.name, view.node!.bootId, now);
   if (st.phase === "Confirmed") return closeObserved(input);
   if (AWAITING_RECOVERY.includes(st.phase)) return notBack;
-  if (mayBeBack(st)) {
-    const back = closeBack(input);
-    // not back (yet): an operator's release-slot request still counts
-    if (back.outcome.kind !== "ignored" || inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] === undefined)
-      return back;
-  }
+  const back = closeIfBack(input);
+  // not back (yet): an operator's release-slot request still counts
+  if (
+    back &&
+    (back.outcome.kind !== "ignored" || inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] === undefined)
+  )
+    return back;
   const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   if (why === undefined)
     return ignored(

@@ -18,6 +18,8 @@
 // hang first in --scenarios to freeze a node right after `lab up`. --brokers shipped runs
 // the brokers with the shipped Kafka cluster's settings only, without the lab's overrides
 // (lab/broker-settings.ts; the default, lab, has them); the report and RESULT say which.
+// Every trial also gives the share of the host's CPUs busy from the fault to the release
+// (lab/host-load.ts): the lab shares two cores, so a trial slow at every hop shows here.
 //   node bench/lab.ts [--trials 20] [--other 3] [--watchdog-trials 5] [--baseline 1]
 //                     [--controller-trials 5] [--hang-waits 0,5,60] [--scenarios crash,hang,...]
 //                     [--brokers lab|shipped]
@@ -27,6 +29,7 @@ import { parseArgs } from "node:util";
 import { kafkaClientFrom } from "../infra/bus/kafka-bus.ts";
 import { describeTopology } from "../lab/replica-settings.ts";
 import { brokerSettingsMode, describeBrokerSettings } from "../lab/broker-settings.ts";
+import { HostLoad, type CpuShare } from "../lab/host-load.ts";
 import { Lab } from "../lab/lab.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
 import { benchSummaryOf, benchSvg, percentiles, type Percentiles } from "../lab/bench-chart.ts";
@@ -147,6 +150,8 @@ function stats(rs: TrialResult[]): Record<string, Percentiles> {
 async function main(): Promise<number> {
   const results: TrialResult[] = [];
   const errors: string[] = [];
+  // The lab shares the machine's cores: a trial slow at every hop is told apart by this.
+  const load = new HostLoad().start();
   if (SCENARIOS.some((s) => s !== "baseline-crash")) {
     // The watchdog scenarios need every node's emulated watchdog (lab up --watchdog).
     lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false, watchdog: WATCHDOG });
@@ -165,9 +170,12 @@ async function main(): Promise<number> {
           const preferController = (sc === "crash" && controllerTrial(i)) || (hang && i % 2 === 0);
           const idleMs = hang ? HANG_WAITS[i % HANG_WAITS.length]! * 1000 : 0;
           const r = await runTrial(lab, sc, { trial, preferController, idleMs });
+          const end = r.releasedMs ?? r.replacementRunningMs;
+          const cpu = end === undefined ? undefined : load.between(r.t0, r.t0 + end);
+          if (cpu) r.hostCpu = cpu;
           results.push(r);
           say(
-            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}${hang ? ` after ${idleMs / 1000} s idle` : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
+            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}${hang ? ` after ${idleMs / 1000} s idle` : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; ${cpuText(r.hostCpu)}fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
           );
         } catch (err) {
           errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
@@ -259,6 +267,7 @@ async function main(): Promise<number> {
       ...Object.fromEntries(PHASES.map((p) => [p, st[p]])),
       safetyViolations: viol,
       trialsWithHealthyNodeFenced: healthyFenced,
+      hostCpuBusyPct: percentiles(rs.map((r) => pct(r.hostCpu?.busy))),
     };
     lines.push(
       `## ${sc} (${rs.length} trials)`,
@@ -273,6 +282,8 @@ async function main(): Promise<number> {
     lines.push(
       "",
       `Victims: the active KRaft controller in ${victims.activeController} of ${chosen.length} trials; hosting the most partition leaders in ${victims.mostLeaders} of ${chosen.length} (${chosen.map((r) => `${r.node}${r.victimChoice!.activeController ? "*" : ""} ${r.victimChoice!.leaders}/${r.victimChoice!.mostLeaders}`).join(", ")}; * = controller, leaders hosted / most on any node).`,
+      "",
+      hostCpuLine(rs),
       "",
       `Safety violations: ${viol}; trials where a healthy node was fenced: ${healthyFenced}; fenced nodes per trial: ${rs.map((r) => `[${r.fencedNodes.join(",")}]`).join(" ")}`,
     );
@@ -350,6 +361,22 @@ main().then(
     process.exit(1);
   },
 );
+
+function pct(x: number | undefined): number | undefined {
+  return x === undefined ? undefined : Math.round(x * 100);
+}
+
+function cpuText(c: CpuShare | undefined): string {
+  return c ? `host cpu busy ${pct(c.busy)}% steal ${pct(c.steal)}%; ` : "";
+}
+
+/** The host's CPU load from the fault to the release, over a scenario's trials. */
+function hostCpuLine(rs: readonly TrialResult[]): string {
+  const busy = percentiles(rs.map((r) => pct(r.hostCpu?.busy)));
+  const steal = percentiles(rs.map((r) => pct(r.hostCpu?.steal)));
+  if (!busy.n) return "Host CPU load: not sampled (no /proc/stat).";
+  return `Host CPU, all cores, from the fault to the release (lab/host-load.ts): busy p50 ${busy.p50} %, max ${busy.max} %; stolen by the hypervisor p50 ${steal.p50} %, max ${steal.max} %. Per trial: ${rs.map((r) => pct(r.hostCpu?.busy) ?? "-").join(" ")}.`;
+}
 
 /** After a failed trial: heal, resume and power on every node, then let the lab settle. */
 async function recoverLab(l: Lab, say: (s: string) => void): Promise<void> {

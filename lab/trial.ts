@@ -9,6 +9,7 @@ import type { FfEvent } from "../events/envelope.ts";
 import { listIncidents } from "./event-log.ts";
 import type { Violation } from "./invariants.ts";
 import type { VictimChoice } from "./kafka.ts";
+import type { CpuShare } from "./host-load.ts";
 import type { Lab } from "./lab.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
 import { check, measure, type TrialStart } from "./trial-check.ts";
@@ -49,6 +50,8 @@ export interface TrialResult {
   victimChoice?: VictimChoice;
   /** How long the lab idled before the fault (TrialOptions.idleMs), when it did. */
   idleMs?: number;
+  /** Share of the host's CPUs busy (and stolen) from the fault to the release, when the bench sampled it (host-load.ts). */
+  hostCpu?: CpuShare;
 }
 
 export interface TrialOptions {

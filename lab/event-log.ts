@@ -3,7 +3,7 @@
 // catalog (optionally the observations) plus the dead letters, decoded, as the read-only
 // audit Kafka user (a timed-out read is tried again with a fresh client). Read only: it never writes to the API or to Kafka.
 import { FastfenceError } from "../core/errors.ts";
-import type { NodeFence } from "../core/incident.ts";
+import { NODE_LABEL, type NodeFence } from "../core/incident.ts";
 import { parseEvent, TOPICS } from "../events/catalog.ts";
 import { decodeKafka } from "../events/codec.ts";
 import { isKeepalive } from "../events/keepalive.ts";
@@ -19,7 +19,8 @@ const PIPELINE_TOPICS = Object.values(TOPICS).filter(
   (t) => t !== TOPICS.observations && t !== TOPICS.deadLetter,
 );
 
-export async function listIncidents(lab: Lab): Promise<NodeFence[]> {
+/** The incidents in the API, or only those of `node` (its label, core/incident.ts). */
+export async function listIncidents(lab: Lab, node?: string): Promise<NodeFence[]> {
   for (let i = 0; ; i++) {
     try {
       const l = (await lab.custom.listNamespacedCustomObject({
@@ -27,6 +28,7 @@ export async function listIncidents(lab: Lab): Promise<NodeFence[]> {
         version: "v1alpha1",
         plural: "nodefences",
         namespace: NAMESPACE,
+        ...(node ? { labelSelector: `${NODE_LABEL}=${node}` } : {}),
       })) as { items: NodeFence[] };
       return l.items;
     } catch (err) {

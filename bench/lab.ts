@@ -254,6 +254,7 @@ async function main(): Promise<number> {
     }
     const st = stats(rs);
     const viol = rs.reduce((a, r) => a + r.safetyViolations, 0);
+    const cpuBusy = percentiles(rs.map((r) => pct(r.hostCpu?.busy)));
     const healthyFenced = rs.filter((r) => r.violations.some((v) => v.rule === "H")).length;
     const chosen = rs.filter((r) => r.victimChoice);
     const victims = {
@@ -267,7 +268,7 @@ async function main(): Promise<number> {
       ...Object.fromEntries(PHASES.map((p) => [p, st[p]])),
       safetyViolations: viol,
       trialsWithHealthyNodeFenced: healthyFenced,
-      hostCpuBusyPct: percentiles(rs.map((r) => pct(r.hostCpu?.busy))),
+      hostCpuBusyPct: cpuBusy,
     };
     lines.push(
       `## ${sc} (${rs.length} trials)`,
@@ -283,7 +284,7 @@ async function main(): Promise<number> {
       "",
       `Victims: the active KRaft controller in ${victims.activeController} of ${chosen.length} trials; hosting the most partition leaders in ${victims.mostLeaders} of ${chosen.length} (${chosen.map((r) => `${r.node}${r.victimChoice!.activeController ? "*" : ""} ${r.victimChoice!.leaders}/${r.victimChoice!.mostLeaders}`).join(", ")}; * = controller, leaders hosted / most on any node).`,
       "",
-      hostCpuLine(rs),
+      hostCpuLine(rs, cpuBusy),
       "",
       `Safety violations: ${viol}; trials where a healthy node was fenced: ${healthyFenced}; fenced nodes per trial: ${rs.map((r) => `[${r.fencedNodes.join(",")}]`).join(" ")}`,
     );
@@ -371,8 +372,7 @@ function cpuText(c: CpuShare | undefined): string {
 }
 
 /** The host's CPU load from the fault to the release, over a scenario's trials. */
-function hostCpuLine(rs: readonly TrialResult[]): string {
-  const busy = percentiles(rs.map((r) => pct(r.hostCpu?.busy)));
+function hostCpuLine(rs: readonly TrialResult[], busy: Percentiles): string {
   const steal = percentiles(rs.map((r) => pct(r.hostCpu?.steal)));
   if (!busy.n) return "Host CPU load: not sampled (no /proc/stat).";
   return `Host CPU, all cores, from the fault to the release (lab/host-load.ts): busy p50 ${busy.p50} %, max ${busy.max} %; stolen by the hypervisor p50 ${steal.p50} %, max ${steal.max} %. Per trial: ${rs.map((r) => pct(r.hostCpu?.busy) ?? "-").join(" ")}.`;

@@ -70,14 +70,10 @@ export function resync(input: DecideInput<Resync>): Decision {
   if (!notBack) return recovery(inc, view.node!.name, view.node!.bootId, now);
   if (st.phase === "Confirmed") return closeObserved(input);
   if (AWAITING_RECOVERY.includes(st.phase)) return notBack;
+  const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
   const back = closeIfBack(input);
   // not back (yet): an operator's release-slot request still counts
-  if (
-    back &&
-    (back.outcome.kind !== "ignored" || inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION] === undefined)
-  )
-    return back;
-  const why = inc.metadata.annotations?.[RELEASE_SLOT_ANNOTATION];
+  if (back && (back.outcome.kind !== "ignored" || why === undefined)) return back;
   if (why === undefined)
     return ignored(
       "NotDue",

@@ -135,18 +135,19 @@ export class PartitionHedge {
   }
 
   /**
-   * Sends with hedging over the topic's partitions (`layout`): `send(partition)` (undefined
-   * when there is one partition: the client picks), at most `maxSends` times, a new one
-   * every `hedgeAfterMs` while none was acknowledged or at once after a failure, each to
-   * the partition pick() names. Rejects with a retriable FF_BUS_UNAVAILABLE once every
-   * send failed.
+   * Sends with hedging over the topic's partitions (`layout`): `send(partition, copy)`
+   * (partition undefined when there is one: the client picks; copy 0 for the first send, 1
+   * and 2 for the hedges, so the caller can send hedges through another client), at most
+   * `maxSends` times, a new one every `hedgeAfterMs` while none was acknowledged or at once
+   * after a failure, each to the partition pick() names. Rejects with a retriable
+   * FF_BUS_UNAVAILABLE once every send failed.
    */
   async send(
     topic: string,
     layout: TopicLayout,
     maxSends: number,
     hedgeAfterMs: number,
-    send: (partition: number | undefined) => Promise<unknown>,
+    send: (partition: number | undefined, copy: number) => Promise<unknown>,
   ): Promise<void> {
     const n = layout.partitions;
     const first = this.firstPartition(topic, n, layout.replicas);
@@ -170,9 +171,10 @@ export class PartitionHedge {
       };
       const launch = () => {
         const partition = n === 1 ? undefined : this.next(topic, layout, first, tried);
+        const copy = tried.length;
         tried.push(partition ?? 0);
         const started = Date.now();
-        send(partition).then(
+        send(partition, copy).then(
           () => {
             if (partition !== undefined && Date.now() - started < hedgeAfterMs)
               this.slowUntil.delete(`${topic}/${partition}`);

@@ -41,13 +41,14 @@ export class KafkaJsBus implements KafkaBus {
       );
     this.cfg = busSettings(cfg);
     const log = cfg.log;
-    const client = (timeouts: { connectionTimeout: number; requestTimeout: number }) =>
+    const brokers = cfg.brokers
+      .split(",")
+      .map((b) => b.trim())
+      .filter(Boolean);
+    const client = (timeouts: { connectionTimeout: number; requestTimeout: number }, list = brokers) =>
       new Kafka({
         clientId: cfg.clientId,
-        brokers: cfg.brokers
-          .split(",")
-          .map((b) => b.trim())
-          .filter(Boolean),
+        brokers: list,
         ...timeouts,
         retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: 8 },
         ...(cfg.security.ssl ? { ssl: cfg.security.ssl } : {}),
@@ -70,7 +71,15 @@ export class KafkaJsBus implements KafkaBus {
       connectionTimeout: Math.max(this.cfg.connectionTimeoutMs, READ_REQUEST_TIMEOUT_MS),
       requestTimeout: Math.max(this.cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
     });
-    this.publisher = new HedgedPublisher(this.kafka, this.cfg, kafkaJsTrouble);
+    // kafkajs starts every client at the first broker of its list (its seed broker): the
+    // hedges' producer starts at the second, so one frozen broker is never both producers'
+    // seed (kafkajs-publish.ts). With one bootstrap address (a Service), each client's
+    // first connection lands on a broker of its own and rotating changes nothing.
+    const hedgeClient = client(
+      { connectionTimeout: this.cfg.connectionTimeoutMs, requestTimeout: this.cfg.requestTimeoutMs },
+      [...brokers.slice(1), ...brokers.slice(0, 1)],
+    );
+    this.publisher = new HedgedPublisher(this.kafka, this.cfg, kafkaJsTrouble, hedgeClient);
     this.subscriptions = new GroupSubscriptions(this.kafka, this.cfg);
   }
 

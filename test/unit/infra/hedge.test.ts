@@ -180,6 +180,18 @@ describe("PartitionHedge.send: where the hedged copies go", () => {
     expect(asked).toEqual([0, 2]);
   });
 
+  test("numbers the copies, 0 for the first send and 1, 2 for the hedges (the caller sends hedges through another producer)", async () => {
+    const h = new PartitionHedge();
+    const copies: number[] = [];
+    const sent = h.send(T, { partitions: 3 }, 3, HEDGE_MS, (_, copy) => {
+      copies.push(copy);
+      return copy === 2 ? Promise.resolve() : pending().sent;
+    });
+    await vi.advanceTimersByTimeAsync(HEDGE_MS * 2);
+    await sent;
+    expect(copies).toEqual([0, 1, 2]);
+  });
+
   test("fails with FF_BUS_UNAVAILABLE once every copy failed", async () => {
     const h = new PartitionHedge();
     const sent = h.send(T, { partitions: 3 }, 3, HEDGE_MS, () =>

@@ -72,9 +72,11 @@ export class KafkaJsBus implements KafkaBus {
       requestTimeout: Math.max(this.cfg.requestTimeoutMs, READ_REQUEST_TIMEOUT_MS),
     });
     // kafkajs starts every client at the first broker of its list (its seed broker): the
-    // hedges' producer starts at the second, so one frozen broker is never both producers'
-    // seed (kafkajs-publish.ts). With one bootstrap address (a Service), each client's
-    // first connection lands on a broker of its own and rotating changes nothing.
+    // hedges' producer starts at the second, so at first one frozen broker is not both
+    // producers' seed (kafkajs-publish.ts). kafkajs moves a seed to the next broker of its
+    // list after a connection error, so after a broker restart both may start at the same
+    // one. With one bootstrap address (a Service), each client's first connection lands on
+    // a broker of its own and rotating changes nothing.
     const hedgeClient = client(
       { connectionTimeout: this.cfg.connectionTimeoutMs, requestTimeout: this.cfg.requestTimeoutMs },
       [...brokers.slice(1), ...brokers.slice(0, 1)],

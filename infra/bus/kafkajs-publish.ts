@@ -5,11 +5,12 @@
 // the one that missed (up to 3), and later records start elsewhere for a while
 // (hedge.ts); bulk records off the fencing path (dead letters) ask for no hedge and get
 // one send to a partition chosen the same way. The hedges go through a second producer,
-// on a client whose broker list starts at another broker: a kafkajs producer that has
-// been idle sends a metadata refresh first, through its one open connection, to the seed
-// broker it started on (the first of its list); when that broker is frozen, every send of
-// the producer waits for a request timeout and a connection timeout before kafkajs tries
-// another broker (docs/lab.md, "Where the hangs' time goes"), and a hedge through the same
+// on a client whose broker list starts at another broker (until kafkajs rotates a seed
+// after a connection error, KafkaJsBus): a kafkajs producer that has been idle sends a
+// metadata refresh first, through its one open connection, to the seed broker it started
+// on (the first of its list); when that broker is frozen, every send of the producer
+// waits for a request timeout and a connection timeout before kafkajs tries another
+// broker (docs/lab.md, "Where the hangs' time goes"), and a hedge through the same
 // producer waits with it. Duplicates are harmless (consumer writes are
 // resourceVersion-guarded). Owns the bus's producers; never logs record values.
 import type { Kafka, Producer } from "kafkajs";

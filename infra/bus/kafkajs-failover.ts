@@ -61,8 +61,12 @@
 //    handling waits at most HEARTBEAT_WAIT_MS for a heartbeat; a slower one finishes in the
 //    background, no second one starts until it has, and its failure (a rebalance, say) is
 //    thrown to the next call.
+// 7. Seeds and metadata refreshes away from a broker that just went silent
+//    (kafkajs-suspects.ts): a request or connection timeout here marks the broker suspect
+//    for every client of the process, data from it clears the mark.
 import { createRequire } from "node:module";
 import { kafkaJsTrouble } from "./broker-trouble.ts";
+import { clearSuspect, markSuspect, patchBrokerPool, type BrokerPoolProto } from "./kafkajs-suspects.ts";
 
 const require = createRequire(import.meta.url);
 
@@ -116,6 +120,7 @@ interface ConnectionLike {
   requestQueue?: { destroy(): void };
   /** When this connection last received bytes (ms epoch), stamped by fix 5. */
   __ffDataAt?: number;
+  connectionTimeout?: number;
   isConnected(): boolean;
   rejectRequests(error: Error): void;
 }
@@ -124,6 +129,7 @@ interface ConnectionLike {
 type ClosedErrorClass = new (message: string, props: { host?: string; port?: number }) => Error;
 
 interface ConnectionProto {
+  connect(this: ConnectionLike): Promise<unknown>;
   send(this: ConnectionLike, protocol: { request?: { apiKey?: number } }): Promise<unknown>;
   processData(this: ConnectionLike, data: unknown): unknown;
 }
@@ -169,6 +175,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   };
   const Runner = require("kafkajs/src/consumer/runner.js") as { prototype: RunnerProto };
   const Connection = require("kafkajs/src/network/connection.js") as { prototype: ConnectionProto };
+  const BrokerPool = require("kafkajs/src/cluster/brokerPool.js") as { prototype: BrokerPoolProto };
   const { KafkaJSConnectionClosedError } = require("kafkajs/src/errors.js") as {
     KafkaJSConnectionClosedError: ClosedErrorClass;
   };
@@ -183,6 +190,9 @@ export function applyKafkaJsFailoverFixes(): boolean {
     typeof om.getCoordinator !== "function" ||
     typeof runner.fetch !== "function" ||
     typeof Connection.prototype.send !== "function" ||
+    typeof Connection.prototype.connect !== "function" ||
+    typeof BrokerPool.prototype.connect !== "function" ||
+    typeof BrokerPool.prototype.findConnectedBroker !== "function" ||
     typeof Connection.prototype.processData !== "function" ||
     typeof KafkaJSConnectionClosedError !== "function"
   )
@@ -195,6 +205,7 @@ export function applyKafkaJsFailoverFixes(): boolean {
   const getCoordinator = om.getCoordinator;
   const runnerFetch = runner.fetch;
   const connectionSend = Connection.prototype.send;
+  const connectionConnect = Connection.prototype.connect;
   const processData = Connection.prototype.processData;
 
   const heartbeatOrLookup = async function (this: ConsumerGroupLike, opts: unknown) {
@@ -299,8 +310,21 @@ export function applyKafkaJsFailoverFixes(): boolean {
   };
   Connection.prototype.processData = function (data) {
     this.__ffDataAt = Date.now();
+    clearSuspect(this.host, this.port); // it answers (fix 7)
     return processData.call(this, data);
   };
+  Connection.prototype.connect = async function () {
+    const started = Date.now();
+    try {
+      return await connectionConnect.call(this);
+    } catch (e) {
+      // A connection timeout, not a refusal: accepted and never answered (fix 7).
+      if (this.connectionTimeout !== undefined && Date.now() - started >= this.connectionTimeout)
+        markSuspect(this.host, this.port);
+      throw e;
+    }
+  };
+  patchBrokerPool(BrokerPool.prototype);
   Connection.prototype.send = async function (protocol) {
     try {
       return await connectionSend.call(this, protocol);
@@ -311,8 +335,10 @@ export function applyKafkaJsFailoverFixes(): boolean {
         protocol.request?.apiKey !== PRODUCE_API_KEY &&
         this.isConnected() &&
         (this.__ffDataAt ?? 0) < (timedOut.sentAt ?? Date.now())
-      )
+      ) {
+        markSuspect(this.host, this.port); // fix 7
         closeSilentConnection(this, KafkaJSConnectionClosedError);
+      }
       throw e;
     }
   };

@@ -14,10 +14,11 @@
 // controller has fenced the frozen broker and moved its leaderships (what a publish on the
 // fencing path meets: the freeze has to be noticed before anything is confirmed).
 import { describe, expect, it } from "vitest";
-import { Kafka, logLevel } from "kafkajs";
+import { Kafka, logLevel, type Admin } from "kafkajs";
 import { encodeKafka } from "../../events/codec.ts";
 import { envelope } from "../../events/envelope.ts";
 import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
+import { isSuspect } from "../../infra/bus/kafkajs-suspects.ts";
 import { createLogger } from "../../infra/log.ts";
 import { startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
@@ -31,7 +32,38 @@ const TIMEOUT_MS = 1_000;
  * with room for a 2-core machine running three brokers.
  */
 const PUBLISH_BOUND_MS = 1_500;
+/**
+ * Longest unhedged publish once the frozen seed is suspect, ms: a connection, SASL handshake
+ * and metadata refresh at a live broker and a produce (tens of ms); through the frozen seed
+ * it is at least 2 × TIMEOUT_MS.
+ */
+const SUSPECT_PUBLISH_BOUND_MS = 1_000;
 const TOPIC = "t.idle";
+
+/** Until `admin` lists no partition of TOPIC led by broker `id` and no broker `id` (30 s at most). */
+async function leadershipsMoved(admin: Admin, id: number): Promise<void> {
+  const end = Date.now() + 30_000;
+  for (;;) {
+    const [cluster, md] = await Promise.all([
+      admin.describeCluster(),
+      admin.fetchTopicMetadata({ topics: [TOPIC] }),
+    ]).catch(() => [undefined, undefined] as const);
+    const moved =
+      cluster !== undefined &&
+      !cluster.brokers.some((b) => b.nodeId === id) &&
+      md!.topics[0]!.partitions.every((p) => p.leader !== id && p.leader >= 0);
+    if (moved) return;
+    if (Date.now() > end) throw new Error(`broker ${id} still leads partitions 30 s after its freeze`);
+    await sleep(100);
+  }
+}
+
+const testEvent = () =>
+  envelope(
+    { type: "io.fastfence.test.v1", subject: "node-a", data: { n: 1 } },
+    "/fastfence/test/idle",
+    Date.now(),
+  );
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -59,28 +91,9 @@ describe("kafkajs bus, idle producer, its seed broker frozen", () => {
       await sleep(TIMEOUT_MS + 500); // the producers' metadata expires
       seed.freeze();
       await admin.connect();
-      const end = Date.now() + 30_000;
-      for (;;) {
-        const [cluster, md] = await Promise.all([
-          admin.describeCluster(),
-          admin.fetchTopicMetadata({ topics: [TOPIC] }),
-        ]).catch(() => [undefined, undefined] as const);
-        const moved =
-          cluster !== undefined &&
-          !cluster.brokers.some((b) => b.nodeId === seed.id) &&
-          md!.topics[0]!.partitions.every((p) => p.leader !== seed.id && p.leader >= 0);
-        if (moved) break;
-        if (Date.now() > end)
-          throw new Error(`broker ${seed.id} still leads partitions 30 s after its freeze`);
-        await sleep(100);
-      }
-      const ev = envelope(
-        { type: "io.fastfence.test.v1", subject: "node-a", data: { n: 1 } },
-        "/fastfence/test/idle",
-        Date.now(),
-      );
+      await leadershipsMoved(admin, seed.id);
       const t0 = Date.now();
-      await bus.publish(TOPIC, [encodeKafka(ev)]);
+      await bus.publish(TOPIC, [encodeKafka(testEvent())]);
       const took = Date.now() - t0;
       console.log(
         `broker ${seed.id} (the bus's seed) frozen; a publish after its leaderships moved took ${took} ms`,
@@ -89,6 +102,67 @@ describe("kafkajs bus, idle producer, its seed broker frozen", () => {
     } finally {
       seed.thaw();
       await admin.disconnect().catch(() => undefined);
+      await bus.close();
+    }
+  });
+});
+
+// Fix 7 (kafkajs-suspects.ts): once any client of the process found a broker silent (here a
+// consumer whose fetch from it timed out), an idle producer whose seed is that broker
+// refreshes its metadata through another one, without waiting on the frozen seed at all.
+// Hedging is off for this bus, so only the stage's own producer is measured.
+describe("kafkajs bus, idle producer, its seed broker frozen and already found silent", () => {
+  const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
+
+  it(`publishes through another broker within ${SUSPECT_PUBLISH_BOUND_MS} ms, without a hedge`, async () => {
+    const { kafka } = env();
+    const log = createLogger("idle-producer-test", { level: process.env.FASTFENCE_TEST_LOG ?? "silent" });
+    const security = kafka.clientSecurity("admin");
+    const bus = createKafkaBus(
+      { brokers: kafka.bootstrap, clientId: "idle-pub", hedgeAfterMs: 0, security, log },
+      "kafkajs",
+    );
+    const con = createKafkaBus({ brokers: kafka.bootstrap, clientId: "idle-con", security, log }, "kafkajs");
+    const seed = kafka.brokers[0]!;
+    const [host, port] = kafka.bootstrap.split(",")[0]!.split(":");
+    const admin = new Kafka({
+      clientId: "idle-admin",
+      brokers: kafka.bootstrap.split(",").slice(1),
+      ...security,
+      logLevel: logLevel.NOTHING,
+    }).admin();
+    try {
+      await bus.ensureTopics([
+        { topic: TOPIC, partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
+      ]);
+      await bus.preparePublishing?.([TOPIC]);
+      const sub = await con.subscribe({
+        groupId: "g-idle",
+        topics: [TOPIC],
+        onRecord: async () => undefined,
+      });
+      await sub.ready;
+      seed.freeze();
+      // The consumer's fetch from the frozen broker times out: that marks it suspect.
+      const marked = Date.now() + 15_000;
+      while (!isSuspect(host, Number(port))) {
+        if (Date.now() > marked) throw new Error(`no client marked broker ${seed.id} suspect within 15 s`);
+        await sleep(50);
+      }
+      await admin.connect();
+      await leadershipsMoved(admin, seed.id);
+      const t0 = Date.now();
+      await bus.publish(TOPIC, [encodeKafka(testEvent())]);
+      const took = Date.now() - t0;
+      console.log(
+        `broker ${seed.id} (the bus's seed) frozen and suspect; an unhedged publish took ${took} ms`,
+      );
+      expect(took).toBeLessThan(SUSPECT_PUBLISH_BOUND_MS);
+      await sub.close();
+    } finally {
+      seed.thaw();
+      await admin.disconnect().catch(() => undefined);
+      await con.close();
       await bus.close();
     }
   });

@@ -103,5 +103,9 @@ export function patchBrokerPool(proto: BrokerPoolProto): void {
  * MAX_SEED_SKIPS, and kafkajs tries the one it ends on.
  */
 async function skipSuspectSeeds(pool: BrokerPoolLike): Promise<void> {
-  for (let i = 0; i < MAX_SEED_SKIPS && suspectBroker(pool.seedBroker); i++) await pool.createSeedBroker();
+  try {
+    for (let i = 0; i < MAX_SEED_SKIPS && suspectBroker(pool.seedBroker); i++) await pool.createSeedBroker();
+  } catch {
+    // kafkajs' own connect goes on with whatever seed it has: never worse than without fix 7
+  }
 }

@@ -18,9 +18,10 @@ import { Kafka, logLevel, type Admin } from "kafkajs";
 import { encodeKafka } from "../../events/codec.ts";
 import { envelope } from "../../events/envelope.ts";
 import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
+import type { KafkaBus } from "../../infra/bus/kafka-config.ts";
 import { isSuspect } from "../../infra/bus/kafkajs-suspects.ts";
 import { createLogger } from "../../infra/log.ts";
-import { startKafka } from "../../harness/env/index.ts";
+import { startKafka, type KafkaCluster } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 /** The bus's request and connection timeouts (its defaults), and its metadata age, ms. */
@@ -67,34 +68,49 @@ const testEvent = () =>
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A kafkajs bus on `kafka` (its options `extra` added) with TOPIC created and its producers
+ * prepared, the broker it starts at (the first of kafka.bootstrap), and an admin client
+ * that watches the cluster through the other brokers only (not connected yet).
+ */
+async function idleBus(kafka: KafkaCluster, extra: { hedgeAfterMs?: number } = {}) {
+  const log = createLogger("idle-producer-test", { level: process.env.FASTFENCE_TEST_LOG ?? "silent" });
+  const security = kafka.clientSecurity("admin");
+  const bus = createKafkaBus(
+    { brokers: kafka.bootstrap, clientId: "idle-pub", ...extra, security, log },
+    "kafkajs",
+  );
+  const admin = new Kafka({
+    clientId: "idle-admin",
+    brokers: kafka.bootstrap.split(",").slice(1),
+    ...security,
+    logLevel: logLevel.NOTHING,
+  }).admin();
+  await bus.ensureTopics([
+    { topic: TOPIC, partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
+  ]);
+  await bus.preparePublishing?.([TOPIC]);
+  return { bus, admin, seed: kafka.brokers[0]!, log, security };
+}
+
+/** How long one publish of a test event to TOPIC takes, ms. */
+async function timedPublish(bus: KafkaBus): Promise<number> {
+  const t0 = Date.now();
+  await bus.publish(TOPIC, [encodeKafka(testEvent())]);
+  return Date.now() - t0;
+}
+
 describe("kafkajs bus, idle producer, its seed broker frozen", () => {
   const env = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));
 
   it(`publishes within ${PUBLISH_BOUND_MS} ms once the frozen broker's leaderships moved`, async () => {
-    const { kafka } = env();
-    const log = createLogger("idle-producer-test", { level: process.env.FASTFENCE_TEST_LOG ?? "silent" });
-    const security = kafka.clientSecurity("admin");
-    const bus = createKafkaBus({ brokers: kafka.bootstrap, clientId: "idle-pub", security, log }, "kafkajs");
-    const seed = kafka.brokers[0]!; // the first of kafka.bootstrap
-    // Watches the cluster through the other brokers only.
-    const admin = new Kafka({
-      clientId: "idle-admin",
-      brokers: kafka.bootstrap.split(",").slice(1),
-      ...security,
-      logLevel: logLevel.NOTHING,
-    }).admin();
+    const { bus, admin, seed } = await idleBus(env().kafka);
     try {
-      await bus.ensureTopics([
-        { topic: TOPIC, partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
-      ]);
-      await bus.preparePublishing?.([TOPIC]);
       await sleep(TIMEOUT_MS + 500); // the producers' metadata expires
       seed.freeze();
       await admin.connect();
       await leadershipsMoved(admin, seed.id);
-      const t0 = Date.now();
-      await bus.publish(TOPIC, [encodeKafka(testEvent())]);
-      const took = Date.now() - t0;
+      const took = await timedPublish(bus);
       console.log(
         `broker ${seed.id} (the bus's seed) frozen; a publish after its leaderships moved took ${took} ms`,
       );
@@ -116,26 +132,10 @@ describe("kafkajs bus, idle producer, its seed broker frozen and already found s
 
   it(`publishes through another broker within ${SUSPECT_PUBLISH_BOUND_MS} ms, without a hedge`, async () => {
     const { kafka } = env();
-    const log = createLogger("idle-producer-test", { level: process.env.FASTFENCE_TEST_LOG ?? "silent" });
-    const security = kafka.clientSecurity("admin");
-    const bus = createKafkaBus(
-      { brokers: kafka.bootstrap, clientId: "idle-pub", hedgeAfterMs: 0, security, log },
-      "kafkajs",
-    );
+    const { bus, admin, seed, log, security } = await idleBus(kafka, { hedgeAfterMs: 0 });
     const con = createKafkaBus({ brokers: kafka.bootstrap, clientId: "idle-con", security, log }, "kafkajs");
-    const seed = kafka.brokers[0]!;
     const [host, port] = kafka.bootstrap.split(",")[0]!.split(":");
-    const admin = new Kafka({
-      clientId: "idle-admin",
-      brokers: kafka.bootstrap.split(",").slice(1),
-      ...security,
-      logLevel: logLevel.NOTHING,
-    }).admin();
     try {
-      await bus.ensureTopics([
-        { topic: TOPIC, partitions: 3, replicationFactor: 3, config: { "min.insync.replicas": "1" } },
-      ]);
-      await bus.preparePublishing?.([TOPIC]);
       const sub = await con.subscribe({
         groupId: "g-idle",
         topics: [TOPIC],
@@ -151,9 +151,7 @@ describe("kafkajs bus, idle producer, its seed broker frozen and already found s
       }
       await admin.connect();
       await leadershipsMoved(admin, seed.id);
-      const t0 = Date.now();
-      await bus.publish(TOPIC, [encodeKafka(testEvent())]);
-      const took = Date.now() - t0;
+      const took = await timedPublish(bus);
       console.log(
         `broker ${seed.id} (the bus's seed) frozen and suspect; an unhedged publish took ${took} ms`,
       );

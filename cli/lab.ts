@@ -10,6 +10,7 @@ import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ParseArgsOptionsConfig } from "node:util";
 import type { BmcFault } from "../lab/lab.ts";
+import { claimHolder, LabBusyError } from "../lab/machine-claim.ts";
 import { LAB_DIR, ROOT, procAlive, readState, teardownFromState } from "../lab/state.ts";
 import {
   defineCommand,
@@ -145,6 +146,13 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
     const error = `lab already up (controller ${prev.controller.pid}); fastfence lab down first`;
     console.error(error);
     result({ ok: false, error });
+    return EXIT.failed;
+  }
+  const holder = await claimHolder();
+  if (holder) {
+    const error = new LabBusyError(holder).message;
+    console.error(error);
+    result({ ok: false, error, holder });
     return EXIT.failed;
   }
   if (prev) teardownFromState(prev);

@@ -7,9 +7,10 @@
 // broker and the node agent), bmc.ts (a Redfish emulator or ipmi_sim per node and the
 // power switch) and faults.ts (crash, hang/resume, partition/heal, partial partitions,
 // BMC faults, function-only crash). Everything made is recorded in .cache/lab/state.json
-// first (state.ts), so any process can tear it down. It never touches a namespace, link
-// or process it did not make and sends traffic only to loopback and to the lab's own
-// namespaces.
+// first (state.ts), so any process can tear it down. One lab per machine: it claims the
+// machine before making anything (machine-claim.ts). It never touches a namespace, link
+// or process that is not a lab's own and sends traffic only to loopback and to the lab's
+// own namespaces.
 import {
   AppsV1Api,
   CoordinationV1Api,
@@ -20,6 +21,7 @@ import {
 } from "@kubernetes/client-node";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { keepNodeLogs } from "./keep-logs.ts";
+import { claimMachine, releaseMachine } from "./machine-claim.ts";
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../core/policy.ts";
 import type { ControlPlane } from "../harness/env/controlplane.ts";
@@ -43,9 +45,9 @@ import {
   BRIDGE,
   HOST_IP,
   LAB_RUN,
+  ROOT,
+  clearForNewLab,
   emptyState,
-  procAlive,
-  readState,
   record,
   teardownFromState,
   writeState,
@@ -110,13 +112,13 @@ export class Lab {
   /** Bring the lab up. Throws (after tearing down what was made) on failure. */
   static async up(opts: LabOptions = {}): Promise<Lab> {
     const n = Math.min(7, Math.max(1, opts.nodes ?? 3));
-    const prev = readState();
-    if (prev) {
-      if (prev.controller && procAlive(prev.controller) && prev.controller.pid !== process.pid)
-        throw new Error(
-          `lab: already up (controller pid ${prev.controller.pid}); run "fastfence lab down" first`,
-        );
-      teardownFromState(prev);
+    // First the machine (LabBusyError if another lab runs: then nothing here is touched).
+    await claimMachine(ROOT);
+    try {
+      clearForNewLab(opts.log);
+    } catch (err) {
+      await releaseMachine();
+      throw err;
     }
     const lab = new Lab(opts);
     try {
@@ -387,6 +389,8 @@ export class Lab {
       await x.launcher?.kill().catch(() => undefined);
     }
     await this.cp?.stop().catch(() => undefined);
-    return teardownFromState(s);
+    const done = teardownFromState(s);
+    await releaseMachine();
+    return done;
   }
 }

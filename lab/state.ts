@@ -185,7 +185,7 @@ const sleepSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuf
  * Remove everything `s` records, synchronously (usable from exit handlers and from a
  * process that never saw the lab start). Returns a list of what was done.
  */
-export function teardownFromState(s: LabState): string[] {
+export function teardownFromState(s: LabState, removeStateFile = true): string[] {
   const done: string[] = [];
   // 1. The controller (it owns the control plane via pdeathsig, so its death takes those too).
   if (s.controller && s.controller.pid !== process.pid && procAlive(s.controller)) {
@@ -249,8 +249,29 @@ export function teardownFromState(s: LabState): string[] {
       // reap is best effort
     }
   }
-  rmSync(STATE_PATH, { force: true });
+  if (removeStateFile) rmSync(STATE_PATH, { force: true });
   return done;
+}
+
+/**
+ * The lab names on this machine (namespaces fflab-*, veths fflv-*, the bridge fflab0), as a
+ * state to tear down, or undefined if there are none: what a lab that died without cleaning
+ * up left, in this checkout or another. Call only while holding the machine claim
+ * (machine-claim.ts): then no live lab owns them.
+ */
+export function leftovers(): LabState | undefined {
+  const s = emptyState();
+  try {
+    s.netns = readdirSync("/run/netns").filter((n) => n.startsWith(NETNS_PREFIX));
+  } catch {
+    // no named namespaces at all
+  }
+  const links = spawnSync("ip", ["-o", "link", "show"], { encoding: "utf8" }).stdout ?? "";
+  for (const m of links.matchAll(/^\d+:\s+([^:@\s]+)/gm)) {
+    if (m[1]!.startsWith(VETH_PREFIX)) s.veths.push(m[1]!);
+    if (m[1] === BRIDGE) s.bridge = BRIDGE;
+  }
+  return s.netns.length || s.veths.length || s.bridge ? s : undefined;
 }
 
 /**
@@ -269,4 +290,25 @@ export function tearDownOnSignals(
       if (st) teardownFromState(st);
       process.exit(code);
     });
+}
+
+/**
+ * Before a new lab is made (the machine claimed): tear down this checkout's previous lab
+ * if its controller is gone (throws if it still runs), then whatever a dead lab left.
+ */
+export function clearForNewLab(log?: (line: string) => void): void {
+  const prev = readState();
+  if (prev) {
+    if (prev.controller && procAlive(prev.controller) && prev.controller.pid !== process.pid)
+      throw new Error(
+        `lab: already up (controller pid ${prev.controller.pid}); run "fastfence lab down" first`,
+      );
+    teardownFromState(prev);
+  }
+  const left = leftovers();
+  if (left) {
+    const names = [...left.netns, ...left.veths, ...(left.bridge ? [left.bridge] : [])];
+    log?.(`removing what a lab that is no longer running left on this machine: ${names.join(", ")}`);
+    teardownFromState(left, false);
+  }
 }

@@ -1,6 +1,7 @@
 // Applies YAML manifests (multi-document files or folders) to a harness API server with
 // @kubernetes/client-node's generic object API (typed YAML loading, so
-// x-kubernetes-* schema fields survive serialisation), and waits for CRDs to be Established.
+// x-kubernetes-* schema fields survive serialisation), and waits for CRDs to be Established
+// and admission policies to be in force.
 // Test infrastructure; it never talks to any server but the test one.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -11,6 +12,7 @@ import {
   type KubeConfig,
   type KubernetesObject,
 } from "@kubernetes/client-node";
+import { waitAdmissionInForce } from "./admission-ready.ts";
 import { ROOT, THIRD_PARTY_CRDS, sleep } from "./base.ts";
 import { FASTFENCE_NAMESPACE } from "../kube/fencing-policy.ts";
 
@@ -38,6 +40,7 @@ export async function applyObjects(kc: KubeConfig, objects: KubernetesObject[]):
   for (const o of objects) await api.create(o);
   const crds = objects.filter((o) => o.kind === "CustomResourceDefinition").map((o) => o.metadata!.name!);
   if (crds.length) await waitCrdsEstablished(kc, crds);
+  if (objects.some((o) => o.kind === "ValidatingAdmissionPolicyBinding")) await waitAdmissionInForce(kc);
 }
 
 /**

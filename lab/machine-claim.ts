@@ -10,7 +10,7 @@
 import { createConnection, createServer, type Server } from "node:net";
 
 /** The abstract socket's name (Linux: a leading NUL byte, no file on disk). */
-export const CLAIM_NAME = "\0fastfence-lab-claim";
+const CLAIM_NAME = "\0fastfence-lab-claim";
 
 /** Who holds the machine, as the holder itself reports it. */
 export interface ClaimHolder {
@@ -74,9 +74,6 @@ export async function releaseMachine(): Promise<void> {
   held = undefined;
   if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
 }
-
-/** Whether this process holds the claim. */
-export const holdsMachine = (): boolean => held !== undefined;
 
 /** Who holds the claim, or undefined if nobody does (or the holder did not answer within `timeoutMs`). */
 export function claimHolder(timeoutMs = 2000): Promise<ClaimHolder | undefined> {

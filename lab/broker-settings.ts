@@ -36,19 +36,6 @@ export interface LabOverride {
  * docs/lab.md does not name every key listed here.
  */
 export const LAB_BROKER_OVERRIDES: Readonly<Record<string, LabOverride>> = {
-  "broker.session.timeout.ms": {
-    value: 700,
-    shipped: "9000 (Kafka's default: Strimzi refuses every broker.* option)",
-    why:
-      "a dead broker leaves every ISR and its leaderships move after 0.7 s instead of 9 s " +
-      "(BRIEF stall source 1); what the shipped cluster cannot set, fastfence's publish " +
-      "hedging has to make up for",
-  },
-  "broker.heartbeat.interval.ms": {
-    value: 140,
-    shipped: "2000 (Kafka's default: Strimzi refuses every broker.* option)",
-    why: "five heartbeats per 700 ms session; Kafka needs the interval well below the session",
-  },
   "controller.quorum.fetch.timeout.ms": {
     value: 600,
     shipped: "750 (the manifest)",
@@ -82,22 +69,31 @@ export const LAB_BROKER_OVERRIDES: Readonly<Record<string, LabOverride>> = {
 /**
  * Kafka's broker config keys that Strimzi manages itself: `spec.kafka.config` keys with these
  * prefixes are ignored (with a warning in the operator's log, nowhere else), except the
- * listed ones. The CRD only says "certain prefixes"; these are Strimzi's FORBIDDEN_PREFIXES
- * and FORBIDDEN_PREFIX_EXCEPTIONS.
+ * listed ones. The CRD only says "certain prefixes"; these are Strimzi 1.2.0's
+ * FORBIDDEN_PREFIXES and FORBIDDEN_PREFIX_EXCEPTIONS (KafkaClusterSpec.java). Since 0.48
+ * the exceptions include broker.session.timeout.ms, broker.heartbeat.interval.ms and
+ * controller.socket.timeout.ms.
  */
 const STRIMZI_FORBIDDEN_PREFIXES = (
   "listeners, advertised., broker., listener., host.name, port, inter.broker.listener.name, sasl., " +
   "ssl., security., password., log.dir, zookeeper.connect, zookeeper.set.acl, zookeeper.ssl, " +
   "zookeeper.clientCnxnSocket, authorizer., super.user, cruise.control.metrics.topic, " +
   "cruise.control.metrics.reporter.bootstrap.servers, node.id, process.roles, controller., " +
-  "metadata.log.dir, zookeeper.metadata.migration.enable"
+  "metadata.log.dir, zookeeper.metadata.migration.enable, client.quota.callback.static.kafka.admin., " +
+  "client.quota.callback.static.produce, client.quota.callback.static.fetch, " +
+  "client.quota.callback.static.storage.per.volume.limit.min.available., " +
+  "client.quota.callback.static.excluded.principal.name.list, prometheus.metrics.reporter., cordoned.log.dirs"
 ).split(", ");
-/** The `controller.` keys Strimzi passes through all the same. */
-const STRIMZI_ALLOWED_EXCEPTIONS = [
-  "controller.quorum.election.backoff.max.ms",
-  "controller.quorum.election.timeout.ms",
-  "controller.quorum.fetch.timeout.ms",
-];
+/** The keys with a forbidden prefix that Strimzi passes through all the same. */
+const STRIMZI_ALLOWED_EXCEPTIONS = (
+  "zookeeper.connection.timeout.ms, sasl.server.max.receive.size, ssl.cipher.suites, ssl.protocol, " +
+  "ssl.enabled.protocols, ssl.secure.random.implementation, cruise.control.metrics.topic.num.partitions, " +
+  "cruise.control.metrics.topic.replication.factor, cruise.control.metrics.topic.retention.ms, " +
+  "cruise.control.metrics.topic.auto.create.retries, cruise.control.metrics.topic.auto.create.timeout.ms, " +
+  "cruise.control.metrics.topic.min.insync.replicas, broker.session.timeout.ms, " +
+  "broker.heartbeat.interval.ms, controller.socket.timeout.ms, controller.quorum.election.backoff.max.ms, " +
+  "controller.quorum.election.timeout.ms, controller.quorum.fetch.timeout.ms"
+).split(", ");
 
 /** Whether Strimzi would pass `key` from `spec.kafka.config` to the brokers. */
 export function strimziAllows(key: string): boolean {

@@ -278,7 +278,7 @@ export async function chooseVictim(
   preferController: boolean,
 ): Promise<VictimChoice> {
   // The metadata read may meet a broker that just restarted (a refused connection, a
-  // leadership still moving, most often with the shipped 9 s broker session): ask again.
+  // leadership still moving, most often with Kafka's 9 s broker session): ask again.
   let leaders: Record<number, number> = {};
   for (let attempt = 1; ; attempt++) {
     try {

@@ -1,6 +1,6 @@
 // Which failed event-log reads the lab tries again (lab/event-log.ts retriableRead): a
 // timeout, and the Kafka errors the client marks retriable (a refused connection to the
-// broker that just died — with the shipped 9 s broker session it still leads its
+// broker that just died — with Kafka's 9 s broker session it still leads its
 // partitions — or a leadership still moving); nothing else, so a real fault is not hidden.
 import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";

@@ -40,6 +40,12 @@ export interface TrialFacts {
   maxConcurrentFenced?: number;
   /** Identities whose Confirmed write licenses fencing (S6). */
   trustedConfirmers: string[];
+  /**
+   * Nodes the trial itself asked to fence as an operator (`fastfence fence`): their incidents
+   * carrying `spec.operatorRequest` are confirmed without observers, S2's one exception.
+   * An operator request on any other node is still checked for a quorum.
+   */
+  operatorRequested?: string[];
 }
 
 export interface TrialInput {
@@ -136,9 +142,10 @@ export function checkInvariants(input: TrialInput): Violation[] {
     // S2: corroborated by >= quorum independent observers, none on the node itself.
     if (st.timestamps.confirmed || FENCING_PHASES.has(st.phase)) {
       const observers = new Set(st.evidence.map((e) => e.observerNode));
+      const requested = !!inc.spec.operatorRequest && (facts.operatorRequested ?? []).includes(node);
       if (observers.has(node)) v("S2", "the suspected node testified about itself");
       observers.delete(node);
-      if (observers.size < quorum)
+      if (observers.size < quorum && !requested)
         v("S2", `confirmed with ${observers.size} independent observer(s), quorum ${quorum}`);
     }
 

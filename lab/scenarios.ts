@@ -6,11 +6,13 @@
 // calls only; it never fences anything itself.
 import { stageNames } from "../functions/registry.ts";
 import { isolate, powerLoss } from "./faults.ts";
+import { hangMidRound } from "./hang-mid-round.ts";
 import type { Lab } from "./lab.ts";
 
 export type Scenario =
   | "crash"
   | "hang"
+  | "hang-mid-round"
   | "partition"
   | "function-crash"
   | "partial-partition"
@@ -32,6 +34,11 @@ export interface ScenarioSpec {
   undo?(lab: Lab, victim: string): Promise<unknown>;
   /** Power-cycle the victim when it is still on after the trial (its processes were broken). */
   powerCycle: boolean;
+  /**
+   * The trial itself asks, as an operator, for the victim to be fenced (`fastfence fence`):
+   * its incident is confirmed without observers, S2's one exception, made by a person.
+   */
+  operatorRequest?: boolean;
 }
 
 /** Every pipeline function, as named in functions/registry.ts. */
@@ -52,6 +59,17 @@ export const SCENARIOS: Readonly<Record<Scenario, ScenarioSpec>> = {
     baseline: false,
     followMs: 30_000,
     fault: async (lab, victim) => lab.hang(victim),
+    undo: async (lab, victim) => lab.resume(victim),
+    powerCycle: true,
+  },
+  // An operator asks for the victim to be fenced; the moment its incident is confirmed (the
+  // round requested and starting), every process of the node freezes. Measured from the freeze.
+  "hang-mid-round": {
+    faulted: true,
+    baseline: false,
+    followMs: 30_000,
+    operatorRequest: true,
+    fault: (lab, victim) => hangMidRound(lab, victim),
     undo: async (lab, victim) => lab.resume(victim),
     powerCycle: true,
   },

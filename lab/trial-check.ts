@@ -60,6 +60,7 @@ export async function check(
       .map((f) => ({ node: f.node, at: f.at, kind: f.kind })),
     bootIds: o.start.bootIds,
     trustedConfirmers: [CONFIRM],
+    ...(spec.operatorRequest ? { operatorRequested: [o.victim] } : {}),
     quorum: 2,
     maxConcurrentFenced: 1,
   };

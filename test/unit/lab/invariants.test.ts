@@ -208,6 +208,29 @@ describe("lab invariants", () => {
     ).toContain("S2");
   });
 
+  it("S2: an operator's request the trial made needs no observers; any other request still does", () => {
+    const req = { by: "kubernetes-admin", reason: "bench", at: t(600) };
+    const requested: NodeFence = { ...incident({ evidence: [] }) };
+    requested.spec = { ...requested.spec, operatorRequest: req };
+    const rules = (f: TrialFacts) =>
+      checkInvariants({ events: chain(requested.metadata.name), incidents: [requested], facts: f }).map(
+        (v) => v.rule,
+      );
+    expect(rules({ ...facts(), operatorRequested: ["node-a"] })).not.toContain("S2");
+    // Not made by the trial (another node's request, or none recorded): no quorum, a violation.
+    expect(rules({ ...facts(), operatorRequested: ["node-b"] })).toContain("S2");
+    expect(rules(facts())).toContain("S2");
+    // The trial's request does not excuse an incident without the request on it.
+    const plain = incident({ evidence: [] });
+    expect(
+      checkInvariants({
+        events: chain(plain.metadata.name),
+        incidents: [plain],
+        facts: { ...facts(), operatorRequested: ["node-a"] },
+      }).map((v) => v.rule),
+    ).toContain("S2");
+  });
+
   it("S3: overlapping drivers, and a power action after the node rebooted", () => {
     const a = incident().status!.attempts[0]!;
     const two = incident({

@@ -17,10 +17,9 @@
 // workloads are placed, so fresh and settled client connections both meet the freeze; put
 // hang first in --scenarios to freeze a node right after `lab up`. hang-mid-round asks, as an
 // operator, for the active controller's node to be fenced and freezes it the moment its
-// incident is confirmed (lab/hang-mid-round.ts), timed from the freeze; it is not in the
-// default --scenarios. --brokers shipped runs
-// the brokers with the shipped Kafka cluster's settings only, without the lab's overrides
-// (lab/broker-settings.ts; the default, lab, has them); the report and RESULT say which.
+// incident is confirmed (lab/hang-mid-round.ts), timed from the freeze (--other trials).
+// --brokers shipped runs the brokers with the shipped Kafka cluster's settings only, without
+// the lab's overrides (lab/broker-settings.ts; the default, lab, has them); RESULT says which.
 // Every trial also gives the share of the host's CPUs busy from the fault to the release
 // (lab/host-load.ts): the lab shares two cores, so a trial slow at every hop shows here.
 //   node bench/lab.ts [--trials 20] [--other 3] [--watchdog-trials 5] [--baseline 1]
@@ -117,7 +116,8 @@ const HANG_WAITS = (values["hang-waits"] ?? "0,5,60").split(",").map((x) => {
   return n;
 });
 const SCENARIOS = (
-  values.scenarios ?? "crash,function-crash,partial-partition,hang,partition,power-loss,isolate"
+  values.scenarios ??
+  "crash,function-crash,partial-partition,hang,hang-mid-round,partition,power-loss,isolate"
 ).split(",") as Scenario[];
 for (const sc of SCENARIOS)
   if (!(sc in SPECS)) {

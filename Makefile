@@ -9,13 +9,18 @@ export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
 
-.PHONY: setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
+.PHONY: artifact setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
 
 setup:
 	@$(ROOT)/scripts/setup.sh
 
 setup-node:
 	@$(ROOT)/scripts/setup.sh node npm examples
+
+## artifact: the packed product (.cache/artifact/fastfence.tgz, what the Containerfile installs), unpacked
+## with production dependencies only outside the checkout (what the tests, the lab and the benches run)
+artifact: setup-node
+	@node scripts/artifact.ts
 
 ## lint: eslint, prettier and the TypeScript type check
 lint: setup-node

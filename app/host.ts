@@ -16,7 +16,7 @@ import { findStage, stageNames } from "../functions/registry.ts";
 import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
 import type { KafkaBusConfig } from "../infra/bus/kafka-config.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
-import type { Bus, TopicSpec } from "../infra/bus/bus.ts";
+import type { Bus } from "../infra/bus/bus.ts";
 import { KubeMetal3Api } from "../infra/bmc/metal3.ts";
 import {
   httpAllowedSubjects,
@@ -53,6 +53,7 @@ import {
 } from "../infra/runtime/http-auth.ts";
 import { startKafkaRuntime } from "../infra/runtime/kafka-runtime.ts";
 import { createTracing, type Tracing } from "../infra/tracing.ts";
+import { stageSettings } from "./stage-settings.ts";
 
 /**
  * The catalog as the runtimes see it; `singleTopic` (FASTFENCE_KAFKA_TOPIC, e.g. the Knative broker's
@@ -73,18 +74,7 @@ export const catalogView: CatalogView = {
   deadLetterTopic: TOPICS.deadLetter,
 };
 
-/** Topic layout for `brokers` brokers: `replicas` per partition (3 as topics.yaml), one per broker at
- *  most; min.insync.replicas 2 from two replicas on three brokers up, else 1. */
-export function pipelineTopics(brokers: number, partitions = 3, replicas = 3): TopicSpec[] {
-  const rf = Math.min(replicas, brokers);
-  const minIsr = rf >= 2 && brokers >= 3 ? 2 : Math.max(1, rf - 1);
-  return Object.values(TOPICS).map((topic) => ({
-    topic,
-    partitions,
-    replicationFactor: rf,
-    config: { "min.insync.replicas": String(minIsr) },
-  }));
-}
+export { pipelineTopics } from "./topics.ts";
 
 /** A replica's Kafka bus settings, all from its config: `fastfence run`'s and the lab's (lab/node-agent.ts). */
 export function kafkaBusSettings(config: RuntimeConfig, clientId: string, log: Logger): KafkaBusConfig {
@@ -129,6 +119,8 @@ export async function hostFunction(opts: {
     );
   const clock = opts.clock ?? systemClock;
   const log = (opts.log ?? createLogger(def.name)).child({ replica: config.FASTFENCE_REPLICA });
+  const settings = stageSettings(def.name, opts.mode, config);
+  log.info({ incident: "none", node: settings.node, settings }, "stage: effective settings");
   const metrics = createFunctionMetrics({ defaultMetrics: !opts.bus });
   const kube = new Kube(opts.kubeConfig, {
     requestTimeoutMs: config.FASTFENCE_KUBE_TIMEOUT_MS,

@@ -41,28 +41,11 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     throw new UsageError("source", "the event source needs Kafka: --brokers or FASTFENCE_KAFKA_BROKERS");
   const { KubeConfig } = await import("@kubernetes/client-node");
   const { createSourceMetrics } = await import("../infra/metrics.ts");
-  const { systemClock } = await import("../core/clock.ts");
-  const { createKafkaBus } = await import("../infra/bus/kafka-bus.ts");
-  const { kafkaSecurityFrom } = await import("../infra/bus/kafka-security.ts");
-  const { Kube } = await import("../infra/kube/client.ts");
-  const { PolicyReader } = await import("../infra/kube/policy.ts");
   const { createLogger } = await import("../infra/log.ts");
-  const { startEventSource } = await import("../source/event-source.ts");
+  const { hostEventSource } = await import("../app/source.ts");
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  const log = createLogger("event-source").child({ replica: config.FASTFENCE_REPLICA });
-  const policy = await new PolicyReader(new Kube(kc), config.FASTFENCE_POLICY).get(Date.now());
-  const bus = createKafkaBus(
-    {
-      brokers: config.FASTFENCE_KAFKA_BROKERS,
-      clientId: `fastfence-source-${config.FASTFENCE_REPLICA}`,
-      security: kafkaSecurityFrom(config, log),
-      log,
-    },
-    config.FASTFENCE_KAFKA_CLIENT,
-  );
-  const { watchdogAgentConfig } = await import("../source/watchdog-settings.ts");
-  const watchdog = watchdogAgentConfig(config, policy.probe.heartbeatIntervalMs);
+  const log = createLogger("event-source");
   const { registry, ...metrics } = createSourceMetrics();
   let ready = false;
   const server =
@@ -78,25 +61,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
               .then((m) => res.writeHead(200, { "content-type": registry.contentType }).end(m));
           res.writeHead(404).end();
         }).listen(port);
-  const src = await startEventSource({
-    kubeConfig: kc,
-    bus,
-    clock: systemClock,
-    log,
-    metrics,
-    config: {
-      replica: config.FASTFENCE_REPLICA,
-      node: config.FASTFENCE_NODE_NAME,
-      probe: policy.probe,
-      leaseStaleMs: policy.suspicion.leaseStaleMs,
-      heartbeatNamespace: config.FASTFENCE_NAMESPACE,
-      ...(watchdog ? { watchdog } : {}),
-      ...(config.FASTFENCE_WATCHDOG_VOUCH_PORT > 0
-        ? { vouchPort: config.FASTFENCE_WATCHDOG_VOUCH_PORT }
-        : {}),
-      ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),
-    },
-  });
+  const src = await hostEventSource({ config, kubeConfig: kc, log, metrics });
   await src.ready;
   ready = true;
   await new Promise<void>((resolve) => {
@@ -105,6 +70,5 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   });
   server?.close();
   await src.stop();
-  await bus.close();
   return EXIT.ok;
 }

@@ -65,6 +65,21 @@ async function versionCommand(argv: string[]): Promise<number> {
   return EXIT.ok;
 }
 
+/**
+ * A developer command (lab, stack-check) that runs only from a source checkout: the shipped
+ * artifact has no lab/ or harness/, and says so instead of failing to resolve a module.
+ */
+const fromCheckout =
+  (name: string, folder: string, load: () => Promise<Command>) => async (): Promise<Command> => {
+    const { existsSync } = await import("node:fs");
+    if (!existsSync(new URL(`../${folder}/`, import.meta.url)))
+      throw new FastfenceError(
+        "FF_INVALID_CONFIG",
+        `${name} is a developer command: it runs from a source checkout after \`make setup\` (this installation has no ${folder}/)`,
+      );
+    return load();
+  };
+
 /** Every command, by name; `fastfence --help` lists each of them. */
 export const COMMANDS: Record<string, () => Promise<Command>> = {
   run: async () => (await import("./run.ts")).runCommand,
@@ -72,12 +87,16 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   events: async () => (await import("./events.ts")).eventsCommand,
   trace: async () => (await import("./trace.ts")).traceCommand,
   bmc: async () => (await import("./bmc.ts")).bmcCommand,
-  lab: async () => (await import("./lab.ts")).labCommand,
+  lab: fromCheckout("lab", "lab", async () => (await import("./lab.ts")).labCommand),
   pause: async () => (await import("./pause.ts")).pauseCommand,
   resume: async () => (await import("./pause.ts")).resumeCommand,
   fence: async () => (await import("./fence.ts")).fenceCommand,
   "release-slot": async () => (await import("./release-slot.ts")).releaseSlotCommand,
-  "stack-check": async () => (await import("./stack-check.ts")).stackCheckCommand,
+  "stack-check": fromCheckout(
+    "stack-check",
+    "harness",
+    async () => (await import("./stack-check.ts")).stackCheckCommand,
+  ),
   version: async () => versionCommand,
 };
 

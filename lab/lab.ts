@@ -40,6 +40,7 @@ import {
   type VictimChoice,
 } from "./kafka.ts";
 import { writeNodeLaunch } from "./node-launch.ts";
+import { labArtifact } from "./artifact.ts";
 import { EmulatedWatchdog, LAB_WATCHDOG_LEVEL, labWatchdogConfig, startLabWatchdogs } from "./watchdog.ts";
 import {
   BRIDGE,
@@ -165,9 +166,11 @@ export class Lab {
     await this.seedFencing(n);
 
     const agent = this.opts.fastfence ?? true;
+    const artifact = (s.artifact = labArtifact(this.log)); // what the node agents run
     if (this.opts.watchdog && agent) this.watchdogs = startLabWatchdogs(this, this.log);
     for (const x of this.nodes)
       writeNodeLaunch(x, {
+        artifact: artifact.dir,
         ...(this.opts.watchdog && agent ? { watchdog: labWatchdogConfig(x) } : {}),
         cp,
         nodeKubeconfig,

@@ -1,8 +1,9 @@
 // The node agent of one simulated lab node: in one process (cheap on 2 cores), the node's
-// event-source replica and one replica of every pipeline function (Kafka runtime), wired
-// exactly like the integration tests and `fastfence run` (app/host.ts), with the settings
-// its Knative Service ships (lab/replica-settings.ts); each replica connects to Kafka as its
-// own component's user, from the Secret-like credential files of lab/kafka.ts
+// event-source replica and one replica of every pipeline function (Kafka runtime), started
+// through the composition roots of the unpacked artifact (app/index.ts, loaded from the
+// directory the lab hands it), exactly like `fastfence run` and `fastfence source`, with the
+// settings its Knative Service ships (lab/replica-settings.ts); each replica connects to
+// Kafka as its own component's user, from the Secret-like credential files of lab/kafka.ts
 // (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
 // it first creates the topics and the manifests' KafkaUser ACLs. It also
 // serves a tiny control endpoint on a Unix socket in the node dir (AGENT_SOCKET: out of
@@ -14,22 +15,18 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { writeFileSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type RequestListener } from "node:http";
 import { join } from "node:path";
-import { systemClock } from "../core/clock.ts";
-import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
-import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
+import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
 import type { Component } from "../events/catalog.ts";
 import { applyKafkaAcls, readKafkaUsers } from "../harness/env/kafka-auth.ts";
+import { importApp } from "../harness/shipped-app.ts";
 import { labKafkaEnv, labKafkaSecurity } from "./kafka.ts";
-import { loadRuntimeConfig } from "../infra/config.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger } from "../infra/log.ts";
-import { hostFunction, kafkaBusSettings, pipelineTopics, type HostedFunction } from "../app/host.ts";
+import type { HostedEventSource, HostedFunction } from "../app/index.ts";
+import { pipelineTopics } from "../app/host.ts";
 import { labStageEnv, shippedStages } from "./replica-settings.ts";
-import { stageNames } from "../functions/registry.ts";
-import { startEventSource, type EventSource } from "../source/event-source.ts";
 import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
-import type { FencingPolicySpec } from "../core/policy.ts";
 import { AGENT_SOCKET, type AgentStatus } from "./types.ts";
 
 export interface AgentConfig {
@@ -46,6 +43,8 @@ export interface AgentConfig {
   metricsPort: number;
   /** The node's emulated watchdog (lab/watchdog.ts), when the lab gives one. */
   watchdog?: WatchdogAgentConfig;
+  /** The unpacked artifact (harness/artifact.ts) whose app/ the replicas run. */
+  artifact: string;
 }
 
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
@@ -80,120 +79,83 @@ async function retry<T>(what: string, fn: () => Promise<T>, tries = 240, everyMs
   }
 }
 
-/** One function replica and the bus it alone uses. */
-interface FunctionReplica {
-  fn: HostedFunction;
-  bus: KafkaBus;
-}
+const app = await importApp(cfg.artifact);
 
 /** Replicas of this node, as one unit: started together, stopped together on a failed start. */
 interface Replicas {
-  source?: EventSource;
-  sourceBus?: KafkaBus;
-  fns: FunctionReplica[];
-}
-
-async function stopFunction(f: FunctionReplica): Promise<void> {
-  await f.fn.stop().catch(() => undefined);
-  await f.bus.close().catch(() => undefined);
+  source?: HostedEventSource;
+  fns: HostedFunction[];
 }
 
 async function stopReplicas(r: Replicas): Promise<void> {
-  for (const f of r.fns) await stopFunction(f);
+  for (const f of r.fns) await f.stop().catch(() => undefined);
   await r.source?.stop().catch(() => undefined);
-  await r.sourceBus?.close().catch(() => undefined);
 }
 
-/** A component's settings, as its pod would get them from its Secret mounts. */
+/** A component's settings, as its pod would get them from its env and Secret mounts. */
 const componentEnv = (c: Component) => ({
   FASTFENCE_NAMESPACE: cfg.namespace,
   FASTFENCE_NODE_NAME: cfg.node,
+  FASTFENCE_KAFKA_BROKERS: cfg.brokers,
   ...labKafkaEnv(c),
+  ...(process.env.FASTFENCE_KAFKA_CLIENT
+    ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
+    : {}),
 });
 
-/** The node's event source (with its watchdog agent, when the lab gives one) on a bus of its own. */
-async function startSource(
-  kc: KubeConfig,
-  policy: FencingPolicySpec,
-): Promise<{ source: EventSource; bus: KafkaBus }> {
-  const kafkaLog = log.child({ component: "kafka" });
-  const replica = `source-${cfg.node}`;
-  const bus = createKafkaBus({
-    brokers: cfg.brokers,
-    clientId: replica,
-    security: kafkaSecurityFrom(loadRuntimeConfig(componentEnv("event-source")), kafkaLog),
-    log: kafkaLog,
+/** The emulated watchdog (lab/watchdog.ts) as the DaemonSet's FASTFENCE_WATCHDOG_* settings. */
+const watchdogEnv = (w: WatchdogAgentConfig | undefined): Record<string, string> =>
+  w
+    ? {
+        FASTFENCE_WATCHDOG_DEVICE: w.devicePath,
+        ...(w.timeoutMs !== undefined ? { FASTFENCE_WATCHDOG_TIMEOUT_MS: String(w.timeoutMs) } : {}),
+        FASTFENCE_WATCHDOG_RENEW_GRACE_MS: String(w.renewGraceMs),
+        FASTFENCE_WATCHDOG_PET_INTERVAL_MS: String(w.petIntervalMs),
+      }
+    : {};
+
+/** The node's event source (with its watchdog agent, when the lab gives one), as `fastfence source` starts it. */
+async function startSource(kc: KubeConfig): Promise<HostedEventSource> {
+  return app.hostEventSource({
+    config: app.loadRuntimeConfig({
+      ...componentEnv("event-source"),
+      FASTFENCE_REPLICA: `source-${cfg.node}`,
+      ...watchdogEnv(cfg.watchdog),
+    }),
+    kubeConfig: kc,
+    log: log.child({ component: "event-source" }),
   });
-  try {
-    const source = await startEventSource({
-      kubeConfig: kc,
-      bus,
-      clock: systemClock,
-      log: log.child({ component: "event-source" }),
-      config: {
-        replica,
-        node: cfg.node,
-        probe: policy.probe,
-        leaseStaleMs: policy.suspicion.leaseStaleMs,
-        heartbeatNamespace: cfg.namespace,
-        ...(cfg.watchdog ? { watchdog: cfg.watchdog } : {}),
-      },
-    });
-    return { source, bus };
-  } catch (err) {
-    await bus.close().catch(() => undefined);
-    throw err;
-  }
 }
 
 /**
  * One function replica: the stage's Service settings from the rendered manifests
- * (lab/replica-settings.ts), this environment's own, and its bus from that config as
- * `fastfence run` builds it.
+ * (lab/replica-settings.ts) and this environment's own, started as `fastfence run` starts it
+ * (its bus built from that config).
  */
-async function startFunction(kc: KubeConfig, fn: string): Promise<FunctionReplica> {
-  const replica = `${fn}-${cfg.node}`;
-  const config = loadRuntimeConfig({
-    ...labStageEnv(fn, shippedStages()),
-    ...componentEnv(fn as Component),
-    ...(process.env.FASTFENCE_KAFKA_CLIENT
-      ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
-      : {}),
-    FASTFENCE_KAFKA_BROKERS: cfg.brokers,
-    FASTFENCE_REPLICA: replica,
+async function startFunction(kc: KubeConfig, fn: string): Promise<HostedFunction> {
+  return app.hostFunction({
+    name: fn,
+    mode: { kafka: true },
+    config: app.loadRuntimeConfig({
+      ...labStageEnv(fn, shippedStages()),
+      ...componentEnv(fn as Component),
+      FASTFENCE_REPLICA: `${fn}-${cfg.node}`,
+    }),
+    kubeConfig: kc,
+    log: log.child({ component: fn }),
   });
-  const bus = createKafkaBus(
-    kafkaBusSettings(config, replica, log.child({ component: "kafka", client: replica })),
-    config.FASTFENCE_KAFKA_CLIENT,
-  );
-  try {
-    const hosted = await hostFunction({
-      name: fn,
-      mode: { kafka: true },
-      config,
-      kubeConfig: kc,
-      bus,
-      log: log.child({ component: fn }),
-    });
-    return { fn: hosted, bus };
-  } catch (err) {
-    await bus.close().catch(() => undefined);
-    throw err;
-  }
 }
 
-async function startReplicas(kc: KubeConfig, policy: FencingPolicySpec): Promise<Replicas> {
+async function startReplicas(kc: KubeConfig): Promise<Replicas> {
   const r: Replicas = { fns: [] };
   try {
-    const src = await startSource(kc, policy);
-    r.sourceBus = src.bus;
-    r.source = src.source;
-    for (const fn of stageNames()) r.fns.push(await startFunction(kc, fn));
+    r.source = await startSource(kc);
+    for (const fn of app.stageNames()) r.fns.push(await startFunction(kc, fn));
     // Until every replica has synced its watches / joined its consumer group, name the
     // ones still pending in agent.json, so a slow start says what it waits for.
     const waiting: [string, Promise<void>][] = [
       ["event-source", r.source.ready],
-      ...r.fns.map((f): [string, Promise<void>] => [f.fn.name, f.fn.ready]),
+      ...r.fns.map((f): [string, Promise<void>] => [f.name, f.ready]),
     ];
     const pending = new Set(waiting.map(([n]) => n));
     status.pending = [...pending];
@@ -236,16 +198,17 @@ async function main(): Promise<void> {
   const users = readKafkaUsers();
   await retry("acls", () => applyKafkaAcls(cfg.brokers, adminSecurity, users));
   step("reading the FencingPolicy");
-  const policy = await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));
+  // Only once it exists: every replica reads it at start.
+  await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));
 
   // A replica that fails to start (a broker not yet coordinator, an API hiccup) is
   // started again with the others, as a pod's container would be restarted.
   step("starting replicas");
-  const started = await retry("starting replicas", () => startReplicas(kc, policy), 5, 2000);
+  const started = await retry("starting replicas", () => startReplicas(kc), 5, 2000);
   const { fns } = started;
-  let { source, sourceBus } = started;
+  let { source } = started;
   const saveReplicas = () => {
-    status.functions = fns.map((f) => f.fn.name);
+    status.functions = fns.map((f) => f.name);
     status.source = !!source;
     save();
   };
@@ -258,7 +221,7 @@ async function main(): Promise<void> {
   const restartFunctions = async (names: string[]) => {
     for (const name of names) {
       const f = await retry(`restarting ${name}`, () => startFunction(kc, name), 240, 1000);
-      await f.fn.ready;
+      await f.ready;
       fns.push(f);
       saveReplicas();
       log.info({ incident: "none", fn: name }, "agent: function replica restarted");
@@ -272,7 +235,7 @@ async function main(): Promise<void> {
   const handle: RequestListener = (req, res) => {
     const u = new URL(req.url ?? "/", "http://x");
     if (req.method === "GET" && u.pathname === "/metrics") {
-      void Promise.all(fns.map((f) => f.fn.metrics.registry.metrics())).then(
+      void Promise.all(fns.map((f) => f.metrics.registry.metrics())).then(
         (texts) => res.writeHead(200, { "content-type": "text/plain" }).end(texts.join("\n")),
         (err: unknown) => res.writeHead(500).end(String(err)),
       );
@@ -288,26 +251,24 @@ async function main(): Promise<void> {
         return;
       }
       void (async () => {
-        const crashed = fns.filter((f) => names.includes(f.fn.name));
+        const crashed = fns.filter((f) => names.includes(f.name));
         // Side by side: each stop waits at most the runtime's stopLeaveWaitMs for a frozen broker.
-        await Promise.all(crashed.map(stopFunction));
+        await Promise.all(crashed.map((f) => f.stop().catch(() => undefined)));
         for (const f of crashed) fns.splice(fns.indexOf(f), 1);
         if (stopSource && source) {
           await source.stop().catch(() => undefined);
-          await sourceBus?.close().catch(() => undefined);
           source = undefined;
-          sourceBus = undefined;
           if (u.searchParams.get("restart") === "1") {
-            const again = await retry("restarting the event source", () => startSource(kc, policy), 10, 1000);
-            await again.source.ready;
-            ({ source, bus: sourceBus } = again);
+            const again = await retry("restarting the event source", () => startSource(kc), 10, 1000);
+            await again.ready;
+            source = again;
           }
         }
         saveReplicas();
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(status));
         if (restartAfterMs !== undefined && crashed.length)
           setTimeout(() => {
-            restartFunctions(crashed.map((f) => f.fn.name)).catch((err: unknown) =>
+            restartFunctions(crashed.map((f) => f.name)).catch((err: unknown) =>
               log.error({ incident: "none", err: String(err) }, "agent: restarting function replicas failed"),
             );
           }, restartAfterMs);

@@ -24,6 +24,8 @@ export interface NodeLaunch {
   kwokLeaseSeconds: number;
   /** The node's watchdog for its agent (source/watchdog-agent.ts config); unset = none. */
   watchdog?: WatchdogAgentConfig;
+  /** The unpacked artifact whose app/ the node agent runs (harness/artifact.ts). */
+  artifact: string;
 }
 
 /** Write the node's agent-config.json, launcher.json and start.sh. */
@@ -43,6 +45,7 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
       namespace: NAMESPACE,
       metricsPort: AGENT_METRICS_PORT,
       ...(l.watchdog ? { watchdog: l.watchdog } : {}),
+      artifact: l.artifact,
     }),
   );
   const nodeEnv = {

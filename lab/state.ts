@@ -69,6 +69,8 @@ export interface LabState {
   ports: Record<string, number>;
   kubeconfig?: string;
   brokers?: string;
+  /** The unpacked artifact the node agents run (harness/artifact.ts). */
+  artifact?: { version: string; sha256: string; dir: string };
   error?: string;
 }
 

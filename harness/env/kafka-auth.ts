@@ -150,6 +150,27 @@ export function clientSecurityOf(
   };
 }
 
+/**
+ * The FASTFENCE_KAFKA_* settings of a process connecting as `principal`, with its password
+ * in a file under the auth dir as a Secret mount would hold it (what infra/config.ts reads).
+ */
+export function clientEnvOf(
+  auth: Pick<KafkaAuth, "dir" | "caFile" | "passwords">,
+  principal: KafkaPrincipal,
+): Record<string, string> {
+  const username = kafkaUserName(principal);
+  const password = auth.passwords.get(username);
+  if (!password) throw new EnvError(`no Kafka user ${username} in ${KAFKA_USERS_MANIFEST}`);
+  const dir = join(auth.dir, "users", username);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "password"), password, { mode: 0o600 });
+  return {
+    FASTFENCE_KAFKA_CA_FILE: auth.caFile,
+    FASTFENCE_KAFKA_USERNAME: username,
+    FASTFENCE_KAFKA_PASSWORD_FILE: join(dir, "password"),
+  };
+}
+
 const RESOURCE = { topic: AclResourceTypes.TOPIC, group: AclResourceTypes.GROUP } as const;
 const PATTERN = { literal: ResourcePatternTypes.LITERAL, prefix: ResourcePatternTypes.PREFIXED } as const;
 const OPERATION = {

@@ -14,6 +14,7 @@ import { EnvError, sleep } from "./base.ts";
 import {
   applyKafkaAcls,
   clientSecurityOf,
+  clientEnvOf,
   makeKafkaAuth,
   securityProtocolMap,
   type KafkaAuth,
@@ -84,6 +85,8 @@ export interface KafkaCluster {
   auth: KafkaAuth;
   /** TLS + SCRAM settings for KafkaJsBus / new Kafka, as `principal` (admin: the super user). */
   clientSecurity(principal: KafkaPrincipal): KafkaSecurity;
+  /** The same as FASTFENCE_KAFKA_* settings (CA and password files), as a pod's Secret mounts give them. */
+  clientEnv(principal: KafkaPrincipal): Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -272,6 +275,7 @@ export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster>
         timings,
         auth,
         clientSecurity: (principal) => clientSecurityOf(auth, principal),
+        clientEnv: (principal) => clientEnvOf(auth, principal),
         stop: async () => {
           // Stop all brokers at once: stopping one by one makes the last ones wait on the
           // lost quorum during controlled shutdown.

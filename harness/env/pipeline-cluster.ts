@@ -199,7 +199,6 @@ export async function startPipelineCluster(
         listener,
         bmc: undefined as unknown as LabRedfishServer,
         functions: [],
-        buses: [],
         boots: 0,
       };
       const password = `pw-${name}-${Math.random().toString(36).slice(2)}`;

@@ -4,29 +4,27 @@
 // powered off. Harness code for the integration tests: it never talks to anything off
 // loopback.
 import type { KubeConfig } from "@kubernetes/client-node";
-import { systemClock } from "../../core/clock.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
-import { createKafkaBus, type KafkaBus } from "../../infra/bus/kafka-bus.ts";
-import { loadRuntimeConfig } from "../../infra/config.ts";
 import type { Logger } from "../../infra/log.ts";
-import { hostFunction, type HostedFunction } from "../../app/host.ts";
+import type { HostedEventSource, HostedFunction } from "../../app/index.ts";
 import { stageNames } from "../../functions/registry.ts";
 import type { Component } from "../../events/catalog.ts";
-import { startEventSource, type EventSource } from "../../source/event-source.ts";
 import type { LabRedfishServer } from "../emulators/redfish/server.ts";
 import { FASTFENCE_NAMESPACE as NAMESPACE } from "../kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../kube/identity.ts";
 import type { KafkaCluster } from "./kafka.ts";
 import type { ManagedProcess } from "./process.ts";
+import { shippedApp } from "../shipped-app.ts";
 
 export interface SimNodeParts {
   name: string;
   probePort: number;
   listener: ManagedProcess;
   bmc: LabRedfishServer;
-  source?: EventSource;
+  /** The event source with the bus it alone uses (stopped together). */
+  source?: HostedEventSource;
+  /** Each stage owns its bus (built from its config) and closes it when stopped. */
   functions: HostedFunction[];
-  buses: KafkaBus[];
   /** Set when the node was crashed or powered off. */
   downAt?: number;
   /** How often it was rebooted (0: its first boot). */
@@ -55,17 +53,46 @@ export function replicaName(parts: SimNodeParts, fn: string): string {
   return `${fn}-${parts.name}${parts.boots ? `-b${parts.boots}` : ""}`;
 }
 
-/** Start the node's replicas (a boot). */
+/**
+ * Settings of this environment, not choices of behaviour: what a node's replicas share.
+ * Vouching is off (every node's replicas share the loopback address, so they cannot each
+ * have the vouch port) and the consumer session is short, for the tests' fault bounds.
+ */
+const HARNESS_ENV = {
+  FASTFENCE_WATCHDOG_VOUCH_PORT: "0",
+  FASTFENCE_KAFKA_SESSION_TIMEOUT_MS: "3000",
+};
+
+/** A component's settings on `node`, as its pod would get them (env and Secret mounts). */
+export function replicaConfigEnv(
+  env: Pick<ReplicaEnv, "kafka" | "runtimeEnv">,
+  component: Component,
+  node: string,
+  replica: string,
+): Record<string, string> {
+  return {
+    FASTFENCE_NAMESPACE: NAMESPACE,
+    FASTFENCE_REPLICA: replica,
+    FASTFENCE_NODE_NAME: node,
+    FASTFENCE_KAFKA_BROKERS: env.kafka.bootstrap,
+    FASTFENCE_LOG_LEVEL: process.env.FASTFENCE_LOG_LEVEL ?? "warn",
+    ...HARNESS_ENV,
+    ...env.kafka.clientEnv(component),
+    ...env.runtimeEnv,
+  };
+}
+
+/**
+ * Start the node's replicas (a boot): the event source and every stage, each through the
+ * composition roots of the unpacked artifact (harness/shipped-app.ts), each with its own
+ * bus built from its config as `fastfence run` and `fastfence source` build theirs.
+ */
 export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promise<void> {
-  const { kafka, log } = env;
+  const { log } = env;
+  const { app } = await shippedApp();
   const replica = (fn: string) => replicaName(parts, fn);
-  const srcBus = createKafkaBus({
-    brokers: kafka.bootstrap,
-    clientId: replica("source"),
-    security: kafka.clientSecurity("event-source"),
-  });
-  parts.buses.push(srcBus);
-  parts.source = await startEventSource({
+  parts.source = await app.hostEventSource({
+    config: app.loadRuntimeConfig(replicaConfigEnv(env, "event-source", parts.name, replica("source"))),
     // bound to a Pod on its node: the token carries the node claim the heartbeat-Lease
     // admission policy (knative/base/admission) requires, as a DaemonSet pod's does
     kubeConfig: await serviceAccountKubeConfig(env.kc, {
@@ -75,38 +102,15 @@ export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promi
       podName: `fastfence-${replica("source")}`.slice(0, 63),
       tolerations: [{ operator: "Exists" }], // as the DaemonSet's (knative/base/source)
     }),
-    bus: srcBus,
-    clock: systemClock,
     log: log.child({ component: "event-source", replica: replica("source") }),
-    config: {
-      replica: replica("source"),
-      node: parts.name,
-      probe: env.policy.probe,
-      leaseStaleMs: env.policy.suspicion.leaseStaleMs,
-      heartbeatNamespace: NAMESPACE,
-    },
   });
-  for (const fn of stageNames()) {
-    const bus = createKafkaBus({
-      brokers: kafka.bootstrap,
-      clientId: replica(fn),
-      sessionTimeoutMs: 3000,
-      security: kafka.clientSecurity(fn as Component),
-    });
-    parts.buses.push(bus);
-    const config = loadRuntimeConfig({
-      FASTFENCE_NAMESPACE: NAMESPACE,
-      FASTFENCE_REPLICA: replica(fn),
-      FASTFENCE_NODE_NAME: parts.name,
-      ...env.runtimeEnv,
-    });
+  for (const fn of app.stageNames()) {
     parts.functions.push(
-      await hostFunction({
+      await app.hostFunction({
         name: fn,
         mode: { kafka: true },
-        config,
+        config: app.loadRuntimeConfig(replicaConfigEnv(env, fn as Component, parts.name, replica(fn))),
         kubeConfig: await env.identityKc(fn, parts.name),
-        bus,
         log: log.child({ component: fn }),
       }),
     );
@@ -118,7 +122,7 @@ export const replicasReady = (p: SimNodeParts): Promise<void>[] => [
   ...p.functions.map((f) => f.ready),
 ];
 
-/** Stop the event source and/or the named functions; once nothing runs, close the node's buses. */
+/** Stop the event source and/or the named functions (each closes its own bus). */
 export async function stopReplicas(
   p: SimNodeParts,
   which: { source?: boolean; functions?: string[] },
@@ -134,8 +138,4 @@ export async function stopReplicas(
     else keep.push(f);
   }
   p.functions = keep;
-  if (which.source && p.functions.length === 0) {
-    await Promise.all(p.buses.map((b) => b.close().catch(() => undefined)));
-    p.buses = [];
-  }
 }

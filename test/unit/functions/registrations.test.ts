@@ -137,14 +137,16 @@ describe.each(STAGES.map((s) => [s.name, s] as const))("stage %s", (name, stage)
 });
 
 describe("what the lab, the harness and the docs say about the stages as a whole", () => {
-  test("the lab and the harness start every registered stage (stageNames(), not a list of their own)", () => {
+  test("the lab and the harness start every registered stage (the artifact's stageNames(), not a list of their own)", () => {
     for (const file of ["lab/node-agent.ts", "harness/env/pipeline-replicas.ts"]) {
       const src = read(file);
+      // app/index.ts of the unpacked artifact (harness/shipped-app.ts) re-exports the registry's.
       expect(src, file).toMatch(
-        /import \{[^}]*\bstageNames\b[^}]*\} from "(\.\.\/)+functions\/registry\.ts"/,
+        /import \{[^}]*\b(importApp|shippedApp)\b[^}]*\} from "(\.\.\/)+(harness\/)?shipped-app\.ts"/,
       );
-      expect(src, file).toMatch(/for \(const \w+ of stageNames\(\)\)/);
+      expect(src, file).toMatch(/for \(const \w+ of app\.stageNames\(\)\)/);
     }
+    expect(read("app/index.ts")).toMatch(/export \{ stageNames \} from "\.\.\/functions\/registry\.ts"/);
   });
 
   test("docs/adding-a-function.md: every path its checklist names exists (my-stage read as each stage)", () => {

@@ -74,12 +74,17 @@ describe("the lab's node agent", () => {
   const agent = readFileSync(join(ROOT, "lab/node-agent.ts"), "utf8");
   const startFunction = agent.slice(agent.indexOf("async function startFunction("));
 
-  it("builds each replica's config from labStageEnv and its bus from kafkaBusSettings, with no settings of its own", () => {
+  it("builds each replica's config from labStageEnv and starts it through the artifact's hostFunction (its bus from kafkaBusSettings), with no settings of its own", () => {
     expect(agent).toMatch(
-      /for \(const fn of stageNames\(\)\) r\.fns\.push\(await startFunction\(kc, fn\)\);/,
+      /for \(const fn of app\.stageNames\(\)\) r\.fns\.push\(await startFunction\(kc, fn\)\);/,
     );
-    expect(startFunction).toMatch(/loadRuntimeConfig\(\{\s*\.\.\.labStageEnv\(fn, shippedStages\(\)\),/);
-    expect(startFunction).toMatch(/createKafkaBus\(\s*kafkaBusSettings\(config,/);
+    expect(startFunction).toMatch(/app\.loadRuntimeConfig\(\{\s*\.\.\.labStageEnv\(fn, shippedStages\(\)\),/);
+    // No bus of its own: hostFunction builds it from the config with kafkaBusSettings.
+    expect(startFunction).toMatch(/app\.hostFunction\(\{/);
+    expect(startFunction).not.toMatch(/\bbus:/);
+    expect(readFileSync(join(ROOT, "app/host.ts"), "utf8")).toMatch(
+      /createKafkaBus\(\s*kafkaBusSettings\(config,/,
+    );
     // Any client setting written in the agent would be a lab-only override the manifests lack.
     for (const knob of [
       "sessionTimeoutMs",

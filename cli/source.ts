@@ -51,7 +51,8 @@ export async function sourceCommand(argv: string[]): Promise<number> {
   const kc = new KubeConfig();
   kc.loadFromDefault();
   const log = createLogger("event-source").child({ replica: config.FASTFENCE_REPLICA });
-  const policy = await new PolicyReader(new Kube(kc), config.FASTFENCE_POLICY).get(Date.now());
+  const policyReader = new PolicyReader(new Kube(kc), config.FASTFENCE_POLICY, undefined, { log });
+  const policy = await policyReader.get(Date.now());
   const bus = createKafkaBus(
     {
       brokers: config.FASTFENCE_KAFKA_BROKERS,
@@ -61,8 +62,10 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     },
     config.FASTFENCE_KAFKA_CLIENT,
   );
-  const { watchdogAgentConfig } = await import("../source/watchdog-settings.ts");
-  const watchdog = watchdogAgentConfig(config, policy.probe.heartbeatIntervalMs);
+  // Where the device is; armed only while the policy's entry for this node has the watchdog level.
+  const { watchdogDevice } = await import("../source/watchdog-settings.ts");
+  const { startPolicyFollower } = await import("../source/policy-follow.ts");
+  const watchdog = watchdogDevice(config);
   const { registry, ...metrics } = createSourceMetrics();
   let ready = false;
   const server =
@@ -89,6 +92,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
       node: config.FASTFENCE_NODE_NAME,
       probe: policy.probe,
       leaseStaleMs: policy.suspicion.leaseStaleMs,
+      policy,
       heartbeatNamespace: config.FASTFENCE_NAMESPACE,
       ...(watchdog ? { watchdog } : {}),
       ...(config.FASTFENCE_WATCHDOG_VOUCH_PORT > 0
@@ -97,6 +101,13 @@ export async function sourceCommand(argv: string[]): Promise<number> {
       ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),
     },
   });
+  // The policy, re-read as the stages re-read it, applied to the running source.
+  const follower = startPolicyFollower({
+    read: (now) => policyReader.get(now),
+    source: src,
+    clock: systemClock,
+    log,
+  });
   await src.ready;
   ready = true;
   await new Promise<void>((resolve) => {
@@ -104,6 +115,7 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     process.once("SIGTERM", resolve);
   });
   server?.close();
+  follower.stop();
   await src.stop();
   await bus.close();
   return EXIT.ok;

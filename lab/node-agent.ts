@@ -135,6 +135,7 @@ async function startSource(
         node: cfg.node,
         probe: policy.probe,
         leaseStaleMs: policy.suspicion.leaseStaleMs,
+        policy, // the watchdog is armed only where its node entry has the watchdog level
         heartbeatNamespace: cfg.namespace,
         ...(cfg.watchdog ? { watchdog: cfg.watchdog } : {}),
       },

@@ -20,7 +20,8 @@ import {
   type EventSourceConfig,
   type SourceMetrics,
 } from "../source/event-source.ts";
-import { watchdogAgentConfig } from "../source/watchdog-settings.ts";
+import { startPolicyFollower } from "../source/policy-follow.ts";
+import { watchdogDevice } from "../source/watchdog-settings.ts";
 import { kafkaBusSettings } from "./host.ts";
 
 /** What the event source runs with, as logged at start ("event source: effective settings"). */
@@ -57,12 +58,14 @@ export function eventSourceSettings(
 ): EventSourceSettings {
   if (!config.FASTFENCE_NODE_NAME)
     throw new FastfenceError("FF_INVALID_CONFIG", "the event source needs its node: FASTFENCE_NODE_NAME");
-  const watchdog = watchdogAgentConfig(config, policy.probe.heartbeatIntervalMs);
+  // Where the device is; the policy's entry for this node decides whether it is armed.
+  const watchdog = watchdogDevice(config);
   const source: EventSourceConfig = {
     replica: config.FASTFENCE_REPLICA,
     node: config.FASTFENCE_NODE_NAME,
     probe: policy.probe,
     leaseStaleMs: policy.suspicion.leaseStaleMs,
+    policy,
     heartbeatNamespace: config.FASTFENCE_NAMESPACE,
     ...(watchdog ? { watchdog } : {}),
     ...(config.FASTFENCE_WATCHDOG_VOUCH_PORT > 0 ? { vouchPort: config.FASTFENCE_WATCHDOG_VOUCH_PORT } : {}),
@@ -95,8 +98,8 @@ export interface HostedEventSource {
 }
 
 /**
- * Starts one event-source replica in this process. The policy is read from the API unless
- * given (the CLI and the lab read it; a caller that already holds it may pass it).
+ * Starts one event-source replica in this process: reads the policy from the API and follows
+ * its changes, as the stages' readers do (source/policy-follow.ts).
  */
 export async function hostEventSource(opts: {
   config: RuntimeConfig;
@@ -104,15 +107,14 @@ export async function hostEventSource(opts: {
   log?: Logger;
   clock?: Clock;
   metrics?: SourceMetrics;
-  policy?: FencingPolicySpec;
 }): Promise<HostedEventSource> {
   const { config } = opts;
   const log = (opts.log ?? createLogger("event-source")).child({ replica: config.FASTFENCE_REPLICA });
   if (!config.FASTFENCE_KAFKA_BROKERS)
     throw new FastfenceError("FF_INVALID_CONFIG", "the event source needs Kafka: FASTFENCE_KAFKA_BROKERS");
-  const policy =
-    opts.policy ??
-    (await new PolicyReader(new Kube(opts.kubeConfig), config.FASTFENCE_POLICY).get(Date.now()));
+  const clock = opts.clock ?? systemClock;
+  const reader = new PolicyReader(new Kube(opts.kubeConfig), config.FASTFENCE_POLICY, undefined, { log });
+  const policy = await reader.get(clock.now());
   const busConfig = kafkaBusSettings(config, sourceClientId(config.FASTFENCE_REPLICA), log);
   const settings = eventSourceSettings(config, policy, busConfig);
   log.info({ incident: "none", node: settings.source.node, settings }, "event source: effective settings");
@@ -121,17 +123,20 @@ export async function hostEventSource(opts: {
     const source = await startEventSource({
       kubeConfig: opts.kubeConfig,
       bus,
-      clock: opts.clock ?? systemClock,
+      clock,
       log,
       config: settings.source,
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
     });
+    // The policy re-read as the stages re-read it, its changes applied to the running source.
+    const follower = startPolicyFollower({ read: (now) => reader.get(now), source, clock, log });
     return {
       source,
       bus,
       settings,
       ready: source.ready,
       stop: async () => {
+        follower.stop();
         await source.stop().catch(() => undefined);
         await bus.close().catch(() => undefined);
       },

@@ -53,17 +53,29 @@ export interface WatchdogsArmedSummary {
   armed: Map<string, 0 | 1>;
 }
 
+/** A report saying the FencingPolicy asks for no watchdog on its node (requested: false). */
+function notRequested(report: string | undefined): boolean {
+  const p = parseWatchdogReport(report);
+  return p.ok && p.report.requested === false;
+}
+
 /**
  * True when every Ready node reports its watchdog armed. False listing the Ready nodes
  * that do not (their reasons), or with NoWatchdogReports when no node reports a watchdog
- * at all (FASTFENCE_WATCHDOG_DEVICE unset everywhere): the watchdog level then fences
- * nothing. Nodes are sorted, so every replica computes the same message.
+ * the policy asks for (FASTFENCE_WATCHDOG_DEVICE unset everywhere, or no node entry with
+ * a watchdog level): the watchdog level then fences nothing. A node whose report says the
+ * policy gives it no watchdog level (requested: false) is not armed by choice: it counts 0
+ * in the gauge and is not listed. Nodes are sorted, so every replica computes the same message.
  */
 export function summariseWatchdogs(nodes: readonly NodeWatchdogInput[]): WatchdogsArmedSummary {
   const armed = new Map<string, 0 | 1>();
   const notArmed: { node: string; reason: string }[] = [];
-  const anyReport = nodes.some((n) => n.report !== undefined);
+  const anyReport = nodes.some((n) => n.report !== undefined && !notRequested(n.report));
   for (const n of [...nodes].sort((a, b) => a.node.localeCompare(b.node))) {
+    if (notRequested(n.report)) {
+      armed.set(n.node, 0);
+      continue;
+    }
     if (n.report === undefined && !anyReport) continue;
     const p = parseWatchdogReport(n.report);
     const ok = p.ok && p.report.armed;
@@ -79,7 +91,7 @@ export function summariseWatchdogs(nodes: readonly NodeWatchdogInput[]): Watchdo
       status: "False",
       reason: WATCHDOGS_ARMED_REASONS.none,
       message:
-        "no node reports a watchdog (FASTFENCE_WATCHDOG_DEVICE unset on every event source): the watchdog level fences no node",
+        "no node reports a watchdog the FencingPolicy asks for (no node entry with a watchdog level, or FASTFENCE_WATCHDOG_DEVICE unset on every event source): the watchdog level fences no node",
       notArmed,
       armed,
     };

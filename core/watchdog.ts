@@ -35,6 +35,12 @@ export interface WatchdogReport {
   reason?: string;
   /** The agent's pet grace after its last acknowledged renewal, ms, when it states it. */
   renewGraceMs?: number;
+  /**
+   * false: the FencingPolicy gives this node no watchdog level, so its agent does not arm
+   * (source/watchdog-settings.ts watchdogArming): not armed by choice, not a fault. Absent
+   * (older agents) or true: the policy asks for it.
+   */
+  requested?: boolean;
 }
 
 /** Bounds a report must meet to count: a timeout shorter than a pet round or absurdly long is refused. */
@@ -78,6 +84,7 @@ export function parseWatchdogReport(value: string | undefined): ParsedReport {
       ...(typeof r.renewGraceMs === "number" && Number.isInteger(r.renewGraceMs) && r.renewGraceMs >= 0
         ? { renewGraceMs: Math.min(r.renewGraceMs, WATCHDOG_TIMEOUT_MS.max) }
         : {}),
+      ...(r.requested === false ? { requested: false } : {}),
     },
   };
 }

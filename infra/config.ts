@@ -172,13 +172,16 @@ export const RuntimeConfigSchema = z
       }, "must be comma-separated namespace names")
       .optional(),
     // ---- The node's watchdog (event source only; source/watchdog-agent.ts, docs/design.md
-    // "Watchdog fencing", docs/deploy-openshift.md). The device the event source arms and
-    // pets while its node proves it is on the healthy side: /dev/watchdog (hardware or
-    // softdog) as the DaemonSet mounts it, e.g. /host/dev/watchdog. It is opened only
-    // after the first acknowledged heartbeat renewal; one that cannot be opened is reported
-    // as not armed, with the reason, on the heartbeat Lease (the FencingPolicy's
-    // WatchdogsArmed condition, fastfence_watchdog_armed). Default: unset, no watchdog:
-    // the node is never fenced by the watchdog level.
+    // "Watchdog fencing", docs/deploy-openshift.md). Where the node's watchdog device is:
+    // /dev/watchdog (hardware or softdog) as the DaemonSet mounts it, e.g. /host/dev/watchdog.
+    // It arms nothing by itself: the event source opens (arms) and pets it only while the
+    // FencingPolicy's entry for its node has the watchdog level (fencing.nodes[].watchdog),
+    // and only after the first acknowledged heartbeat renewal; elsewhere it reports "not
+    // armed" (requested: false) and never opens it. When the policy stops asking, "not armed"
+    // is recorded on the heartbeat Lease before the device is disarmed. One that cannot be
+    // opened is reported as not armed, with the reason, on the heartbeat Lease (the
+    // FencingPolicy's WatchdogsArmed condition, fastfence_watchdog_armed). Default: unset,
+    // no device: the node is never fenced by the watchdog level.
     FASTFENCE_WATCHDOG_DEVICE: z.string().min(1).optional(),
     // The device's timeout, ms, where sysfs (/sys/class/watchdog/<dev>/timeout) gives none.
     // Per node: the Node annotation fastfence.io/watchdog-timeout-ms wins, and where sysfs
@@ -188,7 +191,8 @@ export const RuntimeConfigSchema = z
     FASTFENCE_WATCHDOG_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).optional(),
     // How long after the last acknowledged heartbeat renewal (or a majority's vouches) the
     // agent still pets, ms. Default 5000; at least twice the policy's
-    // probe.heartbeatIntervalMs (checked at start). Shorter resets an isolated node sooner;
+    // probe.heartbeatIntervalMs (checked on every policy read: below it the agent does not
+    // arm, and says why). Shorter resets an isolated node sooner;
     // every deciding replica waits this + the timeout + its margin before it counts the
     // node as reset, so it adds to the watchdog level's time to release.
     FASTFENCE_WATCHDOG_RENEW_GRACE_MS: ms(5000),

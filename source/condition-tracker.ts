@@ -23,10 +23,15 @@ interface Known {
 export class ConditionTracker {
   private readonly known = new Map<string, Known>();
   private readonly observer: { replica: string; node: string };
-  private readonly leaseStaleMs: number;
+  private leaseStaleMs: number;
   constructor(observer: { replica: string; node: string }, leaseStaleMs: number) {
     this.observer = observer;
     this.leaseStaleMs = leaseStaleMs;
+  }
+
+  /** The policy's suspicion.leaseStaleMs changed: the next tick judges staleness by it. */
+  setLeaseStaleMs(ms: number): void {
+    this.leaseStaleMs = ms;
   }
 
   private event(

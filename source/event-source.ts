@@ -6,7 +6,12 @@
 // namespace); renews its own node's heartbeat Lease through the API server, publishing
 // its public key there. Several replicas run at once, on different nodes. It publishes
 // facts only and decides nothing; a publish failure is logged and the next probe
-// re-reports, so it never blocks probing on Kafka. It never writes or logs its private key.
+// re-reports, so it never blocks probing on Kafka. It follows the FencingPolicy the way the
+// stages do: applyPolicy (called every policy reload period by source/policy-follow.ts)
+// re-applies the probe settings and suspicion.leaseStaleMs to the running probers, timers
+// and trackers, and re-decides whether its node's watchdog may be armed (only when the
+// policy's entry for the node has the watchdog level, source/watchdog-settings.ts); nothing
+// needs a restart. It never writes or logs its private key.
 import {
   makeInformer,
   type KubeConfig,
@@ -16,10 +21,8 @@ import {
   CoreV1Api,
 } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
-import { heartbeatLeaseName } from "../core/decision.ts";
-import type { FencingPolicySpec } from "../core/policy.ts";
-import { Kube } from "../infra/kube/client.ts";
-import { LeaseManager } from "../infra/kube/lease.ts";
+import { DEFAULT_POLICY, type FencingPolicySpec } from "../core/policy.ts";
+import type { WatchdogReport } from "../core/watchdog.ts";
 import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
 import { acksFor, catalogEntry, type EventType } from "../events/catalog.ts";
 import { encodeKafka } from "../events/codec.ts";
@@ -31,16 +34,14 @@ import { ProbeTracker } from "./probe-tracker.ts";
 import { hasOutOfServiceTaint, probeTargets, ringMembers } from "../core/ring.ts";
 import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
-import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
+import type { WatchdogAgentConfig } from "./watchdog-agent.ts";
+import { startHeartbeat, type Heartbeat } from "./heartbeat.ts";
+import { settingsChanges, sourceSettings, type SourceSettings } from "./policy-follow.ts";
 import { ObserverKey } from "./observer-key.ts";
-import { NODE_TIMEOUT_ANNOTATION, parseNodeTimeout } from "../core/watchdog-status.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
 import type { NodeObserved } from "../events/schemas.ts";
 import { tcpProbe } from "./tcp-probe.ts";
-import { performance } from "node:perf_hooks";
 import { OBSERVER_KEY_ANNOTATION, OBSERVER_PREVIOUS_KEY_ANNOTATION } from "../core/evidence-proof.ts";
-import { askPeers } from "./vouch-client.ts";
-import { startVouchServer, vouchRecorder, type VouchServer } from "./vouch-server.ts";
 import { probeAddress } from "../core/probe-address.ts";
 
 export interface EventSourceConfig {
@@ -48,15 +49,26 @@ export interface EventSourceConfig {
   replica: string;
   /** The node this replica runs on (never probes itself). */
   node: string;
+  /** The probe settings at start (the policy's probe); applyPolicy replaces them. */
   probe: FencingPolicySpec["probe"];
+  /** suspicion.leaseStaleMs at start; applyPolicy replaces it. */
   leaseStaleMs: number;
+  /**
+   * The FencingPolicy at start, for the watchdog's arming decision (its node entries);
+   * applyPolicy replaces it. Unset: the defaults, which give no node a watchdog level.
+   */
+  policy?: FencingPolicySpec;
   /** Informer restart delay after an error, ms. Default 500. */
   informerRestartMs?: number;
   /** Publish everything to this topic instead of the catalog's (Knative broker topic). */
   topic?: string;
   /** Namespace of this node's heartbeat Lease (fastfence-alive-<node>); unset = no heartbeat. */
   heartbeatNamespace?: string;
-  /** The node's watchdog (source/watchdog-agent.ts); unset = none. Needs heartbeatNamespace. */
+  /**
+   * Where the node's watchdog device is and how to pet it (source/watchdog-settings.ts
+   * watchdogDevice); unset = no device, no agent, no report. Armed only while the policy's
+   * entry for this node has the watchdog level. Needs heartbeatNamespace.
+   */
   watchdog?: WatchdogAgentConfig;
   /**
    * Port of the vouch endpoint on the node network (source/vouch-server.ts): this replica
@@ -82,6 +94,18 @@ export interface EventSource {
   stop(): Promise<void>;
   /** Current probe targets (for status output and tests). */
   targets(): string[];
+  /**
+   * Applies a (re-read) FencingPolicy to the running replica: probe interval, timeout, port,
+   * observers per node, heartbeat interval, suspicion.leaseStaleMs, and the watchdog's
+   * arming. Returns the fields that changed (e.g. "probe.intervalMs"), logged once.
+   */
+  applyPolicy(policy: FencingPolicySpec): string[];
+  /** The settings in force now, and this node's watchdog report (undefined: no device). */
+  effective(): EffectiveSourceSettings;
+}
+
+export interface EffectiveSourceSettings extends SourceSettings {
+  watchdog?: WatchdogReport;
 }
 
 function snapshot(n: V1Node): NodeSnapshot {
@@ -109,15 +133,17 @@ export async function startEventSource(opts: {
   const source = `/fastfence/event-source/${config.replica}`;
   const observer = { replica: config.replica, node: config.node };
   const probes = new ProbeTracker(observer);
-  const conditions = new ConditionTracker(observer, config.leaseStaleMs);
+  let policy = config.policy ?? DEFAULT_POLICY;
+  let settings: SourceSettings = { probe: config.probe, leaseStaleMs: config.leaseStaleMs };
+  const conditions = new ConditionTracker(observer, settings.leaseStaleMs);
   const nodes = new Map<string, V1Node>();
   const inFlight = new Set<string>();
   let stopped = false;
   let targets: string[] = [];
   const key = new ObserverKey();
-  const leaseDurationMs = heartbeatLeaseDurationMs(config.probe.heartbeatIntervalMs);
+  let leaseDurationMs = heartbeatLeaseDurationMs(settings.probe.heartbeatIntervalMs);
   // An in-flight renewal is dated at most half a heartbeat interval before it is seen.
-  const sightings = new HeartbeatSightings(leaseDurationMs, config.probe.heartbeatIntervalMs / 2);
+  const sightings = new HeartbeatSightings(leaseDurationMs, settings.probe.heartbeatIntervalMs / 2);
   // Observations are published only once this replica's key is on its node's heartbeat
   // Lease: before that every consumer would refuse them (UnknownObserverKey).
   let keyPublished = false;
@@ -168,7 +194,7 @@ export async function startEventSource(opts: {
     const boot = n.status?.nodeInfo?.bootID;
     if (previousBoot && boot && previousBoot !== boot) probes.rearm(name);
     nodes.set(name, n);
-    targets = probeTargets(config.node, ring(), config.probe.observersPerNode);
+    targets = probeTargets(config.node, ring(), settings.probe.observersPerNode);
     probes.retain(targets);
     publish(conditions.onNode(snapshot(n), clock.now()));
   };
@@ -179,7 +205,7 @@ export async function startEventSource(opts: {
     if (!name) return;
     nodes.delete(name);
     conditions.onNodeDeleted(name);
-    targets = probeTargets(config.node, ring(), config.probe.observersPerNode);
+    targets = probeTargets(config.node, ring(), settings.probe.observersPerNode);
     probes.retain(targets);
   });
   const onLease = (l: V1Lease) => {
@@ -239,11 +265,11 @@ export async function startEventSource(opts: {
 
   async function probeOne(target: string): Promise<void> {
     const n = nodes.get(target);
-    const addr = n && probeAddress(n, config.probe.port);
+    const addr = n && probeAddress(n, settings.probe.port);
     if (!addr) return;
     inFlight.add(target);
     try {
-      const r = await tcpProbe(addr.host, addr.port, config.probe.timeoutMs);
+      const r = await tcpProbe(addr.host, addr.port, settings.probe.timeoutMs);
       if (stopped) return;
       metrics?.probes.inc({ result: r.ok ? "ok" : "missed" });
       const at = clock.now();
@@ -269,99 +295,36 @@ export async function startEventSource(opts: {
     }
   }
 
-  // The node's own heartbeat through the API server: proof, for confirm, that a node its
-  // peers cannot reach is still alive (partitioned, not dead). Renewed every
-  // probe.heartbeatIntervalMs; a failed renewal is just skipped (the next one retries).
-  let heartbeatTimer: NodeJS.Timeout | undefined;
-  let watchdog: WatchdogAgent | undefined;
-  let vouchServer: VouchServer | undefined;
-  /** The peers' vouch endpoints and the keys they published, for this node's agent. */
-  const vouchPeers = (port: number) => ({
-    self: config.node,
-    peers: [...nodes.values()].flatMap((n) => {
-      const name = n.metadata?.name;
-      const host = name && name !== config.node ? probeAddress(n, port)?.host : undefined;
-      return host ? [{ node: name!, host, port }] : [];
-    }),
-    publishedKeys: (n: string) => peerKeys.get(heartbeatLeaseName(n)) ?? [],
-    timeoutMs: Math.max(200, Math.floor((config.watchdog?.renewGraceMs ?? 2000) / 4)),
-    mono: () => performance.now(),
-  });
-  let finalBeat: (() => Promise<void>) | undefined;
-  if (config.heartbeatNamespace) {
-    const interval = config.probe.heartbeatIntervalMs;
-    const leases = new LeaseManager(new Kube(kubeConfig, { requestTimeoutMs: Math.max(500, interval * 2) }), {
+  // The node's own heartbeat through the API server (source/heartbeat.ts), with its
+  // watchdog agent and vouch endpoint when configured.
+  let heartbeat: Heartbeat | undefined;
+  if (config.heartbeatNamespace)
+    heartbeat = await startHeartbeat({
+      kubeConfig,
       namespace: config.heartbeatNamespace,
-      durationSeconds: leaseDurationMs / 1000,
+      node: config.node,
+      replica: config.replica,
+      clock,
+      log,
+      key,
+      nodes,
+      peerKeys,
+      policy: () => policy,
+      intervalMs: settings.probe.heartbeatIntervalMs,
+      leaseDurationMs: () => leaseDurationMs,
+      ...(config.watchdog ? { watchdog: config.watchdog } : {}),
+      ...(config.vouchPort !== undefined ? { vouchPort: config.vouchPort } : {}),
+      ...(metrics ? { metrics } : {}),
+      onAcquired: () => {
+        if (keyPublished) return;
+        keyPublished = true;
+        log.info(
+          { incident: "none", node: config.node, keyId: key.keyId },
+          "observer key published on the heartbeat Lease",
+        );
+      },
     });
-    if (config.watchdog)
-      watchdog = await startWatchdogAgent({
-        config: config.watchdog,
-        node: config.node,
-        bootId: () => nodes.get(config.node)?.status?.nodeInfo?.bootID ?? "",
-        clusterSize: () => Math.max(1, nodes.size),
-        // Per node (core/watchdog-status.ts); "unknown" until this node's Node is listed.
-        nodeTimeout: () => {
-          const self = nodes.get(config.node);
-          return self ? parseNodeTimeout(self.metadata?.annotations?.[NODE_TIMEOUT_ANNOTATION]) : "unknown";
-        },
-        log,
-        ...(config.vouchPort !== undefined
-          ? { askPeers: () => askPeers(vouchPeers(config.vouchPort!)) }
-          : {}),
-        ...(metrics?.watchdogArmed && metrics.watchdogPetting
-          ? {
-              metrics: {
-                armed: { set: (v: number) => metrics.watchdogArmed?.set({ node: config.node }, v) },
-                petting: { set: (v: number) => metrics.watchdogPetting?.set({ node: config.node }, v) },
-              },
-            }
-          : {}),
-      });
-    const renew = () =>
-      leases.acquire(heartbeatLeaseName(config.node), config.replica, clock.now(), {
-        annotations: (cur) => ({ ...key.annotations(cur), ...watchdog?.annotations() }),
-      });
-    if (config.vouchPort !== undefined)
-      vouchServer = await startVouchServer({
-        node: config.node,
-        port: config.vouchPort,
-        isPeer: (n) => n !== config.node && nodes.has(n),
-        // A vouch is a renewal of this node's own Lease that also bumps the vouchee's counter.
-        record: vouchRecorder({
-          leases,
-          lease: heartbeatLeaseName(config.node),
-          holder: config.replica,
-          now: () => clock.now(),
-          keep: (cur) => ({ ...key.annotations(cur), ...watchdog?.annotations() }),
-        }),
-        sign: (c) => key.signVouch(c),
-        log,
-      });
-    finalBeat = async () => void (await renew().catch(() => undefined));
-    let busy = false;
-    const beat = () => {
-      if (busy || stopped) return;
-      busy = true;
-      renew()
-        .then((r) => {
-          if (r.acquired) watchdog?.onRenewed();
-          if (r.acquired && !keyPublished) {
-            keyPublished = true;
-            log.info(
-              { incident: "none", node: config.node, keyId: key.keyId },
-              "observer key published on the heartbeat Lease",
-            );
-          }
-        })
-        .catch((err: unknown) =>
-          log.debug({ incident: "none", node: config.node, err }, "heartbeat renewal failed"),
-        )
-        .finally(() => (busy = false));
-    };
-    beat();
-    heartbeatTimer = setInterval(beat, interval);
-  } else {
+  else {
     log.warn(
       { incident: "none", node: config.node },
       "no heartbeat namespace: the observer key is not published, so every observation will be refused",
@@ -369,25 +332,62 @@ export async function startEventSource(opts: {
     keyPublished = true;
   }
 
-  const probeTimer = setInterval(() => {
+  const probeRound = () => {
     for (const t of targets) if (!inFlight.has(t)) void probeOne(t);
     publish(conditions.tick(clock.now()));
-  }, config.probe.intervalMs);
+  };
+  let probeTimer = setInterval(probeRound, settings.probe.intervalMs);
+
+  function applyPolicy(next: FencingPolicySpec): string[] {
+    policy = next;
+    const was = settings;
+    settings = sourceSettings(next);
+    const changed = settingsChanges(was, settings);
+    if (changed.includes("probe.intervalMs")) {
+      clearInterval(probeTimer);
+      if (!stopped) probeTimer = setInterval(probeRound, settings.probe.intervalMs);
+    }
+    if (changed.includes("probe.observersPerNode")) {
+      targets = probeTargets(config.node, ring(), settings.probe.observersPerNode);
+      probes.retain(targets);
+    }
+    if (changed.includes("probe.heartbeatIntervalMs")) {
+      leaseDurationMs = heartbeatLeaseDurationMs(settings.probe.heartbeatIntervalMs);
+      sightings.setTiming(leaseDurationMs, settings.probe.heartbeatIntervalMs / 2);
+      heartbeat?.setInterval(settings.probe.heartbeatIntervalMs);
+    }
+    if (changed.includes("suspicion.leaseStaleMs")) conditions.setLeaseStaleMs(settings.leaseStaleMs);
+    // probe.timeoutMs and probe.port are read by every probe as it starts.
+    if (changed.length)
+      log.info(
+        {
+          incident: "none",
+          node: config.node,
+          changed,
+          probe: settings.probe,
+          leaseStaleMs: settings.leaseStaleMs,
+        },
+        "event source: FencingPolicy changes applied",
+      );
+    // The watchdog follows on its next pet round or renewal (arm, or record "not armed" then disarm).
+    return changed;
+  }
+  if (config.policy) applyPolicy(config.policy);
 
   log.info({ incident: "none", node: config.node, replica: config.replica }, "event source started");
   return {
     ready,
     targets: () => [...targets],
+    applyPolicy,
+    effective: () => ({
+      ...settings,
+      ...(heartbeat?.watchdog ? { watchdog: heartbeat.watchdog.report() } : {}),
+    }),
     stop: async () => {
       stopped = true;
       clearInterval(probeTimer);
-      clearInterval(heartbeatTimer);
-      await vouchServer?.close();
-      // Disarm first (a graceful stop never resets the node), then say so on the Lease.
-      if (watchdog) {
-        await watchdog.stop();
-        await finalBeat?.();
-      }
+      // "not armed" recorded on the Lease first, then disarmed (source/watchdog-agent.ts).
+      await heartbeat?.stop();
       await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop(), heartbeatInformer.stop()]);
     },
   };

@@ -37,14 +37,20 @@ export class HeartbeatSightings {
   private readonly leases = new Map<string, Seen>();
   private listed = false;
   private lastEventAt: number | undefined;
-  private readonly staleMs: number;
-  private readonly inFlightCapMs: number;
+  private staleMs: number;
+  private inFlightCapMs: number;
   /**
    * `staleMs`: a watch with no event for this long counts as not synced (own Lease renews
    * far more often). `inFlightCapMs`: the most a renewal may be dated before its sighting
    * (renewedBy); 0 turns the estimate off.
    */
   constructor(staleMs: number, inFlightCapMs = 0) {
+    this.staleMs = staleMs;
+    this.inFlightCapMs = inFlightCapMs;
+  }
+
+  /** The policy's heartbeat interval changed: the same two bounds, for what is seen from now on. */
+  setTiming(staleMs: number, inFlightCapMs: number): void {
     this.staleMs = staleMs;
     this.inFlightCapMs = inFlightCapMs;
   }

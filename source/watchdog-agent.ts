@@ -1,17 +1,22 @@
 // The watchdog agent of one node, run beside its event source (which renews the node's
 // heartbeat Lease and tells the agent each time the API server acknowledged it): it opens
-// (arms) the node's watchdog device once the first renewal is acknowledged, pets it every
-// petIntervalMs only while
+// (arms) the node's watchdog device once the first renewal is acknowledged, and only while
+// `wanted` says the FencingPolicy asks for it on this node (source/watchdog-settings.ts
+// watchdogArming: a device alone arms nothing), pets it every petIntervalMs only while
 // core/watchdog.ts petDecision says the node is on the healthy side, and reports armed /
-// not armed, with the device's timeout and the node's boot ID, as the annotation
-// fastfence.io/watchdog that the event source writes on the node's heartbeat Lease (the
-// timeout: the device's sysfs one, which must match the Node's fastfence.io/watchdog-timeout-ms
-// when that is set, else that annotation or the configured one). A
-// graceful stop disarms the device (the magic close); nothing else ever does. It never
-// pets on a guess: an unknown renewal time counts as no renewal. When its renewals are
-// more than half the grace old it asks its peers to vouch (source/vouch-client.ts) and
-// counts each verified answer, dated when its request was sent; a strict majority of the
-// cluster (itself included) keeps it petting (core/watchdog.ts). Times: monotonic only.
+// not armed (and whether the policy asks for it), with the device's timeout and the node's
+// boot ID, as the annotation fastfence.io/watchdog that the event source writes on the
+// node's heartbeat Lease (the timeout: the device's sysfs one, which must match the Node's
+// fastfence.io/watchdog-timeout-ms when that is set, else that annotation or the configured
+// one). It disarms (the magic close) only after "not armed" has been recorded on that Lease
+// (`record` acknowledged): on a graceful stop, and when the policy stops asking for it. Until
+// then it keeps petting by the same rule; a stop whose record never lands leaves the device
+// armed (the node resets), because a Lease still saying "armed" over a disarmed device could
+// let fence count a running node as reset. It never pets on a guess: an unknown renewal time
+// counts as no renewal. When its renewals are more than half the grace old it asks its peers
+// to vouch (source/vouch-client.ts) and counts each verified answer, dated when its request
+// was sent; a strict majority of the cluster (itself included) keeps it petting
+// (core/watchdog.ts). Times: monotonic only.
 import { performance } from "node:perf_hooks";
 import {
   petDecision,
@@ -46,13 +51,26 @@ export interface WatchdogMetrics {
   petting: { set(v: number): void };
 }
 
+/** What the policy says of this node's watchdog now (source/watchdog-settings.ts watchdogArming). */
+export type WatchdogWanted =
+  | { arm: true }
+  | {
+      arm: false;
+      reason: string;
+      /** false: the policy gives this node no watchdog level (not armed by choice, not a fault). */
+      requested: boolean;
+    };
+
 export interface WatchdogAgent {
   /** The event source's heartbeat renewal was acknowledged by the API server now. */
   onRenewed(): void;
   /** The annotation to write on the heartbeat Lease (the current report). */
   annotations(): Record<string, string>;
   report(): WatchdogReport;
-  /** Graceful stop: disarm, never reset. */
+  /**
+   * Graceful stop: "not armed" recorded on the Lease first, then disarmed (never a reset);
+   * if the record does not land within stopRecordMs the device is left armed.
+   */
   stop(): Promise<void>;
 }
 
@@ -75,6 +93,19 @@ export async function startWatchdogAgent(opts: {
   mono?: () => number;
   /** Asks the peers to vouch (source/vouch-client.ts askPeers); unset: no vouching. */
   askPeers?: () => Promise<AskResult[]>;
+  /**
+   * Whether the policy asks for this node's watchdog now, asked before every arming and on
+   * every pet round. Unset: always (a bare agent: the lab's tests).
+   */
+  wanted?: () => WatchdogWanted;
+  /**
+   * Writes the current report on the node's heartbeat Lease; true once the API server
+   * acknowledged it. Required before any disarm. Unset: no Lease carries the report, so
+   * nothing needs recording (a bare agent).
+   */
+  record?: () => Promise<boolean>;
+  /** How long a graceful stop tries to record "not armed" before it gives up, ms. Default 3000. */
+  stopRecordMs?: number;
 }): Promise<WatchdogAgent> {
   const { config, log, node } = opts;
   let stopping = false;
@@ -83,13 +114,81 @@ export async function startWatchdogAgent(opts: {
   let notArmed = "waiting for the first acknowledged heartbeat renewal";
   let opening = false;
   let retryOpenAt = 0;
+  /** false: the policy gives this node no watchdog level (reported as requested: false). */
+  let requested = true;
+  /** The device is open but the policy no longer asks for it: reported not armed, disarmed once recorded. */
+  let releasing = false;
+  let recording = false;
   opts.metrics?.armed.set(0);
+
+  /** The magic close, after "not armed" was recorded. */
+  async function disarmDevice(why: string): Promise<void> {
+    const d = device;
+    if (!d) return;
+    device = undefined;
+    try {
+      await d.disarm();
+      log.info({ incident: "none", node, why }, "watchdog disarmed (not armed recorded first)");
+    } catch (err) {
+      log.error({ incident: "none", node, err: asFastfenceError(err).toJSON() }, "watchdog disarm failed");
+    }
+    opts.metrics?.armed.set(0);
+    opts.metrics?.petting.set(0);
+  }
+
+  /** Writes the current (not armed) report; true once acknowledged. */
+  async function recordReport(): Promise<boolean> {
+    if (!opts.record) return true;
+    return opts.record().catch(() => false);
+  }
+
+  /** The device is open and the policy stopped asking: record "not armed", then disarm. */
+  async function release(): Promise<void> {
+    if (recording || !device || stopping) return;
+    recording = true;
+    try {
+      if (!(await recordReport())) return; // the next pet round tries again; the report says not armed
+      const w = opts.wanted?.() ?? { arm: true };
+      if (w.arm || stopping) return void (releasing = false);
+      await disarmDevice(w.reason);
+    } finally {
+      recording = false;
+    }
+  }
+
+  /** Follows `wanted`: true when the agent may arm (or stay armed). */
+  function follow(): boolean {
+    if (stopping) return false;
+    const w = opts.wanted?.() ?? { arm: true };
+    if (w.arm) {
+      requested = true;
+      if (releasing && !recording) {
+        releasing = false;
+        log.info({ incident: "none", node }, "watchdog asked for again before it was disarmed: stays armed");
+      }
+      return true;
+    }
+    requested = w.requested;
+    if (w.reason !== notArmed && !device)
+      log.info({ incident: "none", node, reason: w.reason }, "watchdog not armed");
+    notArmed = w.reason;
+    if (device) {
+      if (!releasing)
+        log.info(
+          { incident: "none", node, reason: w.reason },
+          "watchdog no longer asked for: recording not armed on the heartbeat Lease, then disarming",
+        );
+      releasing = true;
+      void release();
+    }
+    return false;
+  }
   /**
    * Arms the device only once the node has proven itself healthy (a renewal acknowledged):
    * a node that boots while the API is not reachable yet must not be reset for it.
    */
   async function arm(): Promise<void> {
-    if (device || opening || stopping || mono() < retryOpenAt) return;
+    if (!follow() || device || opening || mono() < retryOpenAt) return;
     const nodeTimeout = opts.nodeTimeout?.() ?? { ok: true, timeoutMs: undefined };
     if (nodeTimeout === "unknown") return void (notArmed = "waiting for this node's Node object");
     opening = true;
@@ -135,7 +234,10 @@ export async function startWatchdogAgent(opts: {
   }
 
   async function tick(): Promise<void> {
-    if (!device || stopping) return;
+    if (!device) return;
+    follow();
+    if (!device) return;
+    // While "not armed" is being recorded (a release, a stop) it goes on petting by the same rule.
     const now = mono();
     maybeAsk(now);
     const d = petDecision({
@@ -153,21 +255,23 @@ export async function startWatchdogAgent(opts: {
     }
     if (!d.pet) return;
     try {
-      await device.pet();
+      await device?.pet();
     } catch (err) {
       log.error({ incident: "none", node, err: asFastfenceError(err).toJSON() }, "watchdog pet failed");
     }
   }
   const timer = setInterval(() => void tick(), config.petIntervalMs);
+  follow(); // the policy's answer is in the first report already
 
   const report = (): WatchdogReport =>
-    device
-      ? { armed: !stopping, timeoutMs: device.timeoutMs, bootId: opts.bootId() }
+    device && !stopping && !releasing
+      ? { armed: true, timeoutMs: device.timeoutMs, bootId: opts.bootId() }
       : {
           armed: false,
-          timeoutMs: config.timeoutMs ?? 1_000,
+          timeoutMs: device?.timeoutMs ?? config.timeoutMs ?? 1_000,
           bootId: opts.bootId(),
-          reason: notArmed,
+          reason: stopping ? "stopping (a graceful stop disarms it)" : notArmed,
+          ...(requested ? {} : { requested: false }),
         };
   return {
     onRenewed: () => {
@@ -177,16 +281,25 @@ export async function startWatchdogAgent(opts: {
     report,
     annotations: () => ({ [WATCHDOG_ANNOTATION]: formatWatchdogReport(report()) }),
     stop: async () => {
-      stopping = true;
-      clearInterval(timer);
-      if (!device) return;
-      try {
-        await device.disarm();
-        log.info({ incident: "none", node }, "watchdog disarmed (graceful stop)");
-      } catch (err) {
-        log.error({ incident: "none", node, err: asFastfenceError(err).toJSON() }, "watchdog disarm failed");
+      if (stopping) return;
+      stopping = true; // the report says not armed from now on; petting goes on until it is recorded
+      if (!device) return void clearInterval(timer);
+      const deadline = mono() + (opts.stopRecordMs ?? 3_000);
+      let recorded = await recordReport();
+      while (!recorded && mono() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+        recorded = await recordReport();
       }
-      opts.metrics?.armed.set(0);
+      clearInterval(timer);
+      if (!recorded) {
+        opts.metrics?.petting.set(0);
+        log.error(
+          { incident: "none", node, timeoutMs: device.timeoutMs },
+          "watchdog left armed: 'not armed' could not be recorded on the heartbeat Lease (a decider could count a disarmed node as reset); the node resets within its timeout",
+        );
+        return;
+      }
+      await disarmDevice("graceful stop");
     },
   };
 }

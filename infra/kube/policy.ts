@@ -20,6 +20,13 @@ import type { FunctionMetrics } from "../metrics.ts";
 import { KubeApiError, type Kube } from "./client.ts";
 import type { FencingPolicyObject, PolicyStatusReporter, PolicyVerdict } from "./policy-status.ts";
 
+/**
+ * How long a read policy is reused, ms: every stage reads through a PolicyReader with this
+ * cache, so a policy edit reaches each stage within it; the event source re-reads on the
+ * same period (source/policy-follow.ts), so both see an edit within one period.
+ */
+export const POLICY_RELOAD_MS = 5000;
+
 export interface PolicyReaderOptions {
   log?: Logger;
   metrics?: Pick<FunctionMetrics, "policyValid" | "policyInvalid">;
@@ -40,11 +47,11 @@ export class PolicyReader {
   private reporting: Promise<void> | undefined;
 
   /**
-   * @param ttlMs how long a read policy is reused, ms. Default 5000: policy edits take
+   * @param ttlMs how long a read policy is reused, ms. Default POLICY_RELOAD_MS (5000): policy edits take
    *   effect (and an invalid edit is reported) within this time; longer saves API reads
    *   during an incident.
    */
-  constructor(kube: Kube, name = "default", ttlMs = 5000, opts: PolicyReaderOptions = {}) {
+  constructor(kube: Kube, name = "default", ttlMs = POLICY_RELOAD_MS, opts: PolicyReaderOptions = {}) {
     this.kube = kube;
     this.name = name;
     this.ttlMs = ttlMs;

@@ -33,6 +33,9 @@ import { createLogger } from "../../infra/log.ts";
 import { createFunctionMetrics } from "../../infra/metrics.ts";
 import { watchdogReportPass } from "../../infra/runtime/watchdog-report.ts";
 import { EmulatedWatchdog } from "../../lab/watchdog.ts";
+import { resolvePolicy } from "../../core/policy.ts";
+import { loadRuntimeConfig } from "../../infra/config.ts";
+import { watchdogArmingFor } from "../../source/watchdog-settings.ts";
 import { startWatchdogAgent, type WatchdogAgent } from "../../source/watchdog-agent.ts";
 
 const FP = { group: "fastfence.io", version: "v1alpha1", plural: "fencingpolicies" };
@@ -75,6 +78,17 @@ for (const overlay of ["vanilla", "openshift"]) {
       expect(key).toBe("watchdog.device");
       expect(runtime!.data[key!]).toBe(`${mount!.mountPath}/watchdog`);
       expect(c.env?.some((e) => e.name === "FASTFENCE_WATCHDOG_TIMEOUT_MS")).toBe(true);
+    });
+
+    it("the shipped settings arm nothing by themselves: without a watchdog level in the policy, not armed", () => {
+      const config = loadRuntimeConfig({
+        FASTFENCE_WATCHDOG_DEVICE: runtime!.data["watchdog.device"],
+        FASTFENCE_WATCHDOG_TIMEOUT_MS: runtime!.data["watchdog.timeoutMs"],
+      });
+      expect(watchdogArmingFor(config, resolvePolicy({}), { name: "node-a" })).toMatchObject({
+        arm: false,
+        code: "NoWatchdogLevel",
+      });
     });
 
     it("no custom SecurityContextConstraints", () => {

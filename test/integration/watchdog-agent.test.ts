@@ -2,8 +2,10 @@
 // (lab/watchdog.ts: a real FIFO read by a host-side timer), with real timers and short
 // settings: it pets only while its heartbeat renewals are acknowledged, the timer fires
 // within grace + timeout once they stop, a graceful stop disarms it for good, a power
-// switch leaves it unarmed until the next boot arms it, and a missing device is reported
-// as not armed with the reason.
+// switch leaves it unarmed until the next boot arms it, a missing device is reported
+// as not armed with the reason, a node the policy asks no watchdog of never opens it, and
+// "not armed" is recorded (acknowledged) before the device is ever disarmed: when the policy
+// stops asking, and on a graceful stop, which leaves it armed if the record never lands.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,7 +13,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { parseWatchdogReport, WATCHDOG_ANNOTATION } from "../../core/watchdog.ts";
 import { createLogger } from "../../infra/log.ts";
 import { EmulatedWatchdog } from "../../lab/watchdog.ts";
-import { startWatchdogAgent } from "../../source/watchdog-agent.ts";
+import { startWatchdogAgent, type WatchdogWanted } from "../../source/watchdog-agent.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "ff-watchdog-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -150,5 +152,76 @@ describe("watchdog agent on the emulated device", () => {
       report: { armed: false, reason: /cannot open watchdog .*ENOENT/ },
     });
     await agent.stop();
+  });
+
+  it("not asked for by the policy: never opened, reported not armed (requested: false)", async () => {
+    const wd = new EmulatedWatchdog(join(dir, "n"), SETTINGS.timeoutMs, () => undefined);
+    wd.start();
+    const agent = await startWatchdogAgent({
+      config: { devicePath: wd.path, ...SETTINGS },
+      node: "node-a",
+      bootId: () => "boot-1",
+      clusterSize: () => 3,
+      wanted: () => ({ arm: false, reason: "no watchdog level", requested: false }),
+      log,
+    });
+    try {
+      agent.onRenewed();
+      await sleep(3 * SETTINGS.petIntervalMs);
+      expect(wd.armed()).toBe(false);
+      expect(agent.report()).toMatchObject({ armed: false, requested: false, reason: "no watchdog level" });
+    } finally {
+      await agent.stop();
+      wd.stop();
+    }
+  });
+
+  it("the policy stops asking: 'not armed' is recorded first, then disarmed; a failed record keeps it armed", async () => {
+    const wd = new EmulatedWatchdog(join(dir, "r"), SETTINGS.timeoutMs, () => undefined);
+    wd.start();
+    let want: WatchdogWanted = { arm: true };
+    let ack = false;
+    const records: { armedReported: boolean; deviceArmed: boolean }[] = [];
+    const agent = await startWatchdogAgent({
+      config: { devicePath: wd.path, ...SETTINGS },
+      node: "node-a",
+      bootId: () => "boot-1",
+      clusterSize: () => 3,
+      wanted: () => want,
+      record: async () => {
+        records.push({ armedReported: agent.report().armed, deviceArmed: wd.armed() });
+        return ack;
+      },
+      stopRecordMs: 500,
+      log,
+    });
+    const renewing = setInterval(() => agent.onRenewed(), 100);
+    try {
+      agent.onRenewed();
+      await sleep(3 * SETTINGS.petIntervalMs);
+      expect(wd.armed()).toBe(true);
+      want = { arm: false, reason: "no watchdog level", requested: false };
+      await sleep(3 * SETTINGS.petIntervalMs);
+      // the API does not acknowledge: still armed (and petted), reported not armed
+      expect(records.length).toBeGreaterThan(0);
+      expect(wd.armed()).toBe(true);
+      expect(agent.report()).toMatchObject({ armed: false, requested: false });
+      ack = true;
+      await sleep(3 * SETTINGS.petIntervalMs);
+      expect(wd.armed()).toBe(false);
+      expect(records.every((r) => !r.armedReported && r.deviceArmed)).toBe(true);
+      // asked for again: armed again; a stop whose record never lands leaves it armed
+      want = { arm: true };
+      await sleep(3 * SETTINGS.petIntervalMs);
+      expect(wd.armed()).toBe(true);
+      ack = false;
+      clearInterval(renewing);
+      await agent.stop();
+      expect(wd.armed()).toBe(true);
+    } finally {
+      clearInterval(renewing);
+      await agent.stop();
+      wd.stop();
+    }
   });
 });

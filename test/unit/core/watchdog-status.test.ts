@@ -6,7 +6,8 @@ import { formatWatchdogReport } from "../../../core/watchdog.ts";
 import { parseNodeTimeout, summariseWatchdogs } from "../../../core/watchdog-status.ts";
 import { watchdogsCondition, watchdogsEvent } from "../../../infra/kube/watchdog-status.ts";
 import { openWatchdogDevice } from "../../../infra/watchdog/device.ts";
-import { watchdogAgentConfig } from "../../../source/watchdog-settings.ts";
+import { resolvePolicy } from "../../../core/policy.ts";
+import { watchdogArming, watchdogArmingFor, watchdogDevice } from "../../../source/watchdog-settings.ts";
 
 const armed = formatWatchdogReport({ armed: true, timeoutMs: 10_000, bootId: "b" });
 const unarmed = formatWatchdogReport({
@@ -81,7 +82,7 @@ describe("the condition and its Events", () => {
   });
 });
 
-describe("watchdogAgentConfig (FASTFENCE_WATCHDOG_*)", () => {
+describe("watchdogDevice (FASTFENCE_WATCHDOG_*)", () => {
   const base = {
     FASTFENCE_WATCHDOG_DEVICE: "/host/dev/watchdog",
     FASTFENCE_WATCHDOG_TIMEOUT_MS: undefined,
@@ -89,26 +90,112 @@ describe("watchdogAgentConfig (FASTFENCE_WATCHDOG_*)", () => {
     FASTFENCE_WATCHDOG_PET_INTERVAL_MS: 1000,
   };
   it("no device: no watchdog", () =>
-    expect(watchdogAgentConfig({ ...base, FASTFENCE_WATCHDOG_DEVICE: undefined }, 250)).toBeUndefined());
+    expect(watchdogDevice({ ...base, FASTFENCE_WATCHDOG_DEVICE: undefined })).toBeUndefined());
   it("defaults", () =>
-    expect(watchdogAgentConfig(base, 250)).toEqual({
+    expect(watchdogDevice(base)).toEqual({
       devicePath: "/host/dev/watchdog",
       renewGraceMs: 5000,
       petIntervalMs: 1000,
     }));
   it.each([
-    [{ FASTFENCE_WATCHDOG_RENEW_GRACE_MS: 400 }, /RENEW_GRACE_MS/],
     [{ FASTFENCE_WATCHDOG_PET_INTERVAL_MS: 6000 }, /PET_INTERVAL_MS/],
     [{ FASTFENCE_WATCHDOG_TIMEOUT_MS: 2000 }, /a third of/],
   ])("refuses %j", (patch, re) => {
     let issues: unknown;
     try {
-      watchdogAgentConfig({ ...base, ...patch }, 250);
+      watchdogDevice({ ...base, ...patch });
     } catch (err) {
       issues = (err as { issues?: unknown }).issues;
     }
     expect(JSON.stringify(issues)).toMatch(re);
   });
+});
+
+describe("watchdogArming: armed only where the policy's node entry has the watchdog level", () => {
+  const env = {
+    FASTFENCE_WATCHDOG_DEVICE: "/host/dev/watchdog",
+    FASTFENCE_WATCHDOG_TIMEOUT_MS: undefined,
+    FASTFENCE_WATCHDOG_RENEW_GRACE_MS: 5000,
+    FASTFENCE_WATCHDOG_PET_INTERVAL_MS: 1000,
+  };
+  const device = watchdogDevice(env)!;
+  const TRUSTED = "node-restriction.kubernetes.io/fastfence-watchdog";
+  const policy = resolvePolicy({
+    fencing: {
+      nodes: [
+        { nodeSelector: { names: ["w-1"] }, levels: [], watchdog: {} },
+        {
+          nodeSelector: { names: ["w-2"] },
+          levels: [{ driver: "ipmi", address: "ipmi://10.0.0.2", credentialsSecret: "bmc" }],
+        },
+        { nodeSelector: { matchLabels: { [TRUSTED]: "on" } }, levels: [], watchdog: { marginMs: 3000 } },
+      ],
+    },
+  });
+  it("the shipped defaults (a device, the default policy) arm nothing", () =>
+    expect(watchdogArmingFor(env, resolvePolicy({}), { name: "w-1" })).toMatchObject({
+      arm: false,
+      code: "NoWatchdogLevel",
+      reason: expect.stringMatching(/no watchdog level/),
+    }));
+  it("a node whose entry has the watchdog level: armed with the device's settings", () =>
+    expect(watchdogArming(device, policy, { name: "w-1" })).toEqual({ arm: true, config: device }));
+  it("a node whose entry has only BMC levels, or that no entry matches: not armed, by choice", () => {
+    expect(watchdogArming(device, policy, { name: "w-2" })).toMatchObject({
+      arm: false,
+      code: "NoWatchdogLevel",
+    });
+    expect(watchdogArming(device, policy, { name: "w-9" })).toMatchObject({
+      arm: false,
+      code: "NoWatchdogLevel",
+    });
+  });
+  it("selected by a trusted label: armed only once the Node (its labels) is read", () => {
+    expect(watchdogArming(device, policy, undefined)).toMatchObject({ arm: false, code: "NodeUnknown" });
+    expect(watchdogArming(device, policy, { name: "w-5", labels: { [TRUSTED]: "on" } })).toMatchObject({
+      arm: true,
+    });
+  });
+  it("no device: nothing to arm, whatever the policy", () =>
+    expect(watchdogArming(undefined, policy, { name: "w-1" })).toMatchObject({
+      arm: false,
+      code: "NoDevice",
+    }));
+  it("a grace below two of the policy's heartbeats: not armed, naming the variable", () =>
+    expect(
+      watchdogArming(
+        device,
+        { ...policy, probe: { ...policy.probe, heartbeatIntervalMs: 3000 } },
+        { name: "w-1" },
+      ),
+    ).toMatchObject({
+      arm: false,
+      code: "GraceBelowHeartbeats",
+      reason: expect.stringMatching(/RENEW_GRACE_MS/),
+    }));
+});
+
+describe("summariseWatchdogs and nodes the policy asks no watchdog of", () => {
+  const notAsked = formatWatchdogReport({
+    armed: false,
+    timeoutMs: 1000,
+    bootId: "b",
+    reason: "not asked for",
+    requested: false,
+  });
+  it("not listed as a fault, gauge 0; the others judged as before", () => {
+    const s = summariseWatchdogs([
+      { node: "a", ready: true, report: armed },
+      { node: "b", ready: true, report: notAsked },
+    ]);
+    expect(s).toMatchObject({ status: "True", reason: "AllReportedArmed", notArmed: [] });
+    expect(s.armed.get("b")).toBe(0);
+  });
+  it("NoWatchdogReports when no node is asked for one", () =>
+    expect(summariseWatchdogs([{ node: "b", ready: true, report: notAsked }])).toMatchObject({
+      status: "False",
+      reason: "NoWatchdogReports",
+    }));
 });
 
 describe("openWatchdogDevice and the node's timeout", () => {

@@ -28,6 +28,8 @@ const OUTPUTS = ["text", "json", "yaml"] as const;
 const BMC_KINDS = ["mixed", "ipmi", "redfish"] as const;
 const PARTIAL_MODES = ["peers", "api"] as const;
 const BMC_FAULTS = ["unreachable", "slow", "lying", "stuck", "none"] as const satisfies readonly BmcFault[];
+/** The values of the lab subcommands' options that take a fixed list (for shell completion). */
+export const LAB_OPTION_VALUES = { bmc: BMC_KINDS, mode: PARTIAL_MODES, fault: BMC_FAULTS } as const;
 /** Subcommands that take just a NODE. */
 const NODE_ACTIONS = [
   "crash",

@@ -118,7 +118,8 @@ const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
                                           again N ms later, as the kubelet would; default never)
   power-on NODE                           power a fenced node back on through its BMC
 
-Every lab command takes:
+The lab runs its own API server with its own kubeconfig (.cache/lab/): lab takes no
+--kubeconfig, --context or -n. Every lab command takes:
 ${outputHelp(UP_ARGS, "up with json/yaml prints its progress on stderr")}
   -h, --help              this help`;
 async function call(path: string, q: Record<string, string> = {}): Promise<unknown> {

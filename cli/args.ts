@@ -172,3 +172,42 @@ export function parseChoice<const C extends string>(
     throw new UsageError(command, `${option} takes ${choices.join(", ")}, not "${value}"`);
   return value as C;
 }
+
+/**
+ * The options given before the command (`fastfence --context X pause NODE`, as kubectl
+ * passes them to a plugin): the leading words that are string options of `options`, each
+ * as `--name=value` so the command parses them like its own, and the words from the first
+ * one that is not (the command, or an option the caller refuses). UsageError (command "")
+ * for such an option without its value.
+ */
+export function leadingOptions(
+  argv: readonly string[],
+  options: ParseArgsOptionsConfig,
+): { given: string[]; rest: string[] } {
+  const given: string[] = [];
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const w = argv[i]!;
+    if (!w.startsWith("-") || w === "-" || w === "--") break;
+    const eq = w.indexOf("=");
+    const name = w.startsWith("--")
+      ? w.slice(2, eq < 0 ? undefined : eq)
+      : Object.keys(options).find((k) => options[k]!.short === w[1]);
+    if (!name || !Object.hasOwn(options, name) || options[name]!.type !== "string") break;
+    const typed = w.startsWith("--") ? `--${name}` : w.slice(0, 2);
+    let value = w.startsWith("--") ? (eq < 0 ? undefined : w.slice(eq + 1)) : w.slice(2) || undefined;
+    if (value === undefined) {
+      value = argv[i + 1];
+      if (value === undefined || value.startsWith("-"))
+        throw new UsageError(
+          "",
+          value === undefined
+            ? `${typed} needs a value`
+            : `${typed} needs a value, got the option "${value}" (write ${typed}=${value} if that is the value)`,
+        );
+      i++;
+    }
+    given.push(`--${name}=${value}`);
+  }
+  return { given, rest: argv.slice(i) };
+}

@@ -1,10 +1,10 @@
 // `fastfence bmc status|off|on|check`: talk to one BMC by URL (ipmi://, redfish://,
 // redfish+http(s)://, idrac-redfish://, ilo5-redfish://, fence-agent://...?agent=fence_x)
 // or by node (--node NAME: the FencingPolicy's levels for that node, else its metal3
-// BareMetalHost; kubeconfig from $KUBECONFIG or ~/.kube/config). With --url, credentials
-// come from FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD or --credentials-file (JSON
-// {"username","password"} or username=/password= lines); with --node, from the level's
-// Secret as it is when the command runs (a BMC's rejection names that Secret). Never from
+// BareMetalHost, from the cluster of --kubeconfig / --context, cli/kube-target.ts). With
+// --url, credentials come from FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD or
+// --credentials-file (JSON {"username","password"} or username=/password= lines); with
+// --node, from the level's Secret as it is when the command runs (a BMC's rejection names that Secret). Never from
 // argv and never printed. `off` returns only after power-off is read back (S1); `check`
 // verifies the credentials and reads power state without changing it.
 // Output: -o text|json|yaml (one document per run). Exit codes (cli/exit-codes.ts): 0 done,
@@ -23,43 +23,26 @@ import { KubeMetal3Api, discoverNodeHost, levelFromHost } from "../infra/bmc/met
 import { driverForAddress, parseBmcAddress, redactAddress, type BmcOptions } from "../infra/bmc/settings.ts";
 import { levelOptions } from "../infra/fence/power.ts";
 import { describeModes, insecureLevelProblem, insecureModes } from "../core/level-security.ts";
-import { Kube, KubeApiError } from "../infra/kube/client.ts";
+import { KubeApiError, type Kube } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
-import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
+import { connectKube, fastfenceNamespace } from "./kube-target.ts";
 import { render } from "./output.ts";
+import { BMC_ACTIONS, BMC_ARGS, kubeTargetHelp } from "./specs.ts";
 
-export const BMC_ARGS = defineCommand({
-  command: "bmc",
-  options: {
-    url: { type: "string" },
-    node: { type: "string" },
-    level: { type: "string" },
-    policy: { type: "string" },
-    namespace: { type: "string" },
-    "credentials-file": { type: "string" },
-    insecure: { type: "boolean" },
-    ca: { type: "string" },
-    "timeout-ms": { type: "string" },
-    "poll-ms": { type: "string" },
-  },
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-  legacyJson: true,
-});
+export { BMC_ARGS };
 
 const HELP = `Usage: fastfence bmc <status|off|on|check> (--url URL | --node NAME) [options]
 
   --url URL               BMC address: ipmi://host[:port], redfish://host/redfish/v1/Systems/ID,
                           redfish+http://..., idrac-redfish://..., ilo5-redfish://...,
                           fence-agent://host[:port]?agent=fence_ipmilan&lanplus=1
-  --node NAME             settings from the cluster ($KUBECONFIG or ~/.kube/config): the
+  --node NAME             settings from the cluster (--kubeconfig, --context): the
                           FencingPolicy's levels for the node, else its metal3 BareMetalHost;
                           credentials from the level's Secret
   --level N               with --node: which fencing level, 1-based (default 1)
   --policy NAME           with --node: the FencingPolicy (default $FASTFENCE_POLICY or "default")
-  --namespace NS          with --node: namespace of policy levels' Secrets
-                          (default $FASTFENCE_NAMESPACE or "fastfence-system")
   --credentials-file F    with --url: JSON {"username":..,"password":..} or username=/password= lines
                           (default: FASTFENCE_BMC_USERNAME / FASTFENCE_BMC_PASSWORD)
   --insecure              allow an insecure BMC: plain HTTP (redfish+http://) or no TLS
@@ -68,6 +51,8 @@ const HELP = `Usage: fastfence bmc <status|off|on|check> (--url URL | --node NAM
   --ca FILE               PEM CA bundle for the BMC's certificate (Redfish)
   --timeout-ms N          budget for the whole action (default 30000)
   --poll-ms N             read-back interval for off (default 200)
+${kubeTargetHelp(`with --node: the namespace of the policy levels' Secrets
+                          (default $FASTFENCE_NAMESPACE or fastfence-system, not the context's)`)}
 ${outputHelp(BMC_ARGS, "json and yaml print one document, also on failure")}
   -h, --help              this help
   --json                  deprecated alias of -o json (removed in the next release)
@@ -203,7 +188,7 @@ export async function bmcCommand(argv: string[]): Promise<number> {
   /** Structured output (-o json|yaml): one document on stdout, also for failures. */
   const structured = parsed.output !== "text";
   const action = positionals[0];
-  if (!action || !["status", "off", "on", "check"].includes(action)) {
+  if (!action || !(BMC_ACTIONS as readonly string[]).includes(action)) {
     return usage(
       action
         ? `unknown action "${action}": status, off, on or check`
@@ -211,6 +196,12 @@ export async function bmcCommand(argv: string[]): Promise<number> {
     );
   }
   if (v.node && v.url) return usage("give --url or --node, not both");
+  const kubeFlag =
+    v.kubeconfig !== undefined ? "--kubeconfig" : v.context !== undefined ? "--context" : undefined;
+  if (v.url && (kubeFlag ?? (v.namespace !== undefined ? "-n/--namespace" : undefined)))
+    return usage(
+      `${kubeFlag ?? "-n/--namespace"} is for --node (the cluster's settings); --url talks to the BMC directly`,
+    );
   if (!v.url && !v.node) return usage("--url or --node is required");
   const timeoutMs = Number(v["timeout-ms"] ?? 30_000);
   const pollMs = Number(v["poll-ms"] ?? 200);
@@ -238,20 +229,13 @@ export async function bmcCommand(argv: string[]): Promise<number> {
   if (v.node) {
     if (v["credentials-file"])
       return usage("--credentials-file is for --url; --node reads the level's Secret");
-    let kube: Kube;
-    try {
-      kube = Kube.fromEnvironment({ requestTimeoutMs: Math.min(timeoutMs, 10_000) });
-    } catch (err) {
-      console.error(
-        `fastfence bmc: no usable kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster): ${err instanceof Error ? err.message : String(err)}`,
-      );
-      return EXIT.usage;
-    }
+    const namespace = fastfenceNamespace("bmc", v.namespace);
+    const kube = connectKube("bmc", v, { requestTimeoutMs: Math.min(timeoutMs, 10_000) });
     let nb: NodeBmc;
     try {
       nb = await nodeBmc(kube, v.node, {
         policy: v.policy ?? process.env.FASTFENCE_POLICY ?? "default",
-        namespace: v.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system",
+        namespace,
         level: levelNumber,
       });
     } catch (err) {

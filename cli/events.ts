@@ -4,16 +4,12 @@
 // besides stdout.
 import { CATALOG } from "../events/catalog.ts";
 import { asyncApiDocument } from "../events/asyncapi.ts";
-import { defineCommand, outputHelp, parseChoice, parseCommand, UsageError } from "./args.ts";
+import { outputHelp, parseChoice, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
 import { render, table } from "./output.ts";
+import { EVENT_DOCUMENTS, EVENTS_ARGS, EVENTS_SUBCOMMANDS } from "./specs.ts";
 
-export const EVENTS_ARGS = defineCommand({
-  command: "events",
-  options: { format: { type: "string" } },
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-});
+export { EVENTS_ARGS };
 
 const USAGE = `Usage: fastfence events catalog [--format catalog|asyncapi] [-o text|json|yaml]
 
@@ -40,7 +36,7 @@ export function catalogEntries(): Record<string, unknown>[] {
 export async function eventsCommand(argv: string[]): Promise<number> {
   const args = parseCommand(EVENTS_ARGS, argv);
   if (args.help) return (console.log(USAGE), EXIT.ok);
-  if (args.positionals[0] !== "catalog")
+  if (!(EVENTS_SUBCOMMANDS as readonly string[]).includes(args.positionals[0] ?? ""))
     throw new UsageError(
       "events",
       args.positionals[0]
@@ -57,7 +53,7 @@ export async function eventsCommand(argv: string[]): Promise<number> {
       throw new UsageError("events", `--format table contradicts -o ${output}`);
     format = "catalog";
   }
-  const doc = parseChoice("events", "--format", format, ["catalog", "asyncapi"] as const);
+  const doc = parseChoice("events", "--format", format, EVENT_DOCUMENTS);
   if (doc === "asyncapi") {
     if (!args.outputGiven) output = "json";
     if (output === "text")

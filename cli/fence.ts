@@ -31,30 +31,24 @@ import { PolicyReader } from "../infra/kube/policy.ts";
 import { whoAmI } from "../infra/kube/whoami.ts";
 import { existingVerdict } from "./fence-state.ts";
 import { waitForFence, type WaitResult } from "./fence-wait.ts";
-import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
 import {
   ActionRefusedError,
   connect,
   failed,
-  INCIDENT_COMMAND_OPTIONS,
   MAX_REASON,
-  NAMESPACE_HELP,
-  namespaceOption,
   NotFoundError,
   OPERATOR_EVENT_REASONS,
   POLICY_HELP,
   policyOption,
   tryEvent,
 } from "./operator.ts";
+import { fastfenceNamespace } from "./kube-target.ts";
 import { render } from "./output.ts";
+import { FENCE_ARGS, kubeTargetHelp } from "./specs.ts";
 
-export const FENCE_ARGS = defineCommand({
-  command: "fence",
-  options: INCIDENT_COMMAND_OPTIONS,
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-});
+export { FENCE_ARGS };
 
 const HELP = `Usage: fastfence fence NODE --reason TEXT [options]
 
@@ -71,8 +65,8 @@ Options:
   --wait SECONDS          follow the incident, printing each phase change, until its workloads
                           are released (exit 0), it is Blocked or every round failed (exit 1),
                           or SECONDS pass (exit 4); default 0: do not wait
-${NAMESPACE_HELP}
-${POLICY_HELP}`;
+${POLICY_HELP}
+${kubeTargetHelp()}`;
 
 /** What `requestFence` did. */
 export interface FenceResult {
@@ -281,10 +275,9 @@ export async function fenceCommand(argv: string[]): Promise<number> {
   const waitS = Number(v.wait ?? 0);
   if (v.wait?.trim() === "" || !Number.isFinite(waitS) || waitS < 0)
     throw new UsageError("fence", `--wait takes seconds (0 or more), not "${v.wait}"`);
-  const kube = connect("fence");
-  if (!kube) return EXIT.usage;
+  const namespace = fastfenceNamespace("fence", v.namespace);
+  const kube = connect("fence", v);
   const text = args.output === "text";
-  const namespace = namespaceOption(v.namespace);
   try {
     const { maxRounds, ...r } = await requestFence(kube, {
       node,

@@ -28,6 +28,8 @@ const OUTPUTS = ["text", "json", "yaml"] as const;
 const BMC_KINDS = ["mixed", "ipmi", "redfish"] as const;
 const PARTIAL_MODES = ["peers", "api"] as const;
 const BMC_FAULTS = ["unreachable", "slow", "lying", "stuck", "none"] as const satisfies readonly BmcFault[];
+/** The values of the lab subcommands' options that take a fixed list (for shell completion). */
+export const LAB_OPTION_VALUES = { bmc: BMC_KINDS, mode: PARTIAL_MODES, fault: BMC_FAULTS } as const;
 /** Subcommands that take just a NODE. */
 const NODE_ACTIONS = [
   "crash",
@@ -116,7 +118,8 @@ const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
                                           again N ms later, as the kubelet would; default never)
   power-on NODE                           power a fenced node back on through its BMC
 
-Every lab command takes:
+The lab runs its own API server with its own kubeconfig (.cache/lab/): lab takes no
+--kubeconfig, --context or -n. Every lab command takes:
 ${outputHelp(UP_ARGS, "up with json/yaml prints its progress on stderr")}
   -h, --help              this help`;
 async function call(path: string, q: Record<string, string> = {}): Promise<unknown> {

@@ -5,13 +5,17 @@
 // (UsageError) prints one line naming the command and the flag and exits 2. Errors print
 // their code and message, never a stack trace unless FASTFENCE_DEBUG=1, and never secrets.
 import { FastfenceError } from "../core/errors.ts";
-import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { leadingOptions, outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT, exitCodesHelp } from "./exit-codes.ts";
 import { render } from "./output.ts";
+import { KUBE_TARGET_OPTIONS, takesKubeTarget, VERSION_ARGS } from "./specs.ts";
+
+export { VERSION_ARGS };
 
 export const HELP = `fastfence — fast, safe fencing of failed bare-metal Kubernetes nodes
 
-Usage: fastfence <command> [options]
+Usage: fastfence [--kubeconfig FILE] [--context NAME] [-n NS] <command> [options]
+       kubectl fastfence ... / oc fastfence ...   (the same, as a kubectl/oc plugin: bin/kubectl-fastfence)
 
 Commands:
   run <function> --kafka | --http PORT      host one pipeline function (fastfence run --help lists them)
@@ -25,9 +29,15 @@ Commands:
   resume [NODE]                             end that pause
   fence NODE --reason TEXT [--wait S]       ask for a node to be fenced now, as you
   release-slot INCIDENT --reason TEXT       end a final FenceFailed incident and free its storm-guard slot
+  completion bash|zsh                       print the shell completion script (source <(fastfence completion bash))
   stack-check                               start the real test stack, print health and versions, stop
   version                                   print the version
   help [command]                            this help, or a command's options
+
+Cluster, every command that talks to the Kubernetes API (run, source, trace, bmc --node, pause,
+resume, fence, release-slot; not lab, which runs its own), before or after the command:
+  --kubeconfig FILE  (default $KUBECONFIG, ~/.kube/config or in-cluster)   --context NAME
+  -n, --namespace NS where fastfence runs (default $FASTFENCE_NAMESPACE or fastfence-system)
 
 Output, every command: -o, --output text|json|yaml (default text). run and source print
 only their JSON log lines and take -o json only; events catalog --format asyncapi defaults to json.
@@ -40,13 +50,6 @@ ${exitCodesHelp()}
 Run "fastfence <command> --help" for a command's options.`;
 
 type Command = (argv: string[]) => Promise<number>;
-
-export const VERSION_ARGS = defineCommand({
-  command: "version",
-  options: {},
-  positionals: 0,
-  outputs: ["text", "json", "yaml"],
-});
 
 async function versionCommand(argv: string[]): Promise<number> {
   const args = parseCommand(VERSION_ARGS, argv);
@@ -97,13 +100,26 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
     "harness",
     async () => (await import("./stack-check.ts")).stackCheckCommand,
   ),
+  completion: async () => (await import("./completion.ts")).completionCommand,
   version: async () => versionCommand,
 };
 
 export async function main(argv: string[]): Promise<number> {
-  const [first, ...args] = argv;
+  // kubectl passes the flags after the plugin's name through: --kubeconfig, --context and
+  // -n may come before the command; any other option goes after it.
+  let lead: { given: string[]; rest: string[] };
+  try {
+    lead = leadingOptions(argv, KUBE_TARGET_OPTIONS);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`fastfence: ${err.message}\nRun "fastfence --help" for the commands and options.`);
+    return EXIT.usage;
+  }
+  const [first, ...args] = lead.rest;
   let cmd = first;
   let rest = args;
+  if (cmd === "__complete" && argv[0] === cmd)
+    return (await import("./completion.ts")).completeCommand(argv.slice(1));
   if (cmd === "help" && rest[0]) [cmd, rest] = [rest[0], ["--help"]];
   if (cmd === "--help" || cmd === "-h" || cmd === "help") {
     console.log(HELP);
@@ -114,13 +130,26 @@ export async function main(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
   if (cmd.startsWith("-")) {
-    console.error(`fastfence: unknown option ${cmd}: options go after the command (fastfence --help)`);
+    console.error(
+      `fastfence: unknown option ${cmd} before the command: only --kubeconfig, --context and -n/--namespace go there; a command's options go after it (fastfence --help)`,
+    );
     return EXIT.usage;
   }
   const load = Object.hasOwn(COMMANDS, cmd) ? COMMANDS[cmd] : undefined;
   if (!load) {
     console.error(`fastfence: unknown command "${cmd}" (fastfence --help lists them)`);
     return EXIT.usage;
+  }
+  if (lead.given.length) {
+    const line = (await (await import("./completion.ts")).commandLines())[cmd];
+    if (!line?.spec || !takesKubeTarget(line.spec)) {
+      const flag = lead.given[0]!.slice(0, lead.given[0]!.indexOf("="));
+      console.error(
+        `fastfence ${cmd}: ${flag === "--namespace" ? "-n/--namespace" : flag} is for the commands that talk to the Kubernetes API; ${cmd} does not take it${cmd === "lab" ? " (the lab runs its own API server with its own kubeconfig)" : ""}\nRun "fastfence ${cmd} --help" for its options.`,
+      );
+      return EXIT.usage;
+    }
+    rest = [...lead.given, ...rest];
   }
   try {
     return await (

@@ -1,16 +1,17 @@
 // What the operator actions (`fastfence pause`, `resume`, `fence`, `release-slot`) share:
-// the cluster connection, the requester's user name (from the API server, never guessed),
-// the best-effort Event each action leaves (a lost Event is a warning on stderr, never a
-// failure of the action), the typed errors they end with and how each is shown and mapped
+// the cluster connection (cli/kube-target.ts: --kubeconfig, --context, -n), the
+// requester's user name (from the API server, never guessed), the best-effort Event each
+// action leaves (a lost Event is a warning on stderr, never a failure of the action), the typed errors they end with and how each is shown and mapped
 // to an exit code. An API refusal (RBAC, an admission policy) is shown as the API server's
 // own message, which names the policy, never as a stack trace. It changes nothing in the
 // cluster itself but Events.
 import { hostname } from "node:os";
 import { FastfenceError } from "../core/errors.ts";
-import { Kube, KubeApiError } from "../infra/kube/client.ts";
+import { KubeApiError, type Kube } from "../infra/kube/client.ts";
 import { recordEvent, type EventSpec, type EventSubject } from "../infra/kube/events.ts";
 import { whoAmI } from "../infra/kube/whoami.ts";
 import { EXIT, type ExitCode } from "./exit-codes.ts";
+import { connectKube, type KubeTargetFlags } from "./kube-target.ts";
 
 /** The Events' reportingComponent: fastfence.io/cli. */
 export const CLI_COMPONENT = "cli";
@@ -28,24 +29,10 @@ export const MAX_REASON = 1024;
 /** Said instead of a user name when the API server would not tell it (Events only). */
 export const UNKNOWN_USER = "(unknown user)";
 
-/** The options of the commands that act on one incident: why, where, which policy, how long to wait. */
-export const INCIDENT_COMMAND_OPTIONS = {
-  reason: { type: "string" },
-  namespace: { type: "string" },
-  policy: { type: "string" },
-  wait: { type: "string" },
-} as const;
-
-/** The help lines of --namespace and --policy, shared by every operator command. */
-export const NAMESPACE_HELP =
-  "  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)";
+/** The help line of --policy, shared by every operator command. */
 export const POLICY_HELP =
   "  --policy NAME           the FencingPolicy (default $FASTFENCE_POLICY or default)";
 
-/** The namespace of the NodeFences and the FencingPolicy's name, from the options or the environment. */
-export function namespaceOption(v: string | undefined): string {
-  return v ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system";
-}
 export function policyOption(v: string | undefined): string {
   return v ?? process.env.FASTFENCE_POLICY ?? "default";
 }
@@ -64,16 +51,12 @@ export class ActionRefusedError extends FastfenceError {
   }
 }
 
-/** A client for the kubeconfig of $KUBECONFIG, ~/.kube/config or in-cluster; undefined (and said) when none. */
-export function connect(command: string): Kube | undefined {
-  try {
-    return Kube.fromEnvironment({ requestTimeoutMs: 10_000 });
-  } catch (err) {
-    console.error(
-      `fastfence ${command}: no usable kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster): ${err instanceof Error ? err.message : String(err)}`,
-    );
-    return undefined;
-  }
+/**
+ * A client for the cluster of --kubeconfig / --context (else $KUBECONFIG, ~/.kube/config or
+ * in-cluster); a kubeconfig it cannot use is a UsageError (exit 2) that says why.
+ */
+export function connect(command: string, flags: KubeTargetFlags): Kube {
+  return connectKube(command, flags, { requestTimeoutMs: 10_000 });
 }
 
 /** The requester's user name for an Event's message; a warning and UNKNOWN_USER when the API will not say. */

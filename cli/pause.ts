@@ -12,7 +12,7 @@ import { PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { PAUSE_ANNOTATION } from "../core/planned.ts";
 import { FENCING_POLICY_GROUP, FENCING_POLICY_KIND, FENCING_POLICY_VERSION } from "../core/policy.ts";
 import { KubeApiError, type Kube } from "../infra/kube/client.ts";
-import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
 import {
   connect,
@@ -26,20 +26,12 @@ import {
   tryEvent,
 } from "./operator.ts";
 import { render } from "./output.ts";
+import { kubeTargetHelp, PAUSE_ARGS, RESUME_ARGS } from "./specs.ts";
 
-const OPTIONS = { reason: { type: "string" }, policy: { type: "string" } } as const;
-export const PAUSE_ARGS = defineCommand({
-  command: "pause",
-  options: OPTIONS,
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-});
-export const RESUME_ARGS = defineCommand({
-  command: "resume",
-  options: OPTIONS,
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-});
+export { PAUSE_ARGS, RESUME_ARGS };
+
+/** pause and resume write cluster-scoped objects only: -n is taken, as kubectl takes it, and changes nothing. */
+const NS_UNUSED = "accepted like every command's; pause and resume write only cluster-scoped objects";
 
 const PAUSE_HELP = `Usage: fastfence pause [NODE] --reason TEXT [options]
 
@@ -52,7 +44,8 @@ an operator's fence request waits too. A round already sending its power command
 
 Options:
   --reason TEXT           why (in every held incident's message and the Event; required)
-${POLICY_HELP}`;
+${POLICY_HELP}
+${kubeTargetHelp(NS_UNUSED)}`;
 
 const RESUME_HELP = `Usage: fastfence resume [NODE] [--reason TEXT] [options]
 
@@ -63,7 +56,8 @@ Leaves an Event (FencingResumed, NodeFencingResumed).
 
 Options:
   --reason TEXT           why (in the Event; optional)
-${POLICY_HELP}`;
+${POLICY_HELP}
+${kubeTargetHelp(NS_UNUSED)}`;
 
 export type PauseScope = { kind: "cluster"; policy: string } | { kind: "node"; node: string };
 
@@ -336,8 +330,7 @@ async function pauseOrResume(argv: string[], paused: boolean): Promise<number> {
   const node = args.positionals[0];
   const policy = policyOption(v.policy);
   const scope: PauseScope = node ? { kind: "node", node } : { kind: "cluster", policy };
-  const kube = connect(command);
-  if (!kube) return EXIT.usage;
+  const kube = connect(command, v);
   try {
     const r = await setPause(kube, { scope, paused, ...(reason ? { reason } : {}), command, policy });
     for (const n of r.notes) console.error(`fastfence ${command}: note: ${n}`);

@@ -5,8 +5,8 @@
 // NodeFence admission policy), and waits for recover to close the incident (reason
 // SlotReleased). It leaves the Event SlotReleaseRequested on the NodeFence (who and why;
 // a lost Event is a warning). It never writes status itself and never touches the node,
-// its BMC or its workloads: those stay as they are (S1). Kubeconfig from $KUBECONFIG,
-// ~/.kube/config or in-cluster.
+// its BMC or its workloads: those stay as they are (S1). The cluster: --kubeconfig,
+// --context, -n (cli/kube-target.ts).
 import { FastfenceError } from "../core/errors.ts";
 import {
   isFinalFenceFailed,
@@ -19,27 +19,24 @@ import {
   statusOf,
   type NodeFence,
 } from "../core/incident.ts";
-import { Kube, KubeApiError } from "../infra/kube/client.ts";
+import { KubeApiError, type Kube } from "../infra/kube/client.ts";
 import { IncidentStore } from "../infra/kube/incidents.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
-import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
+import { fastfenceNamespace } from "./kube-target.ts";
 import {
-  INCIDENT_COMMAND_OPTIONS,
-  NAMESPACE_HELP,
+  connect,
   OPERATOR_EVENT_REASONS,
   POLICY_HELP,
+  policyOption,
   requesterForEvents,
   tryEvent,
 } from "./operator.ts";
 import { render } from "./output.ts";
+import { kubeTargetHelp, RELEASE_SLOT_ARGS } from "./specs.ts";
 
-export const RELEASE_SLOT_ARGS = defineCommand({
-  command: "release-slot",
-  options: INCIDENT_COMMAND_OPTIONS,
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-});
+export { RELEASE_SLOT_ARGS };
 
 const HELP = `Usage: fastfence release-slot INCIDENT --reason TEXT [options]
 
@@ -49,9 +46,9 @@ stay where they are. Power it off by hand, or bring it back, before you release 
 
 Options:
   --reason TEXT           why (kept in the incident's message; required)
-${NAMESPACE_HELP}
 ${POLICY_HELP}
-  --wait SECONDS          how long to wait for recover to close it (default 60; 0: do not wait)`;
+  --wait SECONDS          how long to wait for recover to close it (default 60; 0: do not wait)
+${kubeTargetHelp()}`;
 
 /** What `releaseSlot` did. */
 export interface ReleaseSlotResult {
@@ -191,15 +188,8 @@ export async function releaseSlotCommand(argv: string[]): Promise<number> {
   const waitS = Number(v.wait ?? 60);
   if (!Number.isFinite(waitS) || waitS < 0)
     throw new UsageError("release-slot", `--wait takes seconds (0 or more), not "${v.wait}"`);
-  let kube: Kube;
-  try {
-    kube = Kube.fromEnvironment({ requestTimeoutMs: 10_000 });
-  } catch (err) {
-    console.error(
-      `fastfence release-slot: no usable kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster): ${err instanceof Error ? err.message : String(err)}`,
-    );
-    return EXIT.usage;
-  }
+  const namespace = fastfenceNamespace("release-slot", v.namespace);
+  const kube = connect("release-slot", v);
   const text = args.output === "text";
   try {
     const r = await releaseSlot(
@@ -207,8 +197,8 @@ export async function releaseSlotCommand(argv: string[]): Promise<number> {
       {
         incident,
         reason: v.reason.trim(),
-        namespace: v.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system",
-        policy: v.policy ?? process.env.FASTFENCE_POLICY ?? "default",
+        namespace,
+        policy: policyOption(v.policy),
         waitMs: waitS * 1000,
       },
       (line) => text && console.error(line),

@@ -7,6 +7,7 @@
 import { createServer } from "node:http";
 import { defineCommand, outputHelp, parseCommand, parsePort, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
+import { KUBE_TARGET_OPTIONS, kubeTargetHelp } from "./specs.ts";
 
 export const RUN_ARGS = defineCommand({
   command: "run",
@@ -15,6 +16,7 @@ export const RUN_ARGS = defineCommand({
     http: { type: "string" },
     brokers: { type: "string" },
     metrics: { type: "string" },
+    ...KUBE_TARGET_OPTIONS,
   },
   positionals: 1,
   outputs: ["json"],
@@ -39,6 +41,7 @@ Options:
   --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
   --metrics PORT          with --kafka: serve /metrics and /health/* on PORT; readiness answers 503
                           until the consumer has joined (--http serves them itself)
+${kubeTargetHelp()}
 ${outputHelp(RUN_ARGS, "a running stage logs JSON lines (infra/log.ts)")}
   -h, --help              this help
 
@@ -59,15 +62,15 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (!findStage(name))
     throw new UsageError("run", `unknown function "${name}" (fastfence run --help lists them)`);
 
-  const { KubeConfig } = await import("@kubernetes/client-node");
+  const { kubeTargetEnv, loadKubeConfig } = await import("./kube-target.ts");
   const { loadRuntimeConfig } = await import("../infra/config.ts");
   const { hostFunction } = await import("../app/host.ts");
   const config = loadRuntimeConfig({
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),
+    ...kubeTargetEnv("run", values),
   });
-  const kc = new KubeConfig();
-  kc.loadFromDefault();
+  const kc = loadKubeConfig("run", values);
   const hosted = await hostFunction({
     name,
     mode: port === undefined ? { kafka: true } : { http: port },

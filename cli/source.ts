@@ -6,6 +6,7 @@
 import { createServer } from "node:http";
 import { defineCommand, outputHelp, parseCommand, parsePort, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
+import { KUBE_TARGET_OPTIONS, kubeTargetHelp } from "./specs.ts";
 
 export const SOURCE_ARGS = defineCommand({
   command: "source",
@@ -13,6 +14,7 @@ export const SOURCE_ARGS = defineCommand({
     brokers: { type: "string" },
     node: { type: "string" },
     http: { type: "string" },
+    ...KUBE_TARGET_OPTIONS,
   },
   positionals: 0,
   outputs: ["json"],
@@ -22,6 +24,7 @@ const USAGE = `Usage: fastfence source [--node NAME] [--brokers host:port,...] [
   --node NAME             the node this replica runs on (default $FASTFENCE_NODE_NAME)
   --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
   --http PORT             serve /health/readiness, /health/liveness and /metrics on PORT
+${kubeTargetHelp()}
 ${outputHelp(SOURCE_ARGS, "the replica logs JSON lines (infra/log.ts)")}
   -h, --help              this help`;
 
@@ -34,17 +37,17 @@ export async function sourceCommand(argv: string[]): Promise<number> {
     ...process.env,
     ...(values.brokers ? { FASTFENCE_KAFKA_BROKERS: values.brokers } : {}),
     ...(values.node ? { FASTFENCE_NODE_NAME: values.node } : {}),
+    ...(await import("./kube-target.ts")).kubeTargetEnv("source", values),
   });
   if (!config.FASTFENCE_NODE_NAME)
     throw new UsageError("source", "the event source needs its node: --node or FASTFENCE_NODE_NAME");
   if (!config.FASTFENCE_KAFKA_BROKERS)
     throw new UsageError("source", "the event source needs Kafka: --brokers or FASTFENCE_KAFKA_BROKERS");
-  const { KubeConfig } = await import("@kubernetes/client-node");
+  const { loadKubeConfig } = await import("./kube-target.ts");
   const { createSourceMetrics } = await import("../infra/metrics.ts");
   const { createLogger } = await import("../infra/log.ts");
   const { hostEventSource } = await import("../app/source.ts");
-  const kc = new KubeConfig();
-  kc.loadFromDefault();
+  const kc = loadKubeConfig("source", values);
   const log = createLogger("event-source");
   const { registry, ...metrics } = createSourceMetrics();
   let ready = false;

@@ -2,10 +2,11 @@
 // incidents and the FencingPolicy (phase changes, holds, `fastfence fence`, `pause`,
 // `resume`, `release-slot`), as extra timeline rows beside the event log. Only Events
 // whose reporting component is fastfence's (fastfence.io/*) and that are not older than
-// --since. Reads only; a cluster it cannot reach is reported by the caller, never fatal.
-import { KubeConfig, type CoreV1Event } from "@kubernetes/client-node";
-import { Kube } from "../infra/kube/client.ts";
+// --since, through the client the caller built for --kubeconfig / --context. Reads only;
+// a cluster it cannot reach is reported by the caller, never fatal.
+import type { CoreV1Event } from "@kubernetes/client-node";
 import { CLUSTER_EVENT_NAMESPACE } from "../infra/kube/events.ts";
+import type { Kube } from "../infra/kube/client.ts";
 import type { ExtraRow } from "./trace-format.ts";
 
 export interface KubeEventQuery {
@@ -24,10 +25,7 @@ function eventTime(e: CoreV1Event): string | undefined {
 }
 
 /** fastfence's Events about `q.names` (and the FencingPolicy), as timeline rows. */
-export async function kubeEventRows(q: KubeEventQuery): Promise<ExtraRow[]> {
-  const kc = new KubeConfig();
-  kc.loadFromDefault();
-  const kube = new Kube(kc);
+export async function kubeEventRows(kube: Kube, q: KubeEventQuery): Promise<ExtraRow[]> {
   const lists = await Promise.all(
     [...new Set([q.namespace, CLUSTER_EVENT_NAMESPACE])].map((namespace) =>
       kube.call(`list events in ${namespace}`, (a) => a.core.listNamespacedEvent({ namespace })),

@@ -15,25 +15,16 @@ import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
 import { kafkaSecurityFrom } from "../infra/bus/kafka-security.ts";
 import { loadRuntimeConfig } from "../infra/config.ts";
 import { createLogger } from "../infra/log.ts";
-import { defineCommand, outputHelp, parseCommand, UsageError } from "./args.ts";
+import { outputHelp, parseCommand, UsageError } from "./args.ts";
 import { EXIT } from "./exit-codes.ts";
+import type { Kube } from "../infra/kube/client.ts";
+import { connectKube, fastfenceNamespace, type KubeTargetFlags } from "./kube-target.ts";
 import { render } from "./output.ts";
+import { kubeTargetHelp, TRACE_ARGS } from "./specs.ts";
 import { formatTrace, mergeRows, selectChain, traceRows } from "./trace-format.ts";
 import { kubeEventRows } from "./trace-kube.ts";
 
-export const TRACE_ARGS = defineCommand({
-  command: "trace",
-  options: {
-    brokers: { type: "string" },
-    topic: { type: "string", multiple: true },
-    since: { type: "string" },
-    namespace: { type: "string" },
-    "no-api": { type: "boolean" },
-  },
-  positionals: 1,
-  outputs: ["text", "json", "yaml"],
-  legacyJson: true,
-});
+export { TRACE_ARGS };
 
 const USAGE = `Usage: fastfence trace <node|incident> [--brokers host:port,...] [--topic T]... [-o text|json|yaml]
   --brokers LIST          Kafka bootstrap servers (default $FASTFENCE_KAFKA_BROKERS)
@@ -42,9 +33,10 @@ const USAGE = `Usage: fastfence trace <node|incident> [--brokers host:port,...] 
                           $FASTFENCE_KAFKA_TOPIC, those that exist)
   --since WHEN            read records from this time on: a duration back from now (90s, 30m, 6h, 7d),
                           an RFC 3339 time, or "all" for the whole topics (default 24h)
-  --namespace NS          where the NodeFences live (default $FASTFENCE_NAMESPACE or fastfence-system)
   --no-api                leave out fastfence's Kubernetes Events (phase changes, holds, fence, pause,
                           resume, release-slot), read through the kubeconfig by default
+${kubeTargetHelp(`where the NodeFences and their Events live
+                          (default $FASTFENCE_NAMESPACE or fastfence-system, not the context's)`)}
 ${outputHelp(TRACE_ARGS, "text is a timeline table; json and yaml a list of rows")}
   -h, --help              this help
   --json                  deprecated alias of -o json (removed in the next release)
@@ -61,6 +53,8 @@ export async function traceCommand(argv: string[]): Promise<number> {
   if (!brokers)
     throw new UsageError("trace", "no Kafka brokers: pass --brokers or set FASTFENCE_KAFKA_BROKERS");
   const sinceMs = parseSince(values.since ?? "24h", Date.now());
+  const namespace = fastfenceNamespace("trace", values.namespace);
+  const api = values["no-api"] ? undefined : kubeForEvents(values);
   // TLS/SASL from the FASTFENCE_KAFKA_* settings (the audit principal's credentials);
   // warnings go to stderr so -o json stays clean.
   const log = createLogger("trace", { destination: process.stderr });
@@ -96,15 +90,15 @@ export async function traceCommand(argv: string[]): Promise<number> {
     }
     const chain = selectChain(events, key);
     let rows = traceRows(chain);
-    if (!values["no-api"]) {
+    if (api) {
       const names = new Set([
         key,
         ...chain.map((e) => e.subject),
         ...chain.flatMap((e) => e.ffincident ?? []),
       ]);
-      const namespace = values.namespace ?? process.env.FASTFENCE_NAMESPACE ?? "fastfence-system";
       try {
-        const extra = await kubeEventRows({
+        if (api instanceof UsageError) throw api;
+        const extra = await kubeEventRows(api, {
           names: [...names],
           namespace,
           ...(sinceMs !== undefined ? { sinceMs } : {}),
@@ -119,6 +113,21 @@ export async function traceCommand(argv: string[]): Promise<number> {
     return rows.length ? EXIT.ok : EXIT.failed;
   } finally {
     await bus.close();
+  }
+}
+
+/**
+ * The client for the Kubernetes Events. A cluster named with --kubeconfig or --context that
+ * cannot be loaded is a usage error before anything is read; without them a kubeconfig
+ * problem only leaves the Events out (the error is returned and reported with the trace).
+ */
+function kubeForEvents(flags: KubeTargetFlags): Kube | UsageError {
+  try {
+    return connectKube("trace", flags, { requestTimeoutMs: 10_000 });
+  } catch (err) {
+    if (flags.kubeconfig !== undefined || flags.context !== undefined || !(err instanceof UsageError))
+      throw err;
+    return err;
   }
 }
 

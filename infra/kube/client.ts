@@ -140,7 +140,8 @@ export class Kube {
         lastErr = err;
       }
     }
-    throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered`, {
+    const tried = this.endpoints.map((e) => e.server).join(", ");
+    throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered (${tried})`, {
       cause: lastErr,
       retriable: true,
     });

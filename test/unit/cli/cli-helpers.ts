@@ -21,6 +21,7 @@ import { RELEASE_SLOT_ARGS } from "../../../cli/release-slot.ts";
 import { FENCE_ARGS } from "../../../cli/fence.ts";
 import { PAUSE_ARGS, RESUME_ARGS } from "../../../cli/pause.ts";
 import { TRACE_ARGS } from "../../../cli/trace.ts";
+import { COMPLETION_ARGS } from "../../../cli/specs.ts";
 
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -112,5 +113,6 @@ export const COMMAND_CASES: Record<string, CommandCase[]> = {
   fence: [{ words: ["fence", "node-a"], spec: FENCE_ARGS }],
   "release-slot": [{ words: ["release-slot", "node-a-12345678"], spec: RELEASE_SLOT_ARGS }],
   "stack-check": [{ words: ["stack-check"], spec: STACK_CHECK_ARGS }],
+  completion: [{ words: ["completion", "bash"], spec: COMPLETION_ARGS }],
   version: [{ words: ["version"], spec: VERSION_ARGS }],
 };

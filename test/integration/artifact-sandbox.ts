@@ -43,7 +43,7 @@ mount -t tmpfs -o size=1m,mode=0755 tmpfs "$FF_HIDE"
 mount -t tmpfs -o size=64m,mode=1777 tmpfs /tmp
 mount -o remount,bind,ro /
 cd "$FF_ART"
-if [ "$FF_ENTRY" = bin ]; then set -- "$FF_ART/bin/fastfence" "$@"; else
+if [ "$FF_ENTRY" != node ]; then set -- "$FF_ART/bin/$FF_ENTRY" "$@"; else
   set -- "$FF_NODE_DIR/node" --permission --allow-fs-read="$FF_ART/" --allow-fs-read="$FF_CFG/" \\
     --disable-warning=ExperimentalWarning "$FF_ART/cli/main.ts" "$@"; fi
 exec setpriv --reuid 1001 --regid 1001 --clear-groups -- \\
@@ -52,8 +52,8 @@ exec setpriv --reuid 1001 --regid 1001 --clear-groups -- \\
 
 /**
  * Runs `fastfence <args>` from artifact `art` in the sandbox. With `waitFor`, stops it
- * (SIGTERM) once its output matches, or after `timeoutMs`; `entry: "bin"` runs it through
- * bin/fastfence instead of node directly.
+ * (SIGTERM) once its output matches, or after `timeoutMs`; `entry` runs it through a script
+ * of bin/ instead of node directly.
  */
 export function runSandboxed(
   art: string,
@@ -63,7 +63,8 @@ export function runSandboxed(
     configDir: string;
     waitFor?: RegExp;
     timeoutMs?: number;
-    entry?: "node" | "bin";
+    /** node (default): node on cli/main.ts; else a script of the artifact's bin/. */
+    entry?: "node" | "fastfence" | "kubectl-fastfence";
   },
 ): Promise<SandboxRun> {
   const nodeDir = sandboxNode();

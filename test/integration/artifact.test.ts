@@ -190,7 +190,12 @@ describe("the packed artifact runs what ships", () => {
       pause: { args: ["pause", "node-a", "--reason", "artifact-test"], codes: [3], output: /node-a/ },
       resume: { args: ["resume", "node-a"], codes: [3], output: /node-a/ },
       fence: { args: ["fence", "node-a", "--reason", "artifact-test"], codes: [3], output: /node-a/ },
-      "release-slot": { args: ["release-slot", "nf-none", "--reason", "artifact-test"], codes: [3] },
+      "release-slot": {
+        args: ["release-slot", "nf-none", "--reason", "artifact-test"],
+        codes: [1, 3],
+        output: /nf-none/,
+      },
+      completion: { args: ["completion", "bash"], codes: [0], output: /__complete/ },
       "stack-check": { args: ["stack-check"], codes: [1], output: /developer command/ },
       version: { args: ["version"], codes: [0], output: /fastfence 0\./ },
     };
@@ -211,13 +216,12 @@ describe("the packed artifact runs what ships", () => {
     }
   });
 
-  it("bin/fastfence runs the artifact with the node on PATH", async () => {
-    const r = await runSandboxed(env().artifact.dir, ["version"], {
-      configDir: env().configDir,
-      entry: "bin",
-    });
-    expect(r.code, r.output).toBe(0);
-    expect(r.output).toMatch(/fastfence 0\./);
+  it("bin/fastfence and the kubectl plugin run the artifact with the node on PATH", async () => {
+    for (const entry of ["fastfence", "kubectl-fastfence"] as const) {
+      const r = await runSandboxed(env().artifact.dir, ["version"], { configDir: env().configDir, entry });
+      expect(r.code, `bin/${entry}: ${r.output}`).toBe(0);
+      expect(r.output).toMatch(/fastfence 0\./);
+    }
   });
 
   it("an artifact without any one product folder fails, naming the folder", async () => {
@@ -230,7 +234,7 @@ describe("the packed artifact runs what ships", () => {
         ...(await Promise.all(tries)),
         await runSandboxed(art.dir, ["version"], {
           configDir: env().configDir,
-          entry: "bin",
+          entry: "fastfence",
         }),
       ];
       const failed = runs.filter((r) => !r.matched && r.code !== 0);

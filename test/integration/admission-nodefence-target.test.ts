@@ -7,10 +7,18 @@
 // recover ServiceAccounts (their own tokens, their shipped RBAC only) and an operator with
 // exactly the RBAC docs/rbac.md prints — tries to point an existing incident at another
 // node or another boot, with every verb its RBAC gives it (update; patch where granted).
-import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from "@kubernetes/client-node";
-import { KubeConfig as KC } from "@kubernetes/client-node";
+// Before the fix (7091606) all 14 writes were admitted; the CRD's transition rules on spec
+// (core/incident.ts NODEFENCE_TARGET_RULES) now refuse each with 422 and the rule's message,
+// while the writes the product makes (status, an operator's request) still pass.
+import { KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { emptyStatus, incidentName, newIncident, type NodeFence } from "../../core/incident.ts";
+import {
+  emptyStatus,
+  NODEFENCE_TARGET_RULES,
+  newIncident,
+  transition,
+  type NodeFence,
+} from "../../core/incident.ts";
 import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
@@ -43,11 +51,11 @@ const env = withEnv(async (scope) => {
   const kubes = {} as Record<Writer, Kube>;
   for (const s of STAGES)
     kubes[s] = kube(await serviceAccountKubeConfig(kc, { namespace: NS, serviceAccount: `fastfence-${s}` }));
-  const alice = new KC();
+  const alice = new KubeConfig();
   alice.loadFromFile(await cp.makeUserKubeconfig("alice", [OPERATOR_GROUP]));
   kubes.operator = kube(alice);
   await sleep(1500); // the policies' type checking and the bindings settle in the apiserver
-  return { kubes, admin: new IncidentStore(kube(kc), NS), core: kc.makeApiClient(CoreV1Api) };
+  return { kubes, admin: new IncidentStore(kube(kc), NS) };
 });
 
 let seq = 0;
@@ -99,17 +107,40 @@ const CASES = (Object.keys(VERBS) as Writer[]).flatMap((who) =>
   VERBS[who].flatMap((verb) => (Object.keys(FIELDS) as Field[]).map((field) => [who, verb, field] as const)),
 );
 
+const MESSAGE: Record<Field, string> = {
+  nodeName: NODEFENCE_TARGET_RULES[0].message,
+  bootId: NODEFENCE_TARGET_RULES[1].message,
+};
+
 describe("NodeFence target: spec.nodeName and spec.bootId of an existing incident", () => {
   it.each(CASES)(
-    "%s (%s) changing spec.%s is admitted (finding 1, before the fix)",
+    "%s (%s) changing spec.%s is refused with 422 and the rule's message",
     async (who, verb, field) => {
       const name = await incident(who === "operator" ? "operator" : "confirm");
+      const before = await env().admin.get(name);
       const r = await refusal(bend(who, verb, name, field, FIELDS[field]));
-      expect(r).toBeUndefined();
+      expect(r?.status).toBe(422);
+      expect(r?.message).toContain(MESSAGE[field]);
       const stored = await env().admin.get(name);
-      expect(stored?.spec[field]).toBe(FIELDS[field]);
-      // the incident's name still says the node and boot it was created for
-      expect(name).not.toBe(incidentName(stored!.spec.nodeName, stored!.spec.bootId));
+      expect(stored?.spec).toEqual(before?.spec);
     },
   );
+
+  it("the writes the product makes still pass: status, and an operator's request on an open incident", async () => {
+    const name = await incident("confirm");
+    const store = new IncidentStore(env().kubes.confirm, NS);
+    const cur = await store.get(name);
+    const st = transition(emptyStatus(), "Suspected", new Date().toISOString(), {});
+    await store.writeStatus(name, cur!.metadata.resourceVersion!, st);
+    const at = new Date().toISOString();
+    await env().kubes.operator.call("request fencing", (a) =>
+      a.custom.patchNamespacedCustomObject(
+        { ...G, name, body: { spec: { operatorRequest: { by: "alice", reason: "NIC flapping", at } } } },
+        merge,
+      ),
+    );
+    const stored = await env().admin.get(name);
+    expect(stored?.spec.operatorRequest?.by).toBe("alice");
+    expect(stored?.status?.phase).toBe("Suspected");
+  });
 });

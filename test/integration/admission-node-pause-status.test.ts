@@ -5,7 +5,8 @@
 // `nodes/status` (its heartbeat of conditions); the API server keeps metadata changes made
 // through the status subresource of a Node. Here node-b's own kubelet identity (the Node
 // authorizer grants it patch on nodes/status) tries to set and remove the annotation
-// through `nodes/status`, with the shipped CRDs, RBAC and admission policies.
+// through `nodes/status`, with the shipped CRDs, RBAC and admission policies. On 7091606
+// the policy matched `nodes` only and the write was admitted; it now covers `nodes/status`.
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
@@ -54,9 +55,46 @@ describe("a node's pause annotation through nodes/status", () => {
     expect(await annotation("example.com/other")).toBe("y");
   });
 
-  it("node-b sets its own fastfence.io/paused through nodes/status: admitted (before the fix)", async () => {
+  it("node-b cannot set its own fastfence.io/paused through nodes/status (admitted on 7091606)", async () => {
     const r = await refusal(patchStatus({ [PAUSE_ANNOTATION]: "never fence me" }));
-    expect(r).toBeUndefined();
-    expect(await annotation()).toBe("never fence me");
+    expect(r?.status).toBe(403);
+    expect(r?.message).toContain(
+      "may not set, change or remove its own fastfence.io/paused annotation (system:node:node-b)",
+    );
+    expect(await annotation()).toBeUndefined();
+  });
+
+  it("nor remove one an admin set; its status heartbeat still passes", async () => {
+    await env().core.patchNode(
+      { name: "node-b", body: { metadata: { annotations: { [PAUSE_ANNOTATION]: "admin: PSU swap" } } } },
+      merge,
+    );
+    const r = await refusal(patchStatus({ [PAUSE_ANNOTATION]: null }));
+    expect(r?.status).toBe(403);
+    expect(await annotation()).toBe("admin: PSU swap");
+    // what a kubelet writes through nodes/status every few seconds: conditions, annotation unchanged
+    const now = new Date();
+    await env().nodeB.call("node status heartbeat", (a) =>
+      a.core.patchNodeStatus(
+        {
+          name: "node-b",
+          body: {
+            status: {
+              conditions: [
+                {
+                  type: "Ready",
+                  status: "True",
+                  reason: "KubeletReady",
+                  lastHeartbeatTime: now,
+                  lastTransitionTime: now,
+                },
+              ],
+            },
+          },
+        },
+        merge,
+      ),
+    );
+    expect(await annotation()).toBe("admin: PSU swap");
   });
 });

@@ -13,7 +13,9 @@
 import { KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import {
+  BOOT_ID_LABEL,
   emptyStatus,
+  NODE_LABEL,
   NODEFENCE_TARGET_RULES,
   newIncident,
   transition,
@@ -142,5 +144,38 @@ describe("NodeFence target: spec.nodeName and spec.bootId of an existing inciden
     const stored = await env().admin.get(name);
     expect(stored?.spec.operatorRequest?.by).toBe("alice");
     expect(stored?.status?.phase).toBe("Suspected");
+  });
+});
+
+const LABELS = { [NODE_LABEL]: "node-healthy", [BOOT_ID_LABEL]: "boot-other" } as const;
+const LABEL_CASES = (Object.keys(VERBS) as Writer[]).flatMap((who) =>
+  VERBS[who].flatMap((verb) =>
+    (Object.keys(LABELS) as (keyof typeof LABELS)[]).map((l) => [who, verb, l] as const),
+  ),
+);
+
+/** `who` sets the incident's label `key` to `value` with `verb`. */
+function relabel(who: Writer, verb: "update" | "patch", name: string, key: string, value: string) {
+  return env().kubes[who].call(`${verb} nodefence ${name}`, async (a) => {
+    if (verb === "patch")
+      return a.custom.patchNamespacedCustomObject(
+        { ...G, name, body: { metadata: { labels: { [key]: value } } } },
+        merge,
+      );
+    const cur = (await a.custom.getNamespacedCustomObject({ ...G, name })) as NodeFence;
+    return a.custom.replaceNamespacedCustomObject({
+      ...G,
+      name,
+      body: { ...cur, metadata: { ...cur.metadata, labels: { ...cur.metadata.labels, [key]: value } } },
+    });
+  });
+}
+
+describe("NodeFence target labels: fastfence.io/node and fastfence.io/boot-id of an existing incident", () => {
+  it.each(LABEL_CASES)("%s (%s) changing label %s is admitted (before the fix)", async (who, verb, key) => {
+    const name = await incident(who === "operator" ? "operator" : "confirm");
+    const r = await refusal(relabel(who, verb, name, key, LABELS[key]));
+    expect(r).toBeUndefined();
+    expect((await env().admin.get(name))?.metadata.labels?.[key]).toBe(LABELS[key]);
   });
 });

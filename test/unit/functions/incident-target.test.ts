@@ -6,6 +6,7 @@
 import { describe, expect, test } from "vitest";
 import * as remediate from "../../../functions/remediate-workloads/handler.ts";
 import * as fence from "../../../functions/fence/handler.ts";
+import * as recover from "../../../functions/recover/handler.ts";
 import { targetMismatch } from "../../../core/incident-target.ts";
 import { NODEFENCE_TARGET_RULES, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
 import { crdSchemas } from "../../../core/crdschema.ts";
@@ -17,10 +18,12 @@ import {
   T0,
   TRUSTED,
   at,
+  condition,
   confirmed,
   event,
   node,
   offAttempt,
+  policy,
   view,
 } from "../../scenarios/fixtures.ts";
 
@@ -161,6 +164,64 @@ describe("fence powers off only the node the incident was created for", () => {
       event: ev,
       view: view({ node: n, incident: inc, trustedConfirmers: TRUSTED }),
       now: 1_000,
+      self: FENCE,
+    });
+    expect(d.outcome).toMatchObject({ kind: "rejected", code: "TargetMismatch" });
+    expect(d.actions).toEqual([]);
+  });
+});
+
+describe("recover ends or powers on only the incident's own node", () => {
+  const released = (spec: Partial<NodeFence["spec"]> = {}) =>
+    bent(
+      fenced({
+        phase: "Released",
+        released: {
+          taint: remediate.TAINT_STRING,
+          podsDeleted: 0,
+          volumeAttachmentsDeleted: 0,
+          vmisDeleted: 0,
+        },
+      }),
+      spec,
+    );
+  const releasedEvt = (node = "a") =>
+    event(
+      EVENT_TYPES.workloadsReleased,
+      node,
+      {
+        incident: NAME,
+        node,
+        bootId: BOOT.a,
+        taint: remediate.TAINT_STRING,
+        podsDeleted: 0,
+        volumeAttachmentsDeleted: 0,
+        vmisDeleted: 0,
+        powerOffConfirmedAt: at(1400),
+        releasedAt: at(2000),
+      },
+      { incident: NAME },
+    );
+  const powerOn = policy({ powerOnAfterFence: true });
+  test.each([
+    ["spec bent to b (node and boot)", released({ nodeName: "b", bootId: BOOT.b }), releasedEvt("b")],
+    ["the event names another node", released(), releasedEvt("b")],
+  ] as const)("power-on: %s → TargetMismatch, nothing powered on", (_n, inc, ev) => {
+    const d = recover.decide({
+      event: ev,
+      view: view({ node: node("b"), incident: inc, policy: powerOn }),
+      now: NOW,
+      self: FENCE,
+    });
+    expect(d.outcome).toMatchObject({ kind: "rejected", code: "TargetMismatch" });
+    expect(d.actions).toEqual([]);
+  });
+
+  test("a condition of another node does not end the incident", () => {
+    const d = recover.decide({
+      event: condition("b", "True", "b-new-boot", 2000, "bootId"),
+      view: view({ node: node("b", { bootId: "b-new-boot" }), incident: released() }),
+      now: NOW,
       self: FENCE,
     });
     expect(d.outcome).toMatchObject({ kind: "rejected", code: "TargetMismatch" });

@@ -199,16 +199,38 @@ export const OPERATOR_REQUESTED_REASON = "OperatorRequested";
 /** status.reason fence writes on a Confirmed incident it observed instead of fencing (Observe mode). */
 export const OBSERVED_REASON = "Observed";
 
-export const NodeFenceSpecSchema = z.object({
-  /** The node this incident is about. */
-  nodeName: z.string().min(1),
-  /** The node's boot ID (incarnation) when the incident began. */
-  bootId: z.string().min(1),
-  /** FencingPolicy in force (cluster-scoped name). */
-  policyRef: z.string().optional(),
-  /** Set when a person asked for this fencing (`fastfence fence`); absent for detected failures. */
-  operatorRequest: OperatorRequestSchema.optional(),
-});
+/**
+ * The CRD's transition rules on the spec (run by the API server for every writer, admins
+ * included): the fields naming the incident's target, the node and its boot, never change.
+ * On spec, not on each field (a field's transition rule does not run when the field is
+ * absent from the old or new object). A changed one would turn a live incident on another,
+ * healthy node; core/incident-target.ts checks the same again before a stage acts.
+ */
+export const NODEFENCE_TARGET_RULES = [
+  {
+    rule: "self.nodeName == oldSelf.nodeName",
+    message:
+      "spec.nodeName is immutable: an incident is about the node it was created for (open a new incident for another node)",
+  },
+  {
+    rule: "self.bootId == oldSelf.bootId",
+    message:
+      "spec.bootId is immutable: an incident is about the boot of its node it was created for (a new boot gets a new incident)",
+  },
+] as const;
+
+export const NodeFenceSpecSchema = z
+  .object({
+    /** The node this incident is about (immutable: NODEFENCE_TARGET_RULES). */
+    nodeName: z.string().min(1),
+    /** The node's boot ID (incarnation) when the incident began (immutable). */
+    bootId: z.string().min(1),
+    /** FencingPolicy in force (cluster-scoped name). */
+    policyRef: z.string().optional(),
+    /** Set when a person asked for this fencing (`fastfence fence`); absent for detected failures. */
+    operatorRequest: OperatorRequestSchema.optional(),
+  })
+  .meta({ "x-kubernetes-validations": [...NODEFENCE_TARGET_RULES] });
 export type NodeFenceSpec = z.infer<typeof NodeFenceSpecSchema>;
 
 export const NodeFenceStatusSchema = z.object({

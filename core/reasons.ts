@@ -63,6 +63,8 @@ export const REJECT_CODES = {
   NoConfirmationTime: "The incident is Confirmed without a confirmed timestamp.",
   ConfirmationBelowQuorum: "The incident records fewer fresh independent observers than the quorum (S2).",
   PowerOffUnproven: "The incident is FencedOff without a recorded Off read-back after the command (S1).",
+  TargetMismatch:
+    "The incident's spec names another node or boot than its name and labels, the event, or the node read for it (core/incident-target.ts): nothing is fenced or released.",
   MissingProof: "A probe claim carries no signature: only a signed observation can become evidence (S6).",
   UnknownObserverKey:
     "The claim's key is not published on its observer node's heartbeat Lease (another node's key, or none).",
@@ -88,6 +90,7 @@ export const REFUSAL_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>([
   "ObserverHeartbeatStale",
   "ObserverNotAssigned",
   "FutureTimestamp",
+  "TargetMismatch",
 ]);
 
 export type IgnoreCode = keyof typeof IGNORE_CODES;

@@ -15,7 +15,8 @@
 // entry with the watchdog level adds its plan (watchdog-level.pure.ts): FencedOff also on
 // that level's proof (provingAttempt). After a lie found by the look after
 // (look-after.pure.ts) a round skips the levels that lied and takes no last look. The
-// S6/S2 re-check of the stored incident is confirmation.pure.ts. No I/O.
+// S6/S2 re-check of the stored incident is confirmation.pure.ts. Only the node and boot the
+// incident was created for, named by the event too, is fenced (incident-target.ts). No I/O.
 import {
   OBSERVED_REASON,
   statusOf,
@@ -47,6 +48,7 @@ import { holdOf, suspectedSince } from "../../core/planned.ts";
 import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts";
 import { lookPlan } from "./last-look.pure.ts";
 import { checkConfirmation } from "./confirmation.pure.ts";
+import { targetMismatch } from "../../core/incident-target.ts";
 import { watchdogExpired, watchdogFencedMessage, watchdogPlan } from "./watchdog-level.pure.ts";
 import { escalationDue, liedLevels } from "./look-after.pure.ts";
 
@@ -83,6 +85,12 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   const inc = view.incident;
   if (!inc || inc.metadata.name !== name)
     return ignored("IncidentNotFound", `no incident ${name} in the API: an event alone fences nothing (S6)`);
+  const mismatch = targetMismatch(inc, [
+    { from: "the event's subject", node: ev.subject },
+    { from: ev.type, node: ev.data.node, bootId: ev.data.bootId },
+    ...(view.node ? [{ from: "the node read for it", node: view.node.name }] : []),
+  ]);
+  if (mismatch) return rejected("TargetMismatch", mismatch);
   const st = statusOf(inc);
   const node = view.node;
   if (!node)

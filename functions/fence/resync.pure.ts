@@ -5,8 +5,10 @@
 // (S3 incarnation, S6 trusted confirmation, S2 quorum) run before any power action, and a
 // Lease that has not expired always wins (S3: one driver). Nothing here acts before its
 // step is overdue by reconcile.stalledAfterMs (twice that on a replica that runs on the
-// incident's node), so the event path normally gets there first. No I/O.
+// incident's node), so the event path normally gets there first. An incident whose spec
+// no longer names the node and boot it was created for is refused (TargetMismatch). No I/O.
 import { isFinalFenceFailed, statusOf, transition } from "../../core/incident.ts";
+import { targetMismatch } from "../../core/incident-target.ts";
 import {
   fenceLeaseName,
   ignored,
@@ -68,6 +70,11 @@ export function resync(input: DecideInput<Resync>): Decision {
   const inc = view.incident;
   if (!inc || inc.metadata.name !== name)
     return ignored("IncidentNotFound", `no incident ${name} in the API`);
+  const mismatch = targetMismatch(inc, [
+    { from: "the resync", node: input.event.node },
+    ...(view.node ? [{ from: "the node read for it", node: view.node.name }] : []),
+  ]);
+  if (mismatch) return rejected("TargetMismatch", mismatch);
   const st = statusOf(inc);
   if (!FENCE_RESYNC_PHASES.includes(st.phase))
     return ignored("NotThisStage", `incident ${name} is ${st.phase}: not fence's to re-drive`);

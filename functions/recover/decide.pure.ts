@@ -3,8 +3,10 @@
 // fenced, Closed if it never was). On workloads.released, and only if the policy says
 // powerOnAfterFence, claims the power-on in the incident and asks for it. A Ready
 // condition with the incident's own boot ID ends nothing: that is the lagging Ready of a
-// dead node. No I/O.
+// dead node. Nothing is done for an incident whose spec, name and labels or event disagree
+// on the node (and, for a power-on, the boot): TargetMismatch (core/incident-target.ts). No I/O.
 import { isTerminal, statusOf, transition } from "../../core/incident.ts";
+import { targetMismatch } from "../../core/incident-target.ts";
 import {
   ignored,
   iso,
@@ -51,6 +53,9 @@ function onCondition(
   if (d.ready !== "True") return ignored("NodeNotReady", `${d.node} is not Ready`);
   const inc = view.incident;
   if (!inc) return ignored("IncidentNotFound", `no open incident for ${d.node}`);
+  // the node only: a recovery is the node Ready with another boot than the incident's
+  const mismatch = targetMismatch(inc, [{ from: "node.condition", node: d.node }]);
+  if (mismatch) return rejected("TargetMismatch", mismatch);
   const st = statusOf(inc);
   const name = inc.metadata.name;
   if (isTerminal(st.phase)) return ignored("PhasePassed", `incident ${name} already ${st.phase}`);
@@ -105,6 +110,8 @@ function onReleased(
   const inc = view.incident;
   if (!inc || inc.metadata.name !== d.incident)
     return ignored("IncidentNotFound", `no incident ${d.incident} in the API`);
+  const mismatch = targetMismatch(inc, [{ from: "workloads.released", node: d.node, bootId: d.bootId }]);
+  if (mismatch) return rejected("TargetMismatch", mismatch);
   const st = statusOf(inc);
   if (st.phase !== "Released")
     return ignored("WrongPhase", `incident ${d.incident} is ${st.phase}, not Released`);

@@ -3,8 +3,11 @@
 // force-deletion of the node's pods (grace 0), VolumeAttachments and KubeVirt VMIs.
 // What the deletes removed comes back into `decide` (input.result), and `onReleased`
 // records the counts (phase Released) and emits workloads.released. It never
-// releases anything on an event's word alone or on an unconfirmed power-off. No I/O.
+// releases anything on an event's word alone or on an unconfirmed power-off, nor on a node
+// other than the one (and the boot) the incident was created for and the event names
+// (core/incident-target.ts: TargetMismatch, dead-lettered). No I/O.
 import { statusOf, transition, type NodeFence } from "../../core/incident.ts";
+import { targetMismatch, type TargetClaim } from "../../core/incident-target.ts";
 import {
   ignored,
   iso,
@@ -43,12 +46,25 @@ export function decide(input: DecideInput<FfEvent>): Decision {
   const inc = view.incident;
   if (!inc || inc.metadata.name !== name)
     return ignored("IncidentNotFound", `no incident ${name} in the API: an event alone releases nothing`);
-  return releaseOf(inc, view);
+  return releaseOf(inc, view, [
+    { from: "the event's subject", node: ev.subject },
+    { from: "node.fenced", node: ev.data.node, bootId: ev.data.bootId },
+  ]);
 }
 
-/** The release of an incident read from the API (phase FencedOff with its proof), or why not. */
-export function releaseOf(inc: NodeFence, view: View): Decision {
+/**
+ * The release of an incident read from the API (phase FencedOff with its proof), or why not.
+ * `claims`: what the input names (the event's node and boot); the node read for it
+ * (view.node) is checked too. Any of them naming another node or boot than the incident
+ * was created for releases nothing (TargetMismatch).
+ */
+export function releaseOf(inc: NodeFence, view: View, claims: readonly TargetClaim[] = []): Decision {
   const name = inc.metadata.name;
+  const mismatch = targetMismatch(inc, [
+    ...claims,
+    ...(view.node ? [{ from: "the node read for it", node: view.node.name }] : []),
+  ]);
+  if (mismatch) return rejected("TargetMismatch", mismatch);
   const st = statusOf(inc);
   if (st.phase === "Released" || st.phase === "Recovered" || st.phase === "Closed") {
     return ignored("PhasePassed", `incident ${name} already ${st.phase}`);

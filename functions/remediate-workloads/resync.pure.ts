@@ -40,5 +40,5 @@ export function resync(input: DecideInput<Resync>): Decision {
   const stalled = view.policy.reconcile.stalledAfterMs;
   if (!Number.isFinite(due) || now < due + stalled)
     return ignored("NotDue", `release of ${name} is not overdue (fenced off ${iso(due)} + ${stalled} ms)`);
-  return releaseOf(inc, view);
+  return releaseOf(inc, view, [{ from: "the resync", node: input.event.node }]);
 }

@@ -11,6 +11,7 @@ export {
   type EventSourceSettings,
   type HostedEventSource,
 } from "./source.ts";
+export { operatorFence } from "./operator.ts";
 export { loadRuntimeConfig, type RuntimeConfig } from "../infra/config.ts";
 export { createKafkaBus } from "../infra/bus/kafka-bus.ts";
 export { createLogger } from "../infra/log.ts";

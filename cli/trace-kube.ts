@@ -7,7 +7,7 @@
 import type { CoreV1Event } from "@kubernetes/client-node";
 import { CLUSTER_EVENT_NAMESPACE } from "../infra/kube/events.ts";
 import type { Kube } from "../infra/kube/client.ts";
-import type { ExtraRow } from "./trace-format.ts";
+import type { ExtraRow } from "../events/trace-format.ts";
 
 export interface KubeEventQuery {
   /** Node names and incident names the trace is about. */

@@ -21,7 +21,7 @@ import type { Kube } from "../infra/kube/client.ts";
 import { connectKube, fastfenceNamespace, type KubeTargetFlags } from "./kube-target.ts";
 import { render } from "./output.ts";
 import { kubeTargetHelp, TRACE_ARGS } from "./specs.ts";
-import { formatTrace, mergeRows, selectChain, traceRows } from "./trace-format.ts";
+import { formatTrace, mergeRows, selectChain, traceRows } from "../events/trace-format.ts";
 import { kubeEventRows } from "./trace-kube.ts";
 
 export { TRACE_ARGS };

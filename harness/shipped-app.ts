@@ -3,10 +3,14 @@
 // test runner's transforms — so the harness, the lab and the benches run the files and the
 // production dependencies that ship. Set FASTFENCE_FROM_CHECKOUT=1 to load the checkout's
 // app/ instead (debugging only; a run that does says so on stderr). It starts nothing.
+import type { KubeConfig } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { createRequire } from "node:module";
 import { ensureArtifact, type Artifact } from "./artifact.ts";
 import { ROOT } from "./env/base.ts";
+
+import type { HostedEventSource } from "../app/index.ts";
+import type { Logger } from "../infra/log.ts";
 
 export type ShippedApp = typeof import("../app/index.ts");
 
@@ -43,4 +47,14 @@ export function shippedApp(): Promise<Shipped> {
     return { app: await importApp(artifact.dir), artifact, dir: artifact.dir };
   })();
   return loaded;
+}
+
+/** An event source started from `env` alone, as `fastfence source` starts one from its pod's. */
+export function startSourceFromEnv(
+  app: ShippedApp,
+  env: Record<string, string>,
+  kubeConfig: KubeConfig,
+  log: Logger,
+): Promise<HostedEventSource> {
+  return app.hostEventSource({ config: app.loadRuntimeConfig(env), kubeConfig, log });
 }

@@ -3,7 +3,7 @@
 // source and function replicas), show the incident live, print its trace from the event
 // log, write a Markdown + SVG report under .cache/reports/, tear down, and print one
 // `RESULT {json}` line. Always tears down, also on failure or Ctrl-C.
-import { formatTrace, selectChain, traceRows } from "../cli/trace-format.ts";
+import { formatTrace, selectChain, traceRows } from "../events/trace-format.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { Lab } from "./lab.ts";
 import { tearDownOnSignals } from "./state.ts";

@@ -6,8 +6,7 @@
 // round, the power-off and the release then cross a frozen broker (a frozen KRaft
 // controller when the victim is the controller's node) and a frozen replica of every stage.
 // It never powers anything off itself: fastfence does, as it would for a real request.
-import { Kube } from "../infra/kube/client.ts";
-import { requestFence } from "../cli/fence.ts";
+import { importApp } from "../harness/shipped-app.ts";
 import { sleep } from "../harness/env/base.ts";
 import { listIncidents } from "./event-log.ts";
 import type { Lab } from "./lab.ts";
@@ -31,9 +30,10 @@ export const MID_ROUND_REASON = "lab bench: the node freezes while this round is
  * resolves to the time of the freeze (ms epoch), which the trial measures from.
  */
 export async function hangMidRound(lab: Lab, victim: string): Promise<number> {
-  const kube = new Kube(lab.kc, { requestTimeoutMs: 10_000 });
+  if (!lab.state.artifact) throw new Error("hang-mid-round: the lab records no artifact");
+  const app = await importApp(lab.state.artifact.dir);
   const asked = Date.now();
-  const r = await requestFence(kube, {
+  const r = await app.operatorFence(lab.kc, {
     node: victim,
     reason: MID_ROUND_REASON,
     namespace: NAMESPACE,

@@ -18,34 +18,16 @@ import { join } from "node:path";
 import { createKafkaBus } from "../infra/bus/kafka-bus.ts";
 import type { Component } from "../events/catalog.ts";
 import { applyKafkaAcls, readKafkaUsers } from "../harness/env/kafka-auth.ts";
-import { importApp } from "../harness/shipped-app.ts";
-import { labKafkaEnv, labKafkaSecurity } from "./kafka.ts";
+import { importApp, startSourceFromEnv } from "../harness/shipped-app.ts";
+import { labKafkaSecurity } from "./kafka.ts";
 import { Kube } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger } from "../infra/log.ts";
 import type { HostedEventSource, HostedFunction } from "../app/index.ts";
 import { pipelineTopics } from "../app/host.ts";
 import { labStageEnv, shippedStages } from "./replica-settings.ts";
-import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
+import { labComponentEnv, labSourceEnv, type AgentConfig } from "./agent-env.ts";
 import { AGENT_SOCKET, type AgentStatus } from "./types.ts";
-
-export interface AgentConfig {
-  node: string;
-  ip: string;
-  dir: string;
-  kubeconfig: string;
-  brokers: string;
-  brokerCount: number;
-  /** Replicas per pipeline-topic partition; unset = the shipped layout (lab/node-launch.ts). */
-  topicReplicas?: number;
-  namespace: string;
-  /** TCP port on the node's address for GET /metrics (and the same routes as the socket). */
-  metricsPort: number;
-  /** The node's emulated watchdog (lab/watchdog.ts), when the lab gives one. */
-  watchdog?: WatchdogAgentConfig;
-  /** The unpacked artifact (harness/artifact.ts) whose app/ the replicas run. */
-  artifact: string;
-}
 
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as AgentConfig;
 const log = createLogger("lab-agent", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" }).child({
@@ -92,40 +74,9 @@ async function stopReplicas(r: Replicas): Promise<void> {
   await r.source?.stop().catch(() => undefined);
 }
 
-/** A component's settings, as its pod would get them from its env and Secret mounts. */
-const componentEnv = (c: Component) => ({
-  FASTFENCE_NAMESPACE: cfg.namespace,
-  FASTFENCE_NODE_NAME: cfg.node,
-  FASTFENCE_KAFKA_BROKERS: cfg.brokers,
-  ...labKafkaEnv(c),
-  ...(process.env.FASTFENCE_KAFKA_CLIENT
-    ? { FASTFENCE_KAFKA_CLIENT: process.env.FASTFENCE_KAFKA_CLIENT }
-    : {}),
-});
-
-/** The emulated watchdog (lab/watchdog.ts) as the DaemonSet's FASTFENCE_WATCHDOG_* settings. */
-const watchdogEnv = (w: WatchdogAgentConfig | undefined): Record<string, string> =>
-  w
-    ? {
-        FASTFENCE_WATCHDOG_DEVICE: w.devicePath,
-        ...(w.timeoutMs !== undefined ? { FASTFENCE_WATCHDOG_TIMEOUT_MS: String(w.timeoutMs) } : {}),
-        FASTFENCE_WATCHDOG_RENEW_GRACE_MS: String(w.renewGraceMs),
-        FASTFENCE_WATCHDOG_PET_INTERVAL_MS: String(w.petIntervalMs),
-      }
-    : {};
-
 /** The node's event source (with its watchdog agent, when the lab gives one), as `fastfence source` starts it. */
-async function startSource(kc: KubeConfig): Promise<HostedEventSource> {
-  return app.hostEventSource({
-    config: app.loadRuntimeConfig({
-      ...componentEnv("event-source"),
-      FASTFENCE_REPLICA: `source-${cfg.node}`,
-      ...watchdogEnv(cfg.watchdog),
-    }),
-    kubeConfig: kc,
-    log: log.child({ component: "event-source" }),
-  });
-}
+const startSource = (kc: KubeConfig): Promise<HostedEventSource> =>
+  startSourceFromEnv(app, labSourceEnv(cfg), kc, log.child({ component: "event-source" }));
 
 /**
  * One function replica: the stage's Service settings from the rendered manifests
@@ -138,7 +89,7 @@ async function startFunction(kc: KubeConfig, fn: string): Promise<HostedFunction
     mode: { kafka: true },
     config: app.loadRuntimeConfig({
       ...labStageEnv(fn, shippedStages()),
-      ...componentEnv(fn as Component),
+      ...labComponentEnv(cfg, fn as Component),
       FASTFENCE_REPLICA: `${fn}-${cfg.node}`,
     }),
     kubeConfig: kc,

@@ -14,7 +14,7 @@ import { FASTFENCE_NAMESPACE as NAMESPACE } from "../kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../kube/identity.ts";
 import type { KafkaCluster } from "./kafka.ts";
 import type { ManagedProcess } from "./process.ts";
-import { shippedApp } from "../shipped-app.ts";
+import { shippedApp, startSourceFromEnv } from "../shipped-app.ts";
 
 export interface SimNodeParts {
   name: string;
@@ -91,19 +91,20 @@ export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promi
   const { log } = env;
   const { app } = await shippedApp();
   const replica = (fn: string) => replicaName(parts, fn);
-  parts.source = await app.hostEventSource({
-    config: app.loadRuntimeConfig(replicaConfigEnv(env, "event-source", parts.name, replica("source"))),
+  parts.source = await startSourceFromEnv(
+    app,
+    replicaConfigEnv(env, "event-source", parts.name, replica("source")),
     // bound to a Pod on its node: the token carries the node claim the heartbeat-Lease
     // admission policy (knative/base/admission) requires, as a DaemonSet pod's does
-    kubeConfig: await serviceAccountKubeConfig(env.kc, {
+    await serviceAccountKubeConfig(env.kc, {
       namespace: NAMESPACE,
       serviceAccount: "fastfence-source",
       node: parts.name,
       podName: `fastfence-${replica("source")}`.slice(0, 63),
       tolerations: [{ operator: "Exists" }], // as the DaemonSet's (knative/base/source)
     }),
-    log: log.child({ component: "event-source", replica: replica("source") }),
-  });
+    log.child({ component: "event-source", replica: replica("source") }),
+  );
   for (const fn of app.stageNames()) {
     parts.functions.push(
       await app.hostFunction({

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { parseEvent, TOPICS } from "../../events/catalog.ts";
 import { decodeKafka } from "../../events/codec.ts";
 import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
-import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
+import { formatTrace, selectChain, traceRows } from "../../events/trace-format.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";

@@ -10,7 +10,7 @@
 // reuses a read policy for 5 s); confirm's reconciler confirms it on its next pass.
 // Each scenario prints its incident's timeline, in ms from the crash (or the request).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { formatTrace, selectChain, traceRows } from "../../cli/trace-format.ts";
+import { formatTrace, selectChain, traceRows } from "../../events/trace-format.ts";
 import { incidentName, type NodeFence, type Phase } from "../../core/incident.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";

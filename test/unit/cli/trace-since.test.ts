@@ -41,7 +41,7 @@ describe("the Broker topic", () => {
 
 describe("Kubernetes Events in the timeline", () => {
   it("are merged by time, offsets recomputed over both", async () => {
-    const { mergeRows } = await import("../../../cli/trace-format.ts");
+    const { mergeRows } = await import("../../../events/trace-format.ts");
     const row = (time: string, type: string) => ({
       time,
       sinceStartMs: 0,

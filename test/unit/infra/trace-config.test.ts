@@ -1,6 +1,6 @@
 // Trace selection/formatting (`fastfence trace`) and runtime configuration parsing.
 import { describe, expect, it } from "vitest";
-import { formatTrace, selectChain, traceRows } from "../../../cli/trace-format.ts";
+import { formatTrace, selectChain, traceRows } from "../../../events/trace-format.ts";
 import { InvalidInputError } from "../../../core/errors.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import { identityFor, loadRuntimeConfig, trustedConfirmers } from "../../../infra/config.ts";

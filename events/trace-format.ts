@@ -2,7 +2,7 @@
 // timeline: each event's time, offset from the first event of the chain, the latency
 // since the previous stage, its type and a one-line summary. Pure: takes decoded
 // events, returns text and rows; never reads Kafka itself.
-import type { FfEvent } from "../events/envelope.ts";
+import type { FfEvent } from "./envelope.ts";
 
 export interface TraceRow {
   time: string;

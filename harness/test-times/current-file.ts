@@ -6,6 +6,8 @@
 import { beforeAll } from "vitest";
 import { TEST_FILE_VAR } from "../env/start-times.ts";
 
-beforeAll((_context, suite) => {
+// vitest reads a hook's first parameter as its fixtures, so it must be a destructuring pattern.
+// eslint-disable-next-line no-empty-pattern -- no fixture is wanted, only the suite
+beforeAll(({}, suite) => {
   process.env[TEST_FILE_VAR] = suite.file.filepath;
 });

@@ -53,7 +53,7 @@ export interface KindTotal {
 }
 
 export interface FileRow extends FileTime {
-  /** Environment starts recorded for this file, per kind (kinds in first-start order). */
+  /** Environment starts recorded for this file, per kind, most total time first. */
   env: KindTotal[];
 }
 
@@ -99,7 +99,7 @@ export function mergeParts(parts: RunPart[]): TestTimes {
           k.totalMs += s.ms;
         } else env.push({ kind: s.kind, count: 1, totalMs: s.ms });
       }
-      return { ...f, env };
+      return { ...f, env: env.sort((a, b) => b.totalMs - a.totalMs) };
     })
     .sort((a, b) => b.wallMs - a.wallMs || a.file.localeCompare(b.file));
   const kinds = new Map<EnvKind, EnvStart[]>();
@@ -152,7 +152,7 @@ export function formatTestTimes(t: TestTimes): string {
   const lines = [
     `# Test times, run ${t.runId}`,
     "",
-    `${t.files.length} files, ${cases.total} test cases (${cases.passed} passed, ${cases.failed} failed, ${cases.skipped} skipped).`,
+    `${t.files.length} file${t.files.length === 1 ? "" : "s"}, ${cases.total} test cases (${cases.passed} passed, ${cases.failed} failed, ${cases.skipped} skipped).`,
     `vitest wall time ${formatDuration(wall)}: ` +
       t.invocations
         .map(

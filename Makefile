@@ -9,7 +9,7 @@ export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
 
-.PHONY: artifact setup setup-node test test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
+.PHONY: artifact setup setup-node test test-all test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
 
 setup:
 	@$(ROOT)/scripts/setup.sh
@@ -46,8 +46,13 @@ test-deploy: setup
 	@node scripts/gen-config-reference.ts --check
 	@$(VITEST) run --project integration test/integration/deploy-
 
-## test: everything (lint, unit, integration incl. deploy validation)
-test: setup lint test-unit test-integration
+## test: everything (lint, unit, integration incl. deploy validation); budget 15 minutes on 2 cores after setup.
+## Ends with the wall time of every test file, slowest first (.cache/reports/test-times-<run>.md), pass or fail.
+test: export FASTFENCE_TEST_RUN := $(shell date -u +%Y%m%d-%H%M%S)
+test:
+	@rc=0; $(MAKE) --no-print-directory test-all || rc=$$?; node scripts/test-times.ts "$$FASTFENCE_TEST_RUN" || true; exit $$rc
+
+test-all: setup lint test-unit test-integration
 	@node scripts/gen-config-reference.ts --check
 
 ## demo: the lab — 3 nodes (IPMI + Redfish BMCs), crash the busiest node, live timeline, trace, report, RESULT line

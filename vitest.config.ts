@@ -3,10 +3,14 @@
 // "unit", so its compiles and child processes never slow the pure tests) and "integration"
 // (real kube-apiserver, etcd, Kafka, BMC emulators started by harness/env). Examples and
 // integration tests run one file at a time: the machine has 2 cores and the servers are heavy.
+// Every run also records each file's wall time and test cases, and the integration files'
+// environment starts (harness/test-times/): `make test` prints the table at its end.
 import { defineConfig } from "vitest/config";
+import TestTimesReporter from "./harness/test-times/reporter.ts";
 
 export default defineConfig({
   test: {
+    reporters: ["default", new TestTimesReporter()],
     projects: [
       {
         test: {
@@ -32,6 +36,7 @@ export default defineConfig({
           hookTimeout: 180_000,
           fileParallelism: false,
           pool: "forks",
+          setupFiles: ["harness/test-times/current-file.ts"],
         },
       },
     ],

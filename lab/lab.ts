@@ -25,6 +25,7 @@ import { claimMachine, releaseMachine } from "./machine-claim.ts";
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../core/policy.ts";
 import type { ControlPlane } from "../harness/env/controlplane.ts";
+import { timedStart } from "../harness/env/start-times.ts";
 import { WaitAbandoned, waitUntil } from "../harness/env/wait.ts";
 import { createBmcSecret, createFencingPolicy, redfishLevel } from "../harness/kube/fencing-policy.ts";
 import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
@@ -123,7 +124,7 @@ export class Lab {
     }
     const lab = new Lab(opts);
     try {
-      await lab.build(n);
+      await timedStart("lab", `${n} nodes`, () => lab.build(n));
       return lab;
     } catch (err) {
       lab.state.phase = "failed";

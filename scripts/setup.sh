@@ -12,7 +12,8 @@
 #
 # Before building anything it checks that the machine has what the requested steps need
 # (Go, Java 17 + Maven, Python 3 with venv, npm, root or the Debian packages) and names
-# every missing one at once, instead of failing deep inside a build.
+# every missing one at once, instead of failing deep inside a build. It ends (also on a
+# failure) with a summary: each step run, with the time it took, or "cached".
 set -euo pipefail
 # Physical paths (symlinks resolved), the same way make's CURDIR is, so a checkout reached
 # through a symbolic link gives one .cache path whichever way it is named.
@@ -35,31 +36,49 @@ SUSHY_VERSION="$(sed -n 's/^sushy-tools==//p' "$ROOT/tools/sushy/requirements.tx
 APT_PACKAGES="openipmi ipmitool fence-agents kcat iproute2 procps curl"
 
 say() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# The summary printed at the end: one line per step (note STEP WHAT RESULT). A run of a
+# few named steps (make lint, make test-unit) prints it only when one of them was built.
+SUMMARY=()
+SUMMARY_WANTED=$(($# == 0))
+note() {
+  SUMMARY+=("$(printf '%-10s %-30s %s' "$1" "$2" "$3")")
+  [[ "$3" == cached || "$3" == "installed before" || "$3" == linked ]] || SUMMARY_WANTED=1
+}
+summary() {
+  ((${#SUMMARY[@]} && SUMMARY_WANTED)) || return 0
+  say "summary ($SECONDS s in all):"
+  printf '  %s\n' "${SUMMARY[@]}" >&2
+}
+trap summary EXIT
 # run STEP VERSION CMD...: runs CMD once per STEP+VERSION, logging to .cache/logs/STEP.log
 run() {
   local step="$1" version="$2"; shift 2
   local stamp="$STAMPS/$step-$version"
-  if [[ -f "$stamp" ]]; then return 0; fi
+  if [[ -f "$stamp" ]]; then note "$step" "$version" cached; return 0; fi
   say "$step $version: building (log: .cache/logs/$step.log)"
   local start=$SECONDS
   if ! "$@" >"$LOGS/$step.log" 2>&1; then
     say "$step $version: FAILED after $((SECONDS - start))s; last lines of .cache/logs/$step.log:"
     tail -n 30 "$LOGS/$step.log" >&2
+    note "$step" "$version" "FAILED after $((SECONDS - start)) s"
     exit 1
   fi
   rm -f "$STAMPS/$step-"*
   touch "$stamp"
   say "$step $version: done in $((SECONDS - start))s"
+  note "$step" "$version" "built in $((SECONDS - start)) s"
 }
 
 step_apt() {
   local missing=()
   for p in $APT_PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
-  if ((${#missing[@]} == 0)); then return 0; fi
+  if ((${#missing[@]} == 0)); then note apt "Debian packages" "installed before"; return 0; fi
   if [[ $(id -u) -ne 0 ]]; then say "apt: missing ${missing[*]}; run as root or install them"; exit 1; fi
   say "apt: installing ${missing[*]}"
+  local start=$SECONDS
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >"$LOGS/apt.log" 2>&1 \
-    || { tail -n 30 "$LOGS/apt.log" >&2; exit 1; }
+    || { tail -n 30 "$LOGS/apt.log" >&2; note apt "${missing[*]}" "FAILED after $((SECONDS - start)) s"; exit 1; }
+  note apt "${missing[*]}" "installed in $((SECONDS - start)) s"
 }
 
 node_major() { "$1" -e 'process.stdout.write(process.versions.node.split(".")[0])' 2>/dev/null || echo 0; }
@@ -84,6 +103,7 @@ step_node() {
   [[ -n "$sys" ]] && sys="$(readlink -f "$sys" || true)"
   if [[ -n "$sys" && "$sys" != "$CACHE/bin/"* && "$(node_major "$sys")" -ge 22 ]]; then
     ln -sfn "$sys" "$CACHE/bin/node"
+    note node "system $("$sys" --version)" "linked"
     return 0
   fi
   run node "$NODE_VERSION" install_node
@@ -103,9 +123,15 @@ step_examples() {
   if ! PATH="$CACHE/bin:$PATH" "$CACHE/bin/node" "$ROOT/scripts/examples.ts" >"$LOGS/examples.log" 2>&1; then
     say "examples: FAILED after $((SECONDS - start))s; last lines of .cache/logs/examples.log:"
     tail -n 30 "$LOGS/examples.log" >&2
+    note examples "" "FAILED after $((SECONDS - start)) s"
     exit 1
   fi
-  if [[ -s "$LOGS/examples.log" ]]; then say "examples: done in $((SECONDS - start))s"; fi
+  if [[ -s "$LOGS/examples.log" ]]; then
+    say "examples: done in $((SECONDS - start))s"
+    note examples "" "built in $((SECONDS - start)) s"
+  else
+    note examples "" cached
+  fi
 }
 
 build_kube() {

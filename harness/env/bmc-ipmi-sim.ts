@@ -8,6 +8,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { ipmitoolArgs, writeIpmiSimFiles } from "./ipmi-sim-config.ts";
 import { childPids, freeTcpPort, freeUdpPort, pidAlive, RUN_DIR, spawnGroup, waitFor } from "./bmc-spawn.ts";
+import { timedStart } from "./start-times.ts";
 
 const pexec = promisify(execFile);
 
@@ -26,7 +27,7 @@ export interface IpmiSim {
   logTail(): string;
 }
 
-export async function startIpmiSim(
+async function startIpmiSimNow(
   opts: { username?: string; password?: string; startNow?: boolean; nodeCmd?: string } = {},
 ): Promise<IpmiSim> {
   mkdirSync(RUN_DIR, { recursive: true });
@@ -106,4 +107,9 @@ export async function startIpmiSim(
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Start ipmi_sim; timed (start-times.ts). */
+export function startIpmiSim(opts: Parameters<typeof startIpmiSimNow>[0] = {}): Promise<IpmiSim> {
+  return timedStart("bmc-ipmi-sim", "ipmi_sim", () => startIpmiSimNow(opts));
 }

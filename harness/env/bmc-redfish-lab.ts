@@ -9,6 +9,7 @@ import path from "node:path";
 import { LabRedfishServer } from "../emulators/redfish/server.ts";
 import { SimNode } from "./bmc-node.ts";
 import { RUN_DIR } from "./bmc-spawn.ts";
+import { timedStart } from "./start-times.ts";
 
 export interface LabRedfish {
   url: string;
@@ -51,7 +52,7 @@ export function selfSignedCert(dir: string): { cert: string; key: string } {
   return { cert: readFileSync(cert, "utf8"), key: readFileSync(key, "utf8") };
 }
 
-export async function startLabRedfish(
+async function startLabRedfishNow(
   opts: { tls?: boolean; sessions?: boolean; username?: string; password?: string; name?: string } = {},
 ): Promise<LabRedfish> {
   mkdirSync(RUN_DIR, { recursive: true });
@@ -85,4 +86,9 @@ export async function startLabRedfish(
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Start the lab Redfish emulator; timed (start-times.ts). */
+export function startLabRedfish(opts: Parameters<typeof startLabRedfishNow>[0] = {}): Promise<LabRedfish> {
+  return timedStart("bmc-redfish-lab", opts.tls === false ? "http" : "https", () => startLabRedfishNow(opts));
 }

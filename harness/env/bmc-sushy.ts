@@ -6,6 +6,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { freeTcpPort, ROOT, RUN_DIR, spawnGroup, waitFor } from "./bmc-spawn.ts";
+import { timedStart } from "./start-times.ts";
 
 export const SUSHY_BIN = path.join(ROOT, ".cache/venv/bin/sushy-emulator");
 const PYTHON = path.join(ROOT, ".cache/venv/bin/python");
@@ -21,7 +22,7 @@ export interface Sushy {
   logTail(): string;
 }
 
-export async function startSushy(
+async function startSushyNow(
   opts: { username?: string; password?: string; power?: "On" | "Off" } = {},
 ): Promise<Sushy> {
   mkdirSync(RUN_DIR, { recursive: true });
@@ -83,4 +84,9 @@ SUSHY_EMULATOR_FAKE_SYSTEMS = [{
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Start sushy-tools; timed (start-times.ts). */
+export function startSushy(opts: Parameters<typeof startSushyNow>[0] = {}): Promise<Sushy> {
+  return timedStart("bmc-sushy", "sushy-tools", () => startSushyNow(opts));
 }

@@ -12,6 +12,7 @@ import { httpOk, httpsOk } from "./probes.ts";
 import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { startAll, type EnvScope } from "./scope.ts";
+import { timedStart } from "./start-times.ts";
 
 export interface ControlPlaneOptions {
   /** Start kube-controller-manager (default false). */
@@ -96,7 +97,7 @@ async function startComponent(
 }
 
 /** Start etcd + kube-apiserver (+ optional controller-manager and scheduler). */
-export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+async function startControlPlaneNow(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const timeout = opts.readyTimeoutMs ?? 60_000;
   const dir = makeTempDir("kube");
   const timings: Record<string, number> = {};
@@ -242,4 +243,14 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     if (err instanceof EnvError) throw err;
     throw new EnvError("control plane failed to start", { cause: err });
   }
+}
+
+/** Start etcd + kube-apiserver (+ optional controller-manager and scheduler); timed (start-times.ts). */
+export function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const parts = [
+    "apiserver",
+    opts.controllerManager ? "controller-manager" : "",
+    opts.scheduler ? "scheduler" : "",
+  ];
+  return timedStart("control-plane", parts.filter(Boolean).join("+"), () => startControlPlaneNow(opts));
 }

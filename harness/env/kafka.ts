@@ -32,6 +32,7 @@ import { canConnect } from "./probes.ts";
 import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { startAll } from "./scope.ts";
+import { timedStart } from "./start-times.ts";
 
 /** offsets.topic.num.partitions of the test brokers. */
 const OFFSETS_PARTITIONS = 6;
@@ -126,7 +127,7 @@ async function metadataOk(bootstrap: string, expected: number, security: KafkaSe
 }
 
 /** Start a KRaft Kafka cluster of 1 or 3 combined broker/controller nodes. */
-export async function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster> {
+async function startKafkaNow(opts: KafkaOptions = {}): Promise<KafkaCluster> {
   const n = opts.brokers ?? 1;
   const heap = opts.heap ?? "512m";
   const timeout = opts.readyTimeoutMs ?? 90_000;
@@ -305,4 +306,10 @@ export async function buildKafkaCds(): Promise<string> {
   if (!existsSync(tmp)) throw new EnvError(`JVM did not write the CDS archive ${tmp}`);
   renameSync(tmp, target);
   return target;
+}
+
+/** Start a KRaft Kafka cluster of 1 or 3 combined broker/controller nodes; timed (start-times.ts). */
+export function startKafka(opts: KafkaOptions = {}): Promise<KafkaCluster> {
+  const n = opts.brokers ?? 1;
+  return timedStart("kafka", `${n} broker${n === 1 ? "" : "s"}`, () => startKafkaNow(opts));
 }

@@ -12,6 +12,7 @@ import type { ControlPlane } from "./controlplane.ts";
 import { BIN, EnvError, sleep } from "./base.ts";
 import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
+import { timedStart } from "./start-times.ts";
 
 export interface KwokOptions {
   /** Node Lease duration kwok writes; it renews every duration/4 (default 4 s → ~1 s renewals). */
@@ -79,7 +80,7 @@ async function setBootId(core: CoreV1Api, name: string, bootId: string): Promise
 }
 
 /** Create the Node objects and start one kwok process per node. */
-export async function startKwokNodes(
+async function startKwokNodesNow(
   cp: ControlPlane,
   names: string[],
   opts: KwokOptions = {},
@@ -190,4 +191,13 @@ export async function startKwokNodes(
       removeTempDir(dir);
     },
   };
+}
+
+/** Create the Node objects and start one kwok process per node; timed (start-times.ts). */
+export function startKwokNodes(
+  cp: ControlPlane,
+  names: string[],
+  opts: KwokOptions = {},
+): Promise<KwokNodes> {
+  return timedStart("kwok", `${names.length} nodes`, () => startKwokNodesNow(cp, names, opts));
 }

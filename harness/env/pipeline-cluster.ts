@@ -49,6 +49,7 @@ import { makeTempDir, removeTempDir } from "./registry.ts";
 import { EnvScope } from "./scope.ts";
 import { CuttableRelay } from "./tcp-cut.ts";
 import { waitUntil } from "./wait.ts";
+import { timedStart } from "./start-times.ts";
 
 export { replicaName, type SimNodeParts } from "./pipeline-replicas.ts";
 export const NAMESPACE = FASTFENCE_NAMESPACE;
@@ -116,7 +117,7 @@ function listenerScript(port: number): string[] {
   return ["-e", `require("net").createServer((s) => s.destroy()).listen(${port}, "127.0.0.1")`];
 }
 
-export async function startPipelineCluster(
+async function startPipelineClusterNow(
   opts: {
     nodes?: string[];
     policy?: FencingPolicySpecInput;
@@ -361,3 +362,12 @@ export async function startPipelineCluster(
 }
 
 export { sleep };
+
+/** The whole pipeline in this process (its control plane, Kafka and kwok starts are timed too); timed (start-times.ts). */
+export function startPipelineCluster(
+  opts: Parameters<typeof startPipelineClusterNow>[0] = {},
+): Promise<PipelineCluster> {
+  return timedStart("pipeline-cluster", `${opts.nodes?.length ?? 3} nodes`, () =>
+    startPipelineClusterNow(opts),
+  );
+}

@@ -5,7 +5,8 @@
 // finds no moment when both copies could run; (a) power-loss (node and BMC die together) is released on
 // the watchdog proof no earlier than grace + timeout + margin after the node's last
 // heartbeat renewal and within that + 2 s of the fault; (d) a graceful restart of a healthy
-// node's event source and watchdog agent never resets it. Then (c) a lab without
+// node's event source and watchdog agent never resets it. With the devices but no watchdog
+// level in the policy every agent reports "not armed" and none resets. Then (c) a lab without
 // watchdogs but with the watchdog level in its policy: power-loss stays FenceFailed (no
 // armed watchdog report), never released without a read-back Off. Times are printed.
 import { afterAll, describe, expect, it } from "vitest";
@@ -115,6 +116,45 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
       });
     }
   }, 300_000);
+
+  it("a device on every node but no watchdog level in the policy: every agent reports not armed, none resets; armed again with the level", async () => {
+    const G = { group: "fastfence.io", version: "v1alpha1", plural: "fencingpolicies", name: "default" };
+    type Policy = { spec: { fencing: { nodes: Record<string, unknown>[] } } };
+    const withLevel = (await lab!.custom.getClusterCustomObject(G)) as Policy;
+    const without = structuredClone(withLevel);
+    for (const n of without.spec.fencing.nodes) delete n.watchdog;
+    const t0 = Date.now();
+    await lab!.custom.replaceClusterCustomObject({ ...G, body: without });
+    const reports = async () =>
+      Promise.all(
+        lab!.nodes.map(async (x) => {
+          const { lease } = await lastRenewal(x.name);
+          return parseWatchdogReport(lease.metadata?.annotations?.[WATCHDOG_ANNOTATION]);
+        }),
+      );
+    const until = async (armed: boolean) => {
+      const end = Date.now() + 20_000;
+      let last = await reports();
+      while (Date.now() < end && !last.every((r) => r.ok && r.report.armed === armed)) {
+        await sleep(250);
+        last = await reports();
+      }
+      return last;
+    };
+    const off = await until(false);
+    log(`no watchdog level: every agent not armed after ${Date.now() - t0} ms`);
+    for (const r of off) expect(r, JSON.stringify(off)).toMatchObject({ ok: true, report: { armed: false } });
+    await sleep(LAB_WATCHDOG.timeoutMs + 1000); // past a timeout: a disarmed device does not fire
+    expect(lab!.faults.filter((f) => f.kind === "watchdog-reset" && f.at >= t0)).toEqual([]);
+    const back = (await lab!.custom.getClusterCustomObject(G)) as Policy & { metadata?: object };
+    await lab!.custom.replaceClusterCustomObject({ ...G, body: { ...withLevel, metadata: back.metadata } });
+    const on = await until(true);
+    for (const r of on)
+      expect(r, JSON.stringify(on)).toMatchObject({
+        ok: true,
+        report: { armed: true, timeoutMs: LAB_WATCHDOG.timeoutMs },
+      });
+  }, 120_000);
 
   it("(b) isolate: the node resets itself before its workloads are released; no moment with two copies", async () => {
     const victim = "node-b";

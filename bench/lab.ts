@@ -33,6 +33,8 @@ import { describeTopology } from "../lab/replica-settings.ts";
 import { brokerSettingsMode, describeBrokerSettings } from "../lab/broker-settings.ts";
 import { HostLoad, type CpuShare } from "../lab/host-load.ts";
 import { Lab } from "../lab/lab.ts";
+import { artifactLine, artifactRef } from "../lab/artifact.ts";
+import type { LabState } from "../lab/state.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
 import { benchSummaryOf, benchSvg, percentiles, type Percentiles } from "../lab/bench-chart.ts";
 import { writeReport } from "../lab/report.ts";
@@ -153,11 +155,14 @@ function stats(rs: TrialResult[]): Record<string, Percentiles> {
 async function main(): Promise<number> {
   const results: TrialResult[] = [];
   const errors: string[] = [];
+  /** The packed artifact the lab's nodes ran (lab/artifact.ts). */
+  let artifact: LabState["artifact"];
   // The lab shares the machine's cores: a trial slow at every hop is told apart by this.
   const load = new HostLoad().start();
   if (SCENARIOS.some((s) => s !== "baseline-crash")) {
     // The watchdog scenarios need every node's emulated watchdog (lab up --watchdog).
     lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false, watchdog: WATCHDOG });
+    artifact = lab.state.artifact;
     await new Promise((r) => setTimeout(r, 3000));
     let trial = 0;
     for (const sc of SCENARIOS) {
@@ -236,6 +241,8 @@ async function main(): Promise<number> {
   const by = (sc: Scenario) => results.filter((r) => r.scenario === sc);
   const lines: string[] = [
     "# fastfence lab bench",
+    "",
+    artifactLine(artifact),
     "",
     `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT); broker settings ${describeBrokerSettings(BROKERS)}; ${TOPOLOGY.text}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
     "",
@@ -354,7 +361,7 @@ async function main(): Promise<number> {
   const crash = by("crash");
   const cr = stats(crash);
   console.log(
-    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
+    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, artifact: artifactRef(artifact), safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
   );
   const crashOk = !SCENARIOS.includes("crash") || (cr.releasedMs?.p99 ?? Infinity) <= 4000;
   return errors.length === 0 && totalViol === 0 && crashOk ? 0 : 1;

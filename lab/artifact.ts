@@ -10,3 +10,15 @@ export function labArtifact(log: (line: string) => void): NonNullable<LabState["
   log(`artifact: fastfence ${a.version} sha256:${a.sha256.slice(0, 16)} (${a.dir})`);
   return { version: a.version, sha256: a.sha256, dir: a.dir };
 }
+
+/** What a report's RESULT says of the artifact: its version and content hash. */
+export function artifactRef(a: LabState["artifact"]): { version: string; sha256: string } | null {
+  return a ? { version: a.version, sha256: a.sha256 } : null;
+}
+
+/** The report's line naming what ran. */
+export function artifactLine(a: LabState["artifact"]): string {
+  return a
+    ? `Ran the packed artifact fastfence ${a.version}, sha256:${a.sha256} (\`make artifact\`; what the Containerfile installs), unpacked with production dependencies only.`
+    : "Ran no packed artifact (no fastfence replicas in this lab).";
+}

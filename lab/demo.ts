@@ -6,6 +6,7 @@
 import { formatTrace, selectChain, traceRows } from "../events/trace-format.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { Lab } from "./lab.ts";
+import { artifactLine, artifactRef } from "./artifact.ts";
 import { tearDownOnSignals } from "./state.ts";
 import { DEMO_GOALS, demoMilestones, demoSvg, type DemoResult } from "./demo-chart.ts";
 import { writeReport } from "./report.ts";
@@ -87,6 +88,7 @@ async function main(): Promise<number> {
     statefulReplacementMs: r.statefulReplacementMs ?? null,
     vmsReleased: r.vmsReleased,
     safetyViolations: r.safetyViolations,
+    artifact: artifactRef(lab.state.artifact),
   };
   const milestones = demoMilestones(result);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
@@ -95,6 +97,7 @@ async function main(): Promise<number> {
     `# fastfence demo — crash of ${victim}`,
     "",
     `Lab: 3 simulated nodes (network + PID namespaces), real etcd / kube-apiserver / controller-manager / scheduler, 3 KRaft brokers (RF 3, min ISR 2), kwok kubelets, BMCs: ${lab.nodes.map((n) => `${n.name} ${n.bmc}`).join(", ")}.`,
+    artifactLine(lab.state.artifact),
     `Victim: ${victim}, leader of ${meta.leaders[x.index + 1] ?? 0} pipeline partitions, with one event-source replica and one replica of every function.`,
     "",
     "| milestone | ms from the crash | goal |",

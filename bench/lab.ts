@@ -31,7 +31,8 @@ import { parseArgs } from "node:util";
 import { kafkaClientFrom } from "../infra/bus/kafka-bus.ts";
 import { describeTopology } from "../lab/replica-settings.ts";
 import { brokerSettingsMode, describeBrokerSettings } from "../lab/broker-settings.ts";
-import { HostLoad, type CpuShare } from "../lab/host-load.ts";
+import { HostLoad } from "../lab/host-load.ts";
+import { cpuText, hostCpuLine, pct } from "../lab/host-load-text.ts";
 import { Lab } from "../lab/lab.ts";
 import { artifactLine, artifactRef } from "../lab/artifact.ts";
 import type { LabState } from "../lab/state.ts";
@@ -376,21 +377,6 @@ main().then(
     process.exit(1);
   },
 );
-
-function pct(x: number | undefined): number | undefined {
-  return x === undefined ? undefined : Math.round(x * 100);
-}
-
-function cpuText(c: CpuShare | undefined): string {
-  return c ? `host cpu busy ${pct(c.busy)}% steal ${pct(c.steal)}%; ` : "";
-}
-
-/** The host's CPU load from the fault to the release, over a scenario's trials. */
-function hostCpuLine(rs: readonly TrialResult[], busy: Percentiles): string {
-  const steal = percentiles(rs.map((r) => pct(r.hostCpu?.steal)));
-  if (!busy.n) return "Host CPU load: not sampled (no /proc/stat).";
-  return `Host CPU, all cores, from the fault to the release (lab/host-load.ts): busy p50 ${busy.p50} %, max ${busy.max} %; stolen by the hypervisor p50 ${steal.p50} %, max ${steal.max} %. Per trial: ${rs.map((r) => pct(r.hostCpu?.busy) ?? "-").join(" ")}.`;
-}
 
 /** After a failed trial: heal, resume and power on every node, then let the lab settle. */
 async function recoverLab(l: Lab, say: (s: string) => void): Promise<void> {

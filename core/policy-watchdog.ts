@@ -26,9 +26,11 @@ export const WatchdogLevelSchema = z.object({
   // small could release them while the node still runs.
   marginMs: z.int().min(0).max(600_000).default(2_000),
   // How long after its last acknowledged heartbeat renewal a node's agent still pets its
-  // watchdog. Unit: ms. Default 2000. Must be at least the agents' setting (a report that
-  // states a longer grace is honoured: the longer one counts). Longer tolerates slower API
-  // writes on the nodes; it adds to every watchdog fence's time.
+  // watchdog. Unit: ms. Default 2000. fence waits for the longest grace any source states:
+  // this, and the grace the node's agent states in its report (FASTFENCE_WATCHDOG_RENEW_GRACE_MS,
+  // default 5000; a report that states none counts that default), so a shorter value here
+  // never releases a node whose agent may still pet. Longer tolerates slower API writes on
+  // the nodes; it adds to every watchdog fence's time.
   renewGraceMs: z.int().min(0).max(600_000).default(2_000),
 });
 export type WatchdogLevel = z.infer<typeof WatchdogLevelSchema>;

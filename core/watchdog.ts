@@ -43,6 +43,22 @@ export interface WatchdogReport {
   requested?: boolean;
 }
 
+/**
+ * The agents' default pet grace (FASTFENCE_WATCHDOG_RENEW_GRACE_MS), ms. An armed report that
+ * states no grace (an agent from before reports stated it) counts with this, so fence never
+ * assumes a shorter grace than such an agent may use with its default.
+ */
+export const AGENT_DEFAULT_RENEW_GRACE_MS = 5_000;
+
+/**
+ * The grace fence counts for a node: the longest any source states — the policy's, the
+ * report's — and, for a report that states none, the agents' default too.
+ */
+export function effectiveRenewGraceMs(policyGraceMs: number, report: ParsedReport): number {
+  if (!report.ok) return policyGraceMs;
+  return Math.max(policyGraceMs, report.report.renewGraceMs ?? AGENT_DEFAULT_RENEW_GRACE_MS);
+}
+
 /** Bounds a report must meet to count: a timeout shorter than a pet round or absurdly long is refused. */
 export const WATCHDOG_TIMEOUT_MS = { min: 1_000, max: 600_000 } as const;
 

@@ -7,6 +7,7 @@ import { z } from "zod";
 import type { Self } from "../core/decision.ts";
 import { InvalidInputError } from "../core/errors.ts";
 import { ROUND_RECORD_MARGIN_MS } from "../core/policy.ts";
+import { AGENT_DEFAULT_RENEW_GRACE_MS } from "../core/watchdog.ts";
 import { SAMPLERS } from "./tracing.ts";
 
 const ms = (def: number) => z.coerce.number().int().min(1).default(def);
@@ -183,19 +184,27 @@ export const RuntimeConfigSchema = z
     // FencingPolicy's WatchdogsArmed condition, fastfence_watchdog_armed). Default: unset,
     // no device: the node is never fenced by the watchdog level.
     FASTFENCE_WATCHDOG_DEVICE: z.string().min(1).optional(),
-    // The device's timeout, ms, where sysfs (/sys/class/watchdog/<dev>/timeout) gives none.
-    // Per node: the Node annotation fastfence.io/watchdog-timeout-ms wins, and where sysfs
-    // does give one the device must have the annotation's value or it is not armed (Node
-    // cannot set a device's timeout: set the driver's, e.g. softdog.soft_margin). Default:
-    // unset (sysfs or the annotation must say). 1000-600000.
+    // What the device's timeout must be, ms: a device whose sysfs timeout
+    // (/sys/class/watchdog/watchdogN/timeout) differs is not armed, and so is one with no
+    // sysfs timeout. Never the reported timeout (that is the device's own; nor is the Node
+    // annotation fastfence.io/watchdog-timeout-ms, which likewise only refuses). With
+    // FASTFENCE_WATCHDOG_EMULATION it is the emulated device's timeout, and required. Set the
+    // device's with its driver (e.g. softdog.soft_margin). Default: unset. 1000-600000.
     FASTFENCE_WATCHDOG_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600_000).optional(),
+    // The lab's emulated watchdog (lab/watchdog.ts): "lab-fifo" accepts a FIFO as the device,
+    // with FASTFENCE_WATCHDOG_TIMEOUT_MS as its timeout. Only the lab sets it
+    // (lab/node-agent.ts); no shipped overlay may (test/unit/infra/watchdog-emulation-overlays.test.ts):
+    // on a real node it would let a FIFO, which resets nothing, pass for a watchdog. Default:
+    // unset: only a watchdog character device with a sysfs timeout is armed.
+    FASTFENCE_WATCHDOG_EMULATION: z.enum(["lab-fifo"]).optional(),
     // How long after the last acknowledged heartbeat renewal (or a majority's vouches) the
     // agent still pets, ms. Default 5000; at least twice the policy's
     // probe.heartbeatIntervalMs (checked on every policy read: below it the agent does not
     // arm, and says why). Shorter resets an isolated node sooner;
     // every deciding replica waits this + the timeout + its margin before it counts the
-    // node as reset, so it adds to the watchdog level's time to release.
-    FASTFENCE_WATCHDOG_RENEW_GRACE_MS: ms(5000),
+    // node as reset, so it adds to the watchdog level's time to release. The agent states it
+    // in its report, and fence waits for the longer of it and the policy's renewGraceMs.
+    FASTFENCE_WATCHDOG_RENEW_GRACE_MS: ms(AGENT_DEFAULT_RENEW_GRACE_MS),
     // How often the agent pets, ms. Default 1000; must be below a third of the timeout.
     FASTFENCE_WATCHDOG_PET_INTERVAL_MS: ms(1000),
     // Port of the event source's vouch endpoint on the node network (source/vouch-server.ts):

@@ -44,6 +44,8 @@ export function watchdogEnv(w: WatchdogAgentConfig | undefined): Record<string, 
     ? {
         FASTFENCE_WATCHDOG_DEVICE: w.devicePath,
         ...(w.timeoutMs !== undefined ? { FASTFENCE_WATCHDOG_TIMEOUT_MS: String(w.timeoutMs) } : {}),
+        // The lab's FIFO is accepted only in this mode, which no shipped overlay sets.
+        ...(w.emulation ? { FASTFENCE_WATCHDOG_EMULATION: w.emulation } : {}),
         FASTFENCE_WATCHDOG_RENEW_GRACE_MS: String(w.renewGraceMs),
         FASTFENCE_WATCHDOG_PET_INTERVAL_MS: String(w.petIntervalMs),
       }

@@ -5,7 +5,9 @@
 // writes it only on a graceful stop, right before closing); a close without "V" leaves it
 // armed. `lab hang` stops the petter but not this timer, and when it expires every
 // process of the node is killed (the lab's "reset"; the node stays down until its BMC
-// powers it on again). Never touches the machine's real /dev/watchdog.
+// powers it on again). The agent accepts the FIFO only in the explicit emulation mode
+// (FASTFENCE_WATCHDOG_EMULATION=lab-fifo, with the timeout given), which labWatchdogConfig
+// sets and no shipped overlay can. Never touches the machine's real /dev/watchdog.
 import { execFileSync } from "node:child_process";
 import { closeSync, constants, openSync, rmSync } from "node:fs";
 import { Socket } from "node:net";
@@ -106,7 +108,7 @@ const fifoOf = (x: LabNode) => join(x.dir, "watchdog");
 
 /** The node agent's watchdog config for the lab's emulated device. */
 export function labWatchdogConfig(x: LabNode): WatchdogAgentConfig {
-  return { devicePath: fifoOf(x), ...LAB_WATCHDOG };
+  return { devicePath: fifoOf(x), ...LAB_WATCHDOG, emulation: "lab-fifo" };
 }
 
 /** One started emulated watchdog per node, by node name; expiry kills the node's processes (noted "watchdog-reset"). */

@@ -4,16 +4,18 @@
 // `wanted` says the FencingPolicy asks for it on this node (source/watchdog-settings.ts
 // watchdogArming: a device alone arms nothing), pets it every petIntervalMs only while
 // core/watchdog.ts petDecision says the node is on the healthy side, and reports armed /
-// not armed (and whether the policy asks for it), with the device's timeout and the node's
-// boot ID, as the annotation fastfence.io/watchdog that the event source writes on the
-// node's heartbeat Lease (the timeout: the device's sysfs one, which must match the Node's
-// fastfence.io/watchdog-timeout-ms when that is set, else that annotation or the configured
-// one). It disarms (the magic close) only after "not armed" has been recorded on that Lease
-// (`record` acknowledged): on a graceful stop, and when the policy stops asking for it. Until
-// then it keeps petting by the same rule; a stop whose record never lands leaves the device
-// armed (the node resets), because a Lease still saying "armed" over a disarmed device could
-// let fence count a running node as reset. It never pets on a guess: an unknown renewal time
-// counts as no renewal. When its renewals are more than half the grace old it asks its peers
+// not armed (and whether the policy asks for it), with the timeout and the pet grace it
+// really uses and the node's boot ID, as the annotation fastfence.io/watchdog that the event
+// source writes on the node's heartbeat Lease (the timeout: the device's own, from sysfs, or
+// the lab emulation's; never a Node annotation's or FASTFENCE_WATCHDOG_TIMEOUT_MS's, which
+// can only refuse a device whose timeout differs: infra/watchdog/device.ts). It disarms (the
+// magic close) only after "not armed" has been recorded on that Lease (`record`
+// acknowledged): on a graceful stop (also one that comes while the device is being opened),
+// and when the policy stops asking for it. Until then it keeps petting by the same rule; a
+// record that is refused, fails or never lands leaves the device armed (the node resets),
+// because a Lease still saying "armed" over a disarmed device could let fence count a
+// running node as reset. It never pets on a guess: an unknown renewal time counts as no
+// renewal. When its renewals are more than half the grace old it asks its peers
 // to vouch (source/vouch-client.ts) and counts each verified answer, dated when its request
 // was sent; a strict majority of the cluster (itself included) keeps it petting
 // (core/watchdog.ts). Times: monotonic only.
@@ -21,6 +23,7 @@ import { performance } from "node:perf_hooks";
 import {
   petDecision,
   WATCHDOG_ANNOTATION,
+  WATCHDOG_TIMEOUT_MS,
   formatWatchdogReport,
   type WatchdogReport,
 } from "../core/watchdog.ts";
@@ -29,16 +32,23 @@ import type { Logger } from "../infra/log.ts";
 import {
   openWatchdogDevice,
   WatchdogUnavailableError,
+  type StatDevice,
   type WatchdogDevice,
+  type WatchdogEmulation,
 } from "../infra/watchdog/device.ts";
 import type { ParsedNodeTimeout } from "../core/watchdog-status.ts";
 import type { AskResult } from "./vouch-client.ts";
 
 export interface WatchdogAgentConfig {
-  /** The device: /dev/watchdog (or /dev/watchdogN), or the lab's FIFO. */
+  /** The device: /dev/watchdog (or /dev/watchdogN), or the lab's FIFO (emulation only). */
   devicePath: string;
-  /** Used when sysfs gives no timeout (the lab), ms. */
+  /**
+   * With `emulation`: the emulated device's timeout, ms. Without: only what the device's
+   * sysfs timeout must be (a device whose timeout differs is not armed); never reported.
+   */
   timeoutMs?: number;
+  /** The lab's FIFO (FASTFENCE_WATCHDOG_EMULATION); no shipped overlay sets it. */
+  emulation?: WatchdogEmulation;
   /** How long after the last acknowledged heartbeat renewal the agent still pets, ms. */
   renewGraceMs: number;
   /** How often it pets, ms; well below the timeout. */
@@ -106,13 +116,18 @@ export async function startWatchdogAgent(opts: {
   record?: () => Promise<boolean>;
   /** How long a graceful stop tries to record "not armed" before it gives up, ms. Default 3000. */
   stopRecordMs?: number;
+  /** What a device path is (tests: plain data); default node:fs stat. */
+  statDevice?: StatDevice;
+  /** Where sysfs' watchdog class is; default /sys/class/watchdog. */
+  sysfs?: string;
 }): Promise<WatchdogAgent> {
   const { config, log, node } = opts;
   let stopping = false;
   const mono = opts.mono ?? (() => performance.now());
   let device: WatchdogDevice | undefined;
   let notArmed = "waiting for the first acknowledged heartbeat renewal";
-  let opening = false;
+  /** The open in flight, if any: a stop waits for it, so a device opened then is disarmed or left armed by the same rule. */
+  let opening: Promise<void> | undefined;
   let retryOpenAt = 0;
   /** false: the policy gives this node no watchdog level (reported as requested: false). */
   let requested = true;
@@ -187,24 +202,51 @@ export async function startWatchdogAgent(opts: {
    * Arms the device only once the node has proven itself healthy (a renewal acknowledged):
    * a node that boots while the API is not reachable yet must not be reset for it.
    */
-  async function arm(): Promise<void> {
-    if (!follow() || device || opening || mono() < retryOpenAt) return;
+  function arm(): Promise<void> {
+    if (!follow() || device || opening || mono() < retryOpenAt) return Promise.resolve();
     const nodeTimeout = opts.nodeTimeout?.() ?? { ok: true, timeoutMs: undefined };
-    if (nodeTimeout === "unknown") return void (notArmed = "waiting for this node's Node object");
-    opening = true;
+    if (nodeTimeout === "unknown") {
+      notArmed = "waiting for this node's Node object";
+      return Promise.resolve();
+    }
+    opening = open(nodeTimeout).finally(() => (opening = undefined));
+    return opening;
+  }
+  async function open(nodeTimeout: ParsedNodeTimeout): Promise<void> {
     try {
       if (!nodeTimeout.ok) throw new WatchdogUnavailableError(nodeTimeout.reason);
-      device = await openWatchdogDevice(config.devicePath, config.timeoutMs, nodeTimeout.timeoutMs);
+      // Others' values only refuse a device whose own timeout differs; never reported.
+      const expected = [
+        ...(nodeTimeout.timeoutMs !== undefined
+          ? [{ timeoutMs: nodeTimeout.timeoutMs, from: "the node's fastfence.io/watchdog-timeout-ms" }]
+          : []),
+        ...(!config.emulation && config.timeoutMs !== undefined
+          ? [{ timeoutMs: config.timeoutMs, from: "FASTFENCE_WATCHDOG_TIMEOUT_MS" }]
+          : []),
+      ];
+      if (config.emulation && config.timeoutMs === undefined)
+        throw new WatchdogUnavailableError(
+          `watchdog ${config.devicePath}: FASTFENCE_WATCHDOG_EMULATION=${config.emulation} needs FASTFENCE_WATCHDOG_TIMEOUT_MS`,
+        );
+      device = await openWatchdogDevice(config.devicePath, {
+        ...(config.emulation ? { emulation: { mode: config.emulation, timeoutMs: config.timeoutMs! } } : {}),
+        expected,
+        ...(opts.statDevice ? { stat: opts.statDevice } : {}),
+        ...(opts.sysfs ? { sysfs: opts.sysfs } : {}),
+      });
       await device.pet();
       opts.metrics?.armed.set(1);
-      log.info({ incident: "none", node, timeoutMs: device.timeoutMs }, "watchdog armed");
+      log.info(
+        { incident: "none", node, timeoutMs: device.timeoutMs, renewGraceMs: config.renewGraceMs },
+        stopping
+          ? "watchdog opened while stopping (the stop records not armed, then disarms)"
+          : "watchdog armed",
+      );
     } catch (err) {
       const e = asFastfenceError(err);
       if (e.message !== notArmed) log.warn({ incident: "none", node, err: e.toJSON() }, "watchdog not armed");
       notArmed = e.message;
       retryOpenAt = mono() + 30_000;
-    } finally {
-      opening = false;
     }
   }
   let lastRenewedAt: number | undefined;
@@ -263,13 +305,16 @@ export async function startWatchdogAgent(opts: {
   const timer = setInterval(() => void tick(), config.petIntervalMs);
   follow(); // the policy's answer is in the first report already
 
+  // The grace it really pets with is stated: fence waits for the longest grace any source states.
   const report = (): WatchdogReport =>
     device && !stopping && !releasing
-      ? { armed: true, timeoutMs: device.timeoutMs, bootId: opts.bootId() }
+      ? { armed: true, timeoutMs: device.timeoutMs, bootId: opts.bootId(), renewGraceMs: config.renewGraceMs }
       : {
           armed: false,
-          timeoutMs: device?.timeoutMs ?? config.timeoutMs ?? 1_000,
+          // A not-armed report proves nothing; its timeout is the device's if open, else the least.
+          timeoutMs: device?.timeoutMs ?? WATCHDOG_TIMEOUT_MS.min,
           bootId: opts.bootId(),
+          renewGraceMs: config.renewGraceMs,
           reason: stopping ? "stopping (a graceful stop disarms it)" : notArmed,
           ...(requested ? {} : { requested: false }),
         };
@@ -283,6 +328,8 @@ export async function startWatchdogAgent(opts: {
     stop: async () => {
       if (stopping) return;
       stopping = true; // the report says not armed from now on; petting goes on until it is recorded
+      // An open in flight finishes first: a device it opens is recorded and disarmed like any other.
+      await opening;
       if (!device) return void clearInterval(timer);
       const deadline = mono() + (opts.stopRecordMs ?? 3_000);
       let recorded = await recordReport();

@@ -1,7 +1,8 @@
 // Whether a node's event source arms its watchdog, and with what settings. Two parts:
 // watchdogDevice reads where the device is and how to pet it from the event source's
 // environment (infra/config.ts FASTFENCE_WATCHDOG_*), refusing a bad combination at start
-// with an error naming the variable, never a silent default; watchdogArming then decides,
+// with an error naming the variable, never a silent default (the lab's emulation mode
+// without its timeout is one); watchdogArming then decides,
 // from that, the FencingPolicy and the node, whether the agent may arm: only when the
 // policy's node entry for this node has the watchdog level (fencing.nodes[].watchdog; the
 // first matching entry, as fence reads it) — a device alone arms nothing — and the
@@ -18,6 +19,7 @@ export type WatchdogEnv = Pick<
   RuntimeConfig,
   | "FASTFENCE_WATCHDOG_DEVICE"
   | "FASTFENCE_WATCHDOG_TIMEOUT_MS"
+  | "FASTFENCE_WATCHDOG_EMULATION"
   | "FASTFENCE_WATCHDOG_RENEW_GRACE_MS"
   | "FASTFENCE_WATCHDOG_PET_INTERVAL_MS"
 >;
@@ -35,6 +37,11 @@ export function watchdogDevice(c: WatchdogEnv): WatchdogAgentConfig | undefined 
       `FASTFENCE_WATCHDOG_PET_INTERVAL_MS: must not exceed FASTFENCE_WATCHDOG_RENEW_GRACE_MS (${c.FASTFENCE_WATCHDOG_PET_INTERVAL_MS} > ${c.FASTFENCE_WATCHDOG_RENEW_GRACE_MS})`,
     );
   const t = c.FASTFENCE_WATCHDOG_TIMEOUT_MS;
+  const emulation = c.FASTFENCE_WATCHDOG_EMULATION;
+  if (emulation && t === undefined)
+    issues.push(
+      `FASTFENCE_WATCHDOG_TIMEOUT_MS: required with FASTFENCE_WATCHDOG_EMULATION=${emulation} (the emulated device's timeout)`,
+    );
   if (t !== undefined && 3 * c.FASTFENCE_WATCHDOG_PET_INTERVAL_MS > t)
     issues.push(
       `FASTFENCE_WATCHDOG_PET_INTERVAL_MS: must be at most a third of FASTFENCE_WATCHDOG_TIMEOUT_MS (${c.FASTFENCE_WATCHDOG_PET_INTERVAL_MS} > ${t} / 3)`,
@@ -43,6 +50,7 @@ export function watchdogDevice(c: WatchdogEnv): WatchdogAgentConfig | undefined 
   return {
     devicePath: c.FASTFENCE_WATCHDOG_DEVICE,
     ...(t !== undefined ? { timeoutMs: t } : {}),
+    ...(emulation ? { emulation } : {}),
     renewGraceMs: c.FASTFENCE_WATCHDOG_RENEW_GRACE_MS,
     petIntervalMs: c.FASTFENCE_WATCHDOG_PET_INTERVAL_MS,
   };

@@ -14,9 +14,10 @@
 // the node responds powers nothing off and ends as hold.pure.ts abandonedRound says. A node
 // entry with the watchdog level adds its plan (watchdog-level.pure.ts): FencedOff also on
 // that level's proof (provingAttempt). After a lie found by the look after
-// (look-after.pure.ts) a round skips the levels that lied and takes no last look. The
-// S6/S2 re-check of the stored incident is confirmation.pure.ts. Only the node and boot the
-// incident was created for, named by the event too, is fenced (incident-target.ts). No I/O.
+// (look-after.pure.ts) a round skips the levels that lied (the watchdog level's too) and
+// takes no last look. The S6/S2 re-check of the stored incident is confirmation.pure.ts.
+// Only the node and boot the incident was created for, named by the event too, is fenced
+// (incident-target.ts). No I/O.
 import {
   OBSERVED_REASON,
   statusOf,
@@ -245,11 +246,10 @@ export function startRound(r: RoundStart): Decision {
     );
   }
 
-  const watchdog = watchdogPlan(policy, node, levels.length, inc.spec.bootId);
-  if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round, !!watchdog);
-  // After a lie (look-after.pure.ts): only the levels that never lied, and no last look.
+  // After a lie (look-after.pure.ts): only the levels that never lied (the watchdog's too), no last look.
   const lied = liedLevels(st);
-
+  const watchdog = watchdogPlan(policy, node, levels.length, inc.spec.bootId, lied);
+  if (policy.mode === "Observe") return observed(inc, st, rv, node, levels, round, !!watchdog);
   const status = transition(st, "Fencing", iso(waitUntil ?? now), {
     round,
     fencingBy: self.replica,

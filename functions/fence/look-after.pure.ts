@@ -8,9 +8,19 @@
 // round at once, which tries only the levels that never lied, with no last look (the node is
 // known to run and its workloads were released: powering it off is what safety needs now).
 // When no level is left the incident stays FenceFailed, final, with the reason: an operator
-// must act; it is never left Released as if all were well. Pure: no I/O, no clock; it never
-// asks for a power action itself (the next round is fence's decide, under the Lease, S3).
-import { BMC_LIED_REASON, type BmcLie } from "../../core/bmc-lie.ts";
+// must act; it is never left Released as if all were well. An incident released on the
+// watchdog level's proof (its armed watchdog surely reset the node) is watched the same way:
+// a renewal with the incident's boot ID after it means the watchdog did not reset the node;
+// the alarm is the same with reason WatchdogDidNotReset, the watchdog level recorded as the
+// lying level (driver "watchdog"), so the next round never relies on it again (decide.pure.ts
+// drops its plan) and tries the BMC levels. Pure: no I/O, no clock; it never asks for a
+// power action itself (the next round is fence's decide, under the Lease, S3).
+import {
+  BMC_LIED_REASON,
+  LIED_REASONS,
+  WATCHDOG_DID_NOT_RESET_REASON,
+  type BmcLie,
+} from "../../core/bmc-lie.ts";
 import {
   ignored,
   iso,
@@ -34,6 +44,24 @@ export const LOOK_AFTER_PHASES = ["FencedOff", "Released"] as const;
 export function readBackInForce(st: NodeFenceStatus): Attempt | undefined {
   const offs = st.attempts.filter((a) => a.result === "off-confirmed" && a.readBackState === "Off");
   return offs.find((a) => a.readBackAt === st.powerOffConfirmedAt) ?? offs.at(-1);
+}
+
+/** The watchdog level's proof the incident relies on now (its verdict held at powerOffConfirmedAt). */
+export function watchdogProofInForce(st: NodeFenceStatus): Attempt | undefined {
+  const wds = st.attempts.filter((a) => a.result === "watchdog-expired" && a.driver === "watchdog");
+  return wds.find((a) => a.finishedAt === st.powerOffConfirmedAt) ?? wds.at(-1);
+}
+
+/**
+ * The proof the release relies on: the read-back Off powerOffConfirmedAt names, else the
+ * watchdog proof it names, else the latest of either.
+ */
+export function proofInForce(st: NodeFenceStatus): Attempt | undefined {
+  const off = readBackInForce(st);
+  const wd = watchdogProofInForce(st);
+  if (off?.readBackAt === st.powerOffConfirmedAt) return off;
+  if (wd?.finishedAt === st.powerOffConfirmedAt) return wd;
+  return off ?? wd;
 }
 
 /**
@@ -91,9 +119,12 @@ export function lookAfter(i: AfterInput): AfterVerdict {
   const skew = policy.corroboration.maxClockSkewMs;
   if (!Number.isFinite(renew) || renew <= off + skew)
     return { kind: "quiet", why: `${node.name} has not renewed its heartbeat since the read-back Off` };
-  const a = readBackInForce(st);
+  const a = proofInForce(st);
   if (!a)
-    return { kind: "quiet", why: `incident ${inc.metadata.name} records no attempt that read back Off` };
+    return {
+      kind: "quiet",
+      why: `incident ${inc.metadata.name} records no attempt that read back Off nor a watchdog proof`,
+    };
   const lie: BmcLie = {
     level: a.level,
     driver: a.driver,
@@ -102,7 +133,10 @@ export function lookAfter(i: AfterInput): AfterVerdict {
     renewTime: heartbeat.renewTime!,
     seenAt: iso(now),
   };
-  const message = `BMC lied: ${a.driver} (level ${a.level + 1}) read ${node.name} back Off at ${lie.readBackAt}, but the node renewed its heartbeat at ${lie.renewTime} (more than ${skew} ms later) with the same boot ${inc.spec.bootId}: it still runs`;
+  const message =
+    a.driver === "watchdog"
+      ? `watchdog did not reset ${node.name}: fence counted it reset by its armed watchdog (level ${a.level + 1}) at ${lie.readBackAt}, but the node renewed its heartbeat at ${lie.renewTime} (more than ${skew} ms later) with the same boot ${inc.spec.bootId}: it still runs`
+      : `BMC lied: ${a.driver} (level ${a.level + 1}) read ${node.name} back Off at ${lie.readBackAt}, but the node renewed its heartbeat at ${lie.renewTime} (more than ${skew} ms later) with the same boot ${inc.spec.bootId}: it still runs`;
   return { kind: "lied", lie, message };
 }
 
@@ -123,7 +157,9 @@ export function trustedLevelCount(levels: readonly ResolvedFencingLevel[], st: N
  * run with its workloads released elsewhere.
  */
 export function escalationDue(st: NodeFenceStatus): boolean {
-  return st.phase === "FenceFailed" && st.reason === BMC_LIED_REASON && st.retryNotBefore !== undefined;
+  return (
+    st.phase === "FenceFailed" && LIED_REASONS.includes(st.reason ?? "") && st.retryNotBefore !== undefined
+  );
 }
 
 /**
@@ -144,12 +180,12 @@ export function bmcLied(
   const status = transition(st, "FenceFailed", iso(now), {
     bmcLied: after.bmcLied,
     powerOffConfirmedAt: undefined,
-    reason: BMC_LIED_REASON,
+    reason: lie.driver === "watchdog" ? WATCHDOG_DID_NOT_RESET_REASON : BMC_LIED_REASON,
     message: `${i.message}; ${final ? "no other fencing level can prove it off: an operator must power it off" : `escalating to the ${left} level(s) that never lied`} (its workloads were released: it may run twice)`,
     retryNotBefore: final ? undefined : iso(now),
   });
   return processed(
-    `${inc.spec.nodeName}: BMC level ${lie.level + 1} lied${final ? ", no level left" : ", escalating"}`,
+    `${inc.spec.nodeName}: ${lie.driver === "watchdog" ? "watchdog" : "BMC"} level ${lie.level + 1} lied${final ? ", no level left" : ", escalating"}`,
     [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }],
     [
       outgoing(

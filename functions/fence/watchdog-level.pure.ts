@@ -12,21 +12,26 @@ import type { ErrorCode } from "../../core/errors.ts";
 import type { FencingPolicySpec } from "../../core/policy.ts";
 import { watchdogForNode } from "../../core/policy.ts";
 import {
+  effectiveRenewGraceMs,
   parseWatchdogReport,
   watchdogVerdict,
   type ParsedReport,
   type WatchdogPlan,
 } from "../../core/watchdog.ts";
 
-/** The plan of a node entry's watchdog level, placed after its `bmcLevels` BMC levels. */
+/**
+ * The plan of a node entry's watchdog level, placed after its `bmcLevels` BMC levels; none
+ * when the look after found its proof false for this incident (its index in `lied`).
+ */
 export function watchdogPlan(
   policy: FencingPolicySpec,
   node: { name: string; labels?: Record<string, string> },
   bmcLevels: number,
   bootId: string,
+  lied: readonly number[] = [],
 ): WatchdogPlan | undefined {
   const w = watchdogForNode(policy, node);
-  if (!w) return undefined;
+  if (!w || lied.includes(bmcLevels)) return undefined;
   return { level: bmcLevels, bootId, renewGraceMs: w.renewGraceMs, marginMs: w.marginMs };
 }
 
@@ -63,11 +68,12 @@ export const WATCH_POLL_MS = 250;
 /**
  * One look at the watch at monotonic `now`: the node is reset (expired), or wait (at most
  * until `endsAt`, the round's end on the same clock), or never by this level (refused).
- * The longer of the policy's and the report's renewGraceMs counts.
+ * The longest grace any source states counts (core/watchdog.ts effectiveRenewGraceMs): the
+ * policy's, the report's, and for a report that states none, the agents' default.
  */
 export function watchdogStep(plan: WatchdogPlan, seen: WatchSeen, now: number, endsAt: number): WatchdogStep {
   const report: ParsedReport = parseWatchdogReport(seen.report);
-  const grace = Math.max(plan.renewGraceMs, report.ok ? (report.report.renewGraceMs ?? 0) : 0);
+  const grace = effectiveRenewGraceMs(plan.renewGraceMs, report);
   const v = watchdogVerdict({
     now,
     report,

@@ -9,7 +9,10 @@
 // heartbeat Lease as its node's event source; confirm's pass (infra/runtime/
 // watchdog-report.ts) turns that into the FencingPolicy's WatchdogsArmed condition (False
 // naming the node and why, True once it is armed), its Events and
-// fastfence_watchdog_armed{node}; the per-node timeout annotation is what the agent reports.
+// fastfence_watchdog_armed{node}. The report on the real API server states the timeout and
+// the pet grace the agent really uses (the device's timeout — here the lab emulation's —
+// never the per-node annotation's, which only refuses a device whose timeout differs), and
+// fence's watchdog level waits for the longer grace.
 import { CoreV1Api, CustomObjectsApi, AuthorizationV1Api, type V1Node } from "@kubernetes/client-node";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,6 +39,7 @@ import { EmulatedWatchdog } from "../../lab/watchdog.ts";
 import { resolvePolicy } from "../../core/policy.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { watchdogArmingFor } from "../../source/watchdog-settings.ts";
+import { watchdogStep } from "../../functions/fence/watchdog-level.pure.ts";
 import { startWatchdogAgent, type WatchdogAgent } from "../../source/watchdog-agent.ts";
 
 const FP = { group: "fastfence.io", version: "v1alpha1", plural: "fencingpolicies" };
@@ -184,15 +188,16 @@ describe("a node whose watchdog cannot be opened: the report, the condition, the
   });
 
   /** One node's agent, and its event source's heartbeat renewal carrying the report. */
-  async function startNode(node: string, device: string | EmulatedWatchdog) {
+  async function startNode(node: string, device: string | EmulatedWatchdog, timeoutMs = 5000) {
     const nodeObj = async (): Promise<V1Node> => env().core.readNode({ name: node });
     let self = await nodeObj();
     const agent = await startWatchdogAgent({
       config: {
         devicePath: typeof device === "string" ? device : device.path,
-        timeoutMs: 5000,
-        renewGraceMs: 2000,
+        timeoutMs,
+        renewGraceMs: 5000,
         petIntervalMs: 200,
+        emulation: "lab-fifo",
       },
       node,
       bootId: () => `boot-${node}`,
@@ -245,7 +250,7 @@ describe("a node whose watchdog cannot be opened: the report, the condition, the
         spec: {},
       },
     });
-    // node-b: the per-node timeout annotation is what its agent reports (the FIFO says none).
+    // node-b: its annotation agrees with its (emulated) device's timeout; the device's is reported.
     await env().core.patchNode({
       name: "node-b",
       body: [{ op: "add", path: "/metadata/annotations", value: { [NODE_TIMEOUT_ANNOTATION]: "7000" } }],
@@ -253,7 +258,7 @@ describe("a node whose watchdog cannot be opened: the report, the condition, the
     const wdB = new EmulatedWatchdog(join(dir, "wd-b"), 7000, () => undefined);
     wdB.start();
     devices.push(wdB);
-    await startNode("node-b", wdB);
+    await startNode("node-b", wdB, 7000);
     const a = await startNode("node-a", join(dir, "no-such-watchdog"));
     expect(a.report()).toMatchObject({ armed: false, reason: expect.stringContaining("ENOENT") });
 
@@ -265,9 +270,23 @@ describe("a node whose watchdog cannot be opened: the report, the condition, the
           namespace: FASTFENCE_NAMESPACE,
         }),
       );
-    expect(parseWatchdogReport(lease.metadata?.annotations?.[WATCHDOG_ANNOTATION])).toEqual({
+    const onLease = parseWatchdogReport(lease.metadata?.annotations?.[WATCHDOG_ANNOTATION]);
+    expect(onLease).toEqual({
       ok: true,
-      report: { armed: true, timeoutMs: 7000, bootId: "boot-node-b" },
+      report: { armed: true, timeoutMs: 7000, bootId: "boot-node-b", renewGraceMs: 5000 },
+    });
+    // fence's watchdog level, reading the Lease: the agent's 5 s grace counts over the policy's 2 s.
+    const seen = {
+      report: lease.metadata?.annotations?.[WATCHDOG_ANNOTATION],
+      watchSyncedSince: 0,
+      lastRenewalSeenAt: 0,
+      lastVouchSeenAt: undefined,
+    };
+    const plan = { level: 0, bootId: "boot-node-b", renewGraceMs: 2000, marginMs: 2000 };
+    expect(watchdogStep(plan, seen, 2000 + 7000 + 2000, 60_000).kind).toBe("wait");
+    expect(watchdogStep(plan, seen, 5000 + 7000 + 2000, 60_000)).toMatchObject({
+      kind: "expired",
+      proof: { renewGraceMs: 5000, timeoutMs: 7000 },
     });
 
     const metrics = createFunctionMetrics({ defaultMetrics: false });

@@ -112,7 +112,8 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
       const r = parseWatchdogReport(lease.metadata?.annotations?.[WATCHDOG_ANNOTATION]);
       expect(r, x.name).toMatchObject({
         ok: true,
-        report: { armed: true, timeoutMs: LAB_WATCHDOG.timeoutMs },
+        // the emulated device's timeout and the grace the agent really uses (lab-fifo emulation)
+        report: { armed: true, timeoutMs: LAB_WATCHDOG.timeoutMs, renewGraceMs: LAB_WATCHDOG.renewGraceMs },
       });
     }
   }, 300_000);

@@ -151,7 +151,13 @@ describe("the event source follows FencingPolicy edits", () => {
         leaseStaleMs: policy.suspicion.leaseStaleMs,
         policy,
         heartbeatNamespace: FASTFENCE_NAMESPACE,
-        watchdog: { devicePath: wd.path, timeoutMs: 5000, renewGraceMs: 2000, petIntervalMs: 200 },
+        watchdog: {
+          devicePath: wd.path,
+          timeoutMs: 5000,
+          renewGraceMs: 2000,
+          petIntervalMs: 200,
+          emulation: "lab-fifo",
+        },
       },
     });
     follower = startPolicyFollower({ read: (now) => sourceReader.get(now), source, clock: systemClock, log });

@@ -20,13 +20,15 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const log = createLogger("watchdog-test", { level: "silent" });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SETTINGS = { timeoutMs: 1_000, renewGraceMs: 300, petIntervalMs: 100 };
+/** The emulated FIFO counts only in the lab's explicit emulation mode (infra/watchdog/device.ts). */
+const LAB = { ...SETTINGS, emulation: "lab-fifo" } as const;
 
 async function rig(name: string) {
   let firedAt: number | undefined;
   const wd = new EmulatedWatchdog(join(dir, name), SETTINGS.timeoutMs, () => (firedAt = Date.now()));
   wd.start();
   const agent = await startWatchdogAgent({
-    config: { devicePath: wd.path, ...SETTINGS },
+    config: { devicePath: wd.path, ...LAB },
     node: "node-a",
     bootId: () => "boot-1",
     clusterSize: () => 3,
@@ -59,7 +61,12 @@ describe("watchdog agent on the emulated device", () => {
       expect(r.firedAt()).toBeUndefined();
       expect(parseWatchdogReport(r.agent.annotations()[WATCHDOG_ANNOTATION])).toEqual({
         ok: true,
-        report: { armed: true, timeoutMs: SETTINGS.timeoutMs, bootId: "boot-1" },
+        report: {
+          armed: true,
+          timeoutMs: SETTINGS.timeoutMs,
+          bootId: "boot-1",
+          renewGraceMs: SETTINGS.renewGraceMs,
+        },
       });
       const stoppedAt = r.stopRenewing();
       await sleep(SETTINGS.renewGraceMs + SETTINGS.timeoutMs + 700);
@@ -116,7 +123,7 @@ describe("watchdog agent on the emulated device", () => {
     const wd = new EmulatedWatchdog(join(dir, "c"), SETTINGS.timeoutMs, () => (fired = true));
     wd.start();
     const agent = await startWatchdogAgent({
-      config: { devicePath: wd.path, ...SETTINGS },
+      config: { devicePath: wd.path, ...LAB },
       node: "node-a",
       bootId: () => "boot-1",
       clusterSize: () => 3,
@@ -138,7 +145,7 @@ describe("watchdog agent on the emulated device", () => {
 
   it("a device that cannot be opened is reported as not armed, with the reason", async () => {
     const agent = await startWatchdogAgent({
-      config: { devicePath: join(dir, "no-such-device"), ...SETTINGS },
+      config: { devicePath: join(dir, "no-such-device"), ...LAB },
       node: "node-a",
       bootId: () => "boot-1",
       clusterSize: () => 3,
@@ -158,7 +165,7 @@ describe("watchdog agent on the emulated device", () => {
     const wd = new EmulatedWatchdog(join(dir, "n"), SETTINGS.timeoutMs, () => undefined);
     wd.start();
     const agent = await startWatchdogAgent({
-      config: { devicePath: wd.path, ...SETTINGS },
+      config: { devicePath: wd.path, ...LAB },
       node: "node-a",
       bootId: () => "boot-1",
       clusterSize: () => 3,
@@ -183,7 +190,7 @@ describe("watchdog agent on the emulated device", () => {
     let ack = false;
     const records: { armedReported: boolean; deviceArmed: boolean }[] = [];
     const agent = await startWatchdogAgent({
-      config: { devicePath: wd.path, ...SETTINGS },
+      config: { devicePath: wd.path, ...LAB },
       node: "node-a",
       bootId: () => "boot-1",
       clusterSize: () => 3,
@@ -221,6 +228,70 @@ describe("watchdog agent on the emulated device", () => {
     } finally {
       clearInterval(renewing);
       await agent.stop();
+      wd.stop();
+    }
+  });
+
+  it("a record that fails with an error keeps it armed: neither the policy's release nor a stop disarms it", async () => {
+    const wd = new EmulatedWatchdog(join(dir, "e"), SETTINGS.timeoutMs, () => undefined);
+    wd.start();
+    let want: WatchdogWanted = { arm: true };
+    let calls = 0;
+    const agent = await startWatchdogAgent({
+      config: { devicePath: wd.path, ...LAB },
+      node: "node-a",
+      bootId: () => "boot-1",
+      clusterSize: () => 3,
+      wanted: () => want,
+      record: () => {
+        calls++;
+        return Promise.reject(new Error("the API server refused the write"));
+      },
+      stopRecordMs: 400,
+      log,
+    });
+    const renewing = setInterval(() => agent.onRenewed(), 100);
+    try {
+      agent.onRenewed();
+      await sleep(3 * SETTINGS.petIntervalMs);
+      expect(wd.armed()).toBe(true);
+      want = { arm: false, reason: "no watchdog level", requested: false };
+      await sleep(5 * SETTINGS.petIntervalMs);
+      expect(calls).toBeGreaterThan(0);
+      expect(wd.armed()).toBe(true); // still armed and petted: the record never landed
+      clearInterval(renewing);
+      await agent.stop();
+      expect(wd.armed()).toBe(true); // left armed: the node resets rather than disarm silently
+    } finally {
+      clearInterval(renewing);
+      wd.stop();
+    }
+  });
+
+  it("a stop while the device is being opened: 'not armed' recorded, then disarmed, never left armed unpetted", async () => {
+    let fired = false;
+    const wd = new EmulatedWatchdog(join(dir, "o"), SETTINGS.timeoutMs, () => (fired = true));
+    wd.start();
+    const order: string[] = [];
+    const agent = await startWatchdogAgent({
+      config: { devicePath: wd.path, ...LAB },
+      node: "node-a",
+      bootId: () => "boot-1",
+      clusterSize: () => 3,
+      record: async () => {
+        order.push(`record armed=${agent.report().armed} device=${wd.armed()}`);
+        return true;
+      },
+      log,
+    });
+    try {
+      agent.onRenewed(); // starts the open
+      await agent.stop(); // before the open finished
+      await sleep(SETTINGS.renewGraceMs + SETTINGS.timeoutMs + 500);
+      expect(fired).toBe(false);
+      expect(wd.armed()).toBe(false);
+      expect(order.every((o) => o.startsWith("record armed=false"))).toBe(true);
+    } finally {
       wd.stop();
     }
   });

@@ -108,7 +108,7 @@ async function nodeA(name: string, peers: () => Peer[]) {
   const keys = new Map<string, string[]>();
   for (const n of ["node-b", "node-c"]) keys.set(n, await publishedKeys(n));
   const agent = await startWatchdogAgent({
-    config: { devicePath: wd.path, ...SETTINGS },
+    config: { devicePath: wd.path, ...SETTINGS, emulation: "lab-fifo" },
     node: "node-a",
     bootId: () => "boot-a",
     clusterSize: () => NODES.length,

@@ -97,9 +97,18 @@ describe("watchdogDevice (FASTFENCE_WATCHDOG_*)", () => {
       renewGraceMs: 5000,
       petIntervalMs: 1000,
     }));
+  it("the lab's emulation: only explicit, with its timeout", () =>
+    expect(
+      watchdogDevice({
+        ...base,
+        FASTFENCE_WATCHDOG_EMULATION: "lab-fifo",
+        FASTFENCE_WATCHDOG_TIMEOUT_MS: 5000,
+      }),
+    ).toMatchObject({ emulation: "lab-fifo", timeoutMs: 5000 }));
   it.each([
     [{ FASTFENCE_WATCHDOG_PET_INTERVAL_MS: 6000 }, /PET_INTERVAL_MS/],
     [{ FASTFENCE_WATCHDOG_TIMEOUT_MS: 2000 }, /a third of/],
+    [{ FASTFENCE_WATCHDOG_EMULATION: "lab-fifo" as const }, /required with FASTFENCE_WATCHDOG_EMULATION/],
   ])("refuses %j", (patch, re) => {
     let issues: unknown;
     try {
@@ -198,24 +207,40 @@ describe("summariseWatchdogs and nodes the policy asks no watchdog of", () => {
     }));
 });
 
-describe("openWatchdogDevice and the node's timeout", () => {
+describe("openWatchdogDevice: the device's own timeout, the others only refuse", () => {
   const dir = mkdtempSync(join(tmpdir(), "ff-wd-unit-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  // A regular file standing in for watchdog0 (never a real device): the injected stat says
+  // it is the character device sysfs names, so the check passes and the open is harmless.
   const dev = join(dir, "watchdog");
   writeFileSync(dev, "");
   mkdirSync(join(dir, "sys/watchdog0"), { recursive: true });
   writeFileSync(join(dir, "sys/watchdog0/timeout"), "60\n");
+  writeFileSync(join(dir, "sys/watchdog0/dev"), "247:0\n");
+  const stat = () => Promise.resolve({ kind: "char" as const, major: 247, minor: 0 });
+  const sysfs = join(dir, "sys");
   it("refuses a device whose sysfs timeout is not the node's", async () => {
-    await expect(openWatchdogDevice(dev, undefined, 10_000, join(dir, "sys"))).rejects.toThrow(
-      /60000 ms \(sysfs\).*10000 ms/,
+    await expect(
+      openWatchdogDevice(dev, { stat, sysfs, expected: [{ timeoutMs: 10_000, from: "the annotation" }] }),
+    ).rejects.toThrow(/60000 ms but the annotation says 10000 ms/);
+  });
+  it("takes the sysfs timeout when it matches or nobody expects one", async () => {
+    const ok = [{ timeoutMs: 60_000, from: "the annotation" }];
+    expect((await openWatchdogDevice(dev, { stat, sysfs, expected: ok })).timeoutMs).toBe(60_000);
+    expect((await openWatchdogDevice(dev, { stat, sysfs })).timeoutMs).toBe(60_000);
+  });
+  it("without a sysfs timeout: not armed, whatever the annotation or the configuration says", async () => {
+    await expect(
+      openWatchdogDevice(dev, {
+        stat,
+        sysfs: join(dir, "none"),
+        expected: [{ timeoutMs: 8000, from: "the annotation" }],
+      }),
+    ).rejects.toThrow(/is not \/sys\/class\/watchdog\/watchdog0/);
+  });
+  it("the real stat: a regular file is no watchdog", async () => {
+    await expect(openWatchdogDevice(dev, { sysfs })).rejects.toThrow(
+      /not a watchdog character device \(a regular file\)/,
     );
-  });
-  it("takes the sysfs timeout when it matches or the node says nothing", async () => {
-    expect((await openWatchdogDevice(dev, 5000, 60_000, join(dir, "sys"))).timeoutMs).toBe(60_000);
-    expect((await openWatchdogDevice(dev, 5000, undefined, join(dir, "sys"))).timeoutMs).toBe(60_000);
-  });
-  it("without sysfs: the node's timeout wins over the configured one", async () => {
-    expect((await openWatchdogDevice(dev, 5000, 8000, join(dir, "none"))).timeoutMs).toBe(8000);
-    expect((await openWatchdogDevice(dev, 5000, undefined, join(dir, "none"))).timeoutMs).toBe(5000);
   });
 });

@@ -11,6 +11,7 @@ import type { NodeFence, NodeFenceStatus } from "../../../core/incident.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
 import { decide, resync, resyncWants } from "../../../functions/fence/handler.ts";
 import { lookAfter, watching } from "../../../functions/fence/look-after.pure.ts";
+import { alarmNewLies } from "../../../infra/kube/bmc-lie-alarm.ts";
 import { decide as recoverDecide } from "../../../functions/recover/decide.pure.ts";
 import type { FenceFailed } from "../../../events/schemas.ts";
 import {
@@ -246,5 +247,120 @@ describe("fence resyncWants: a fenced incident only while the look after watches
     ["Confirmed (fence's to drive)", confirmed("a"), 10 * WINDOW, true],
   ] as const)("%s", (_n, inc, now, want) => {
     expect(resyncWants(inc, T0 + now, policy())).toBe(want);
+  });
+});
+
+// A node released by the watchdog rule that shows signs of life afterwards: its watchdog did
+// not reset it (or fence's sums were wrong). The same look after, the same alarm, loud.
+describe("the look after re-checks a watchdog release", () => {
+  const WD_LEVEL = 2; // after the two BMC levels of the fixture's entry
+  const wdPolicy = () => {
+    const p = policy();
+    return {
+      ...p,
+      fencing: {
+        ...p.fencing,
+        nodes: [{ ...p.fencing.nodes[0]!, watchdog: { renewGraceMs: 2_000, marginMs: 1_500 } }],
+      },
+    };
+  };
+  const byWatchdog = (): NodeFence =>
+    released({
+      reason: "WatchdogExpired",
+      attempts: [
+        offAttempt(1, 100, { result: "unreachable", readBackState: undefined, readBackAt: undefined }),
+        offAttempt(1, 200, {
+          level: 1,
+          driver: "ipmi",
+          result: "timeout",
+          readBackState: undefined,
+          readBackAt: undefined,
+        }),
+        {
+          round: 1,
+          level: WD_LEVEL,
+          driver: "watchdog",
+          by: FENCE.replica,
+          startedAt: at(300),
+          finishedAt: at(OFF_MS),
+          result: "watchdog-expired",
+          watchdog: { timeoutMs: 5_000, renewGraceMs: 2_000, marginMs: 1_500, quietMs: 8_600, bootId: "x" },
+        },
+      ],
+    });
+
+  test("a heartbeat renewed with the incident's boot after a watchdog release: alarm, proof withdrawn, escalation", () => {
+    const d = resync(resyncOf(byWatchdog(), 6_000, beat(5_000), wdPolicy()));
+    expect(d.outcome.kind).toBe("processed");
+    const st = statusWrite(d.actions).status;
+    expect(st.phase).toBe("FenceFailed");
+    expect(st.reason).toBe("WatchdogDidNotReset");
+    expect(st.powerOffConfirmedAt).toBeUndefined();
+    expect(st.message).toMatch(/watchdog/);
+    expect(st.bmcLied).toEqual([
+      {
+        level: WD_LEVEL,
+        driver: "watchdog",
+        round: 1,
+        readBackAt: at(OFF_MS),
+        renewTime: at(5_000),
+        seenAt: at(6_000),
+      },
+    ]);
+    // the condition: Fenced False with the alarm's reason
+    const fenced = incidentConditions(st, at(6_000)).find((c) => c.type === "Fenced")!;
+    expect(fenced).toMatchObject({ status: "False", reason: "WatchdogDidNotReset" });
+    expect(d.emit[0]!.type).toBe(EVENT_TYPES.fenceFailed);
+    expect((d.emit[0]!.data as FenceFailed).final).toBe(false); // the BMC levels never lied
+
+    // the metric and the error log line (the Event's reason is the status reason)
+    const counted: Record<string, string>[] = [];
+    const lines: string[] = [];
+    const logger = {
+      error: (_o: object, msg: string) => lines.push(msg),
+      child: () => logger,
+    } as unknown as Parameters<typeof alarmNewLies>[2]["log"];
+    alarmNewLies(
+      byWatchdog().status,
+      { ...byWatchdog(), status: st },
+      {
+        metrics: { bmcLied: { inc: (l: Record<string, string>) => counted.push(l) } } as never,
+        log: logger,
+      },
+    );
+    expect(counted).toEqual([{ level: String(WD_LEVEL + 1), driver: "watchdog" }]);
+    expect(lines.join("\n")).toMatch(/watchdog/);
+
+    // the next round: the BMC levels only, never the watchdog level again, no last look
+    const inc: NodeFence = { ...byWatchdog(), status: st };
+    inc.metadata = { ...inc.metadata, resourceVersion: "500" };
+    const next = decide({
+      event: event(EVENT_TYPES.fenceFailed, "a", d.emit[0]!.data as FenceFailed, {
+        incident: inc.metadata.name,
+      }),
+      view: view({ incident: inc, node: node("a"), heartbeat: beat(5_500), policy: wdPolicy() }),
+      now: T0 + 6_100,
+      self: FENCE,
+    });
+    const off = next.actions.find((a) => a.kind === "powerOff") as Extract<Action, { kind: "powerOff" }>;
+    expect(off).toBeDefined();
+    expect(off.watchdog).toBeUndefined();
+    expect(off.look).toBeUndefined();
+  });
+
+  test("a renewal within the skew bound, or a Node with a new boot: no alarm", () => {
+    expect(resync(resyncOf(byWatchdog(), 6_000, beat(OFF_MS + SKEW), wdPolicy())).outcome.kind).toBe(
+      "ignored",
+    );
+    const inc = byWatchdog();
+    const v = lookAfter({
+      inc,
+      st: inc.status!,
+      node: node("a", { bootId: NEW_BOOT }),
+      heartbeat: beat(5_000),
+      policy: wdPolicy(),
+      now: T0 + 6_000,
+    });
+    expect(v.kind).toBe("over");
   });
 });

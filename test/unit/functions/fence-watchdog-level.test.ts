@@ -33,8 +33,9 @@ import {
 
 const BOOT = confirmed("a").spec.bootId;
 const PLAN: WatchdogPlan = { level: 2, bootId: BOOT, renewGraceMs: 2000, marginMs: 1500 };
+// An agent that states the policy's grace (2000 ms); a report without it counts the agents' default.
 const armed = (extra: object = {}) =>
-  formatWatchdogReport({ armed: true, timeoutMs: 5000, bootId: BOOT, ...extra });
+  formatWatchdogReport({ armed: true, timeoutMs: 5000, bootId: BOOT, renewGraceMs: 2000, ...extra });
 const seen = (extra: Partial<WatchSeen> = {}): WatchSeen => ({
   report: armed(),
   watchSyncedSince: 0,
@@ -76,6 +77,20 @@ describe("watchdogStep: the verdict at one look (monotonic ms)", () => {
     ["report of another boot → refused", { report: armed({ bootId: "old" }) }, 20_000, "refused", /boot old/],
     ["malformed report → refused", { report: "{" }, 20_000, "refused", /not JSON/],
     ["report's longer grace counts", { report: armed({ renewGraceMs: 4000 }) }, 9500, "wait", /grace 4000/],
+    [
+      "the policy's longer grace counts",
+      { report: armed({ renewGraceMs: 1000 }) },
+      9500,
+      "expired",
+      /grace 2000/,
+    ],
+    [
+      "a report that states no grace: the agents' default 5000 counts",
+      { report: formatWatchdogReport({ armed: true, timeoutMs: 5000, bootId: BOOT }) },
+      9500,
+      "wait",
+      /of 11500 ms \(grace 5000/,
+    ],
   ];
   test.each(cases)("%s", (_n, s, now, kind, msg) => {
     const step = watchdogStep(PLAN, seen(s), now, END);

@@ -9,7 +9,7 @@ export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
 
-.PHONY: artifact setup setup-node test test-all test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
+.PHONY: artifact setup setup-node test test-all test-kafka-clients test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
 
 setup:
 	@$(ROOT)/scripts/setup.sh
@@ -39,6 +39,14 @@ test-unit: setup-node
 test-integration: setup
 	@scripts/reap.sh
 	@$(VITEST) run --project integration; rc=$$?; scripts/reap.sh; exit $$rc
+
+## test-kafka-clients: the Kafka bus contract on the client(s) `make test` does not run (@platformatic/kafka;
+## make test runs the default, kafkajs); .ci/run runs it after make test
+test-kafka-clients: setup
+	@scripts/reap.sh
+	@FASTFENCE_TEST_KAFKA_CLIENTS=$$(node -e 'import("./harness/env/kafka-clients.ts").then(m=>console.log(m.otherKafkaClients().join(",")))') \
+	  $(VITEST) run --project integration test/integration/bus-kafka.test.ts test/integration/bus-kafka-freeze.test.ts \
+	  test/integration/kafka-runtime-dlq.test.ts test/integration/kafka-runtime-flood.test.ts; rc=$$?; scripts/reap.sh; exit $$rc
 
 ## test-deploy: the documented install steps applied for real (kustomize + kubectl) to fresh kube-apiservers with the
 ## prerequisites' CRDs; every overlay dry-run-applied with the real CRDs; RBAC table confirmed

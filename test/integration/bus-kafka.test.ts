@@ -4,13 +4,13 @@
 // brokers, past a dead partition leader (hedging) and a dead group coordinator (the
 // failover fixes in infra/bus/kafkajs-failover.ts; bounded requests in platformatic-*.ts).
 import { describe, expect, it } from "vitest";
+import { testedKafkaClients } from "../../harness/env/kafka-clients.ts";
 import { decodeKafka, encodeKafka } from "../../events/codec.ts";
 import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { isKeepalive, KEEPALIVE_HEADER, keepaliveRecord } from "../../events/keepalive.ts";
 import { Kafka, logLevel, type Admin } from "kafkajs";
 import {
   createKafkaBus,
-  KAFKA_CLIENTS,
   type KafkaBus,
   type KafkaBusConfig,
   type KafkaClient,
@@ -115,7 +115,7 @@ async function consumingGroup(
   return { sub, seen };
 }
 
-describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
+describe.each(testedKafkaClients())("%s bus on Kafka 4", (client) => {
   it("writes a keepalive to every partition of a topic, each with its header and no value", async () => {
     const bus = adminBus(env().kafka, client, "keepalive");
     const topic = `t.keepalive-${client}`;
@@ -193,7 +193,7 @@ describe.each(KAFKA_CLIENTS)("%s bus on Kafka 4", (client) => {
   });
 });
 
-describe.each(KAFKA_CLIENTS)(
+describe.each(testedKafkaClients())(
   "%s: hedged publishing (stall source 1: a partition leader on a dead broker)",
   (client) => {
     const three = withEnv(async (scope) => ({ kafka: scope.add(await startKafka({ brokers: 3 })) }));

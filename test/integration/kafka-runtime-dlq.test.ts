@@ -5,11 +5,12 @@
 // clients of the bus (kafkajs and @platformatic/kafka), as their own ACL principals.
 import { KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { testedKafkaClients } from "../../harness/env/kafka-clients.ts";
 import { TOPICS } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
 import { envelope } from "../../events/envelope.ts";
 import { DeadLetterSchema } from "../../events/schemas.ts";
-import { createKafkaBus, KAFKA_CLIENTS } from "../../infra/bus/kafka-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
 import { hostFunction, pipelineTopics } from "../../app/host.ts";
@@ -17,7 +18,7 @@ import { startKafka } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { waitFor } from "./pipeline-helpers.ts";
 
-describe.each(KAFKA_CLIENTS)("%s bus: Kafka runtime dead-lettering", (client) => {
+describe.each(testedKafkaClients())("%s bus: Kafka runtime dead-lettering", (client) => {
   const env = withEnv(async (scope) => {
     const kafka = scope.add(await startKafka({ brokers: 1 }));
     // the test's own reader/writer is the admin; detect runs as its own principal, so its

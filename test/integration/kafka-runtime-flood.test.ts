@@ -14,13 +14,14 @@
 import { Kafka, logLevel } from "kafkajs";
 import { loadavg } from "node:os";
 import { describe, expect, it } from "vitest";
+import { testedKafkaClients } from "../../harness/env/kafka-clients.ts";
 import { systemClock } from "../../core/clock.ts";
 import { EVENT_TYPES, TOPICS } from "../../events/catalog.ts";
 import { encodeKafka, type KafkaRecord } from "../../events/codec.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { DeadLetterSchema, type DeadLetter } from "../../events/schemas.ts";
 import type { StageInfo } from "../../functions/contract.ts";
-import { createKafkaBus, KAFKA_CLIENTS } from "../../infra/bus/kafka-bus.ts";
+import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { createLogger } from "../../infra/log.ts";
 import { createFunctionMetrics } from "../../infra/metrics.ts";
 import { startKafkaRuntime } from "../../infra/runtime/kafka-runtime.ts";
@@ -41,7 +42,7 @@ const relay: StageInfo = {
   critical: false,
 };
 
-describe.each(KAFKA_CLIENTS)("%s bus", (client) => {
+describe.each(testedKafkaClients())("%s bus", (client) => {
   const env = withEnv(async (scope) => {
     const kafka = scope.add(await startKafka({ brokers: 1 }));
     const security = kafka.clientSecurity("admin");

@@ -189,6 +189,71 @@ describe("watchdog level on the lab (lab up --watchdog)", () => {
       await resetAfter(lab!, "partition", victim, "-wdb", log);
     }
   }, 240_000);
+  it("(e) graceful stop of the event source while cut off from the API, then isolation: never released while its processes run", async () => {
+    const victim = "node-b";
+    const start = await startOf(lab!, Date.now());
+    await createWorkloads(lab!, "-wde", victim);
+    try {
+      const tCut = await lab!.partialPartition(victim, "api");
+      // a rolling update's stop: "not armed" cannot be recorded, so the device must stay armed
+      await lab!.functionCrash(victim, [], { source: true });
+      const t0 = await isolate(lab!, victim);
+      const inc = await incidentOf(victim, start.before, (i) => !!i.status?.timestamps.released, 40_000);
+      const reset = resets(victim, tCut)[0];
+      log(
+        `(e) ${victim}: cut from the API, source stopped, isolated ${t0 - tCut} ms later; watchdog reset ${reset ? reset.at - tCut : "never"} ms, released ${inc?.status?.timestamps.released ? T(inc.status.timestamps.released) - tCut : "never"} ms after the cut`,
+      );
+      if (inc?.status?.timestamps.released) {
+        // released only once its processes were gone: its own watchdog fired first
+        expect(reset, why(inc)).toBeDefined();
+        expect(reset!.at).toBeLessThan(T(inc.status.timestamps.released));
+      }
+      const checked = await check(
+        lab!,
+        spec(() => Promise.resolve(t0)),
+        { victim, start, withObservations: false },
+      );
+      expect(checked.violations).toEqual([]);
+    } finally {
+      await lab!.bmcFault(victim, "none");
+      await resetAfter(lab!, "partition", victim, "-wde", log);
+    }
+  }, 240_000);
+
+  it("(f) an agent grace longer than the policy's: the release waits for the longer one", async () => {
+    const victim = "node-b";
+    const G = { group: "fastfence.io", version: "v1alpha1", plural: "fencingpolicies", name: "default" };
+    type Policy = { spec: { fencing: { nodes: { watchdog?: { renewGraceMs: number } }[] } } };
+    const saved = (await lab!.custom.getClusterCustomObject(G)) as Policy;
+    const shorter = structuredClone(saved);
+    for (const n of shorter.spec.fencing.nodes) if (n.watchdog) n.watchdog.renewGraceMs = 1000;
+    await lab!.custom.replaceClusterCustomObject({ ...G, body: shorter });
+    await sleep(6000); // every replica's policy reader sees it
+    const start = await startOf(lab!, Date.now());
+    await createWorkloads(lab!, "-wdf", victim);
+    try {
+      const t0 = await powerLoss(lab!, victim);
+      const inc = await incidentOf(victim, start.before, (i) => !!i.status?.timestamps.released, 30_000);
+      if (!inc?.status?.timestamps.released) await explain(victim);
+      const { at: silentAt } = await lastRenewal(victim);
+      const st = inc?.status;
+      expect(st?.phase, why(inc)).toBe("Released");
+      const proof = st!.attempts.find((a) => a.result === "watchdog-expired");
+      log(
+        `(f) power-loss ${victim}, policy grace 1000 ms, agent grace ${LAB_WATCHDOG.renewGraceMs} ms: released ${T(st!.timestamps.released) - silentAt} ms after the last renewal (proof ${JSON.stringify(proof?.watchdog)})`,
+      );
+      // the agent's own (longer) grace, as its report states it, not the policy's
+      expect(proof?.watchdog?.renewGraceMs).toBe(LAB_WATCHDOG.renewGraceMs);
+      expect(T(st!.timestamps.released) - silentAt).toBeGreaterThanOrEqual(NEED_MS);
+      void t0;
+    } finally {
+      const now = (await lab!.custom.getClusterCustomObject(G)) as Policy & { metadata?: object };
+      await lab!.custom.replaceClusterCustomObject({ ...G, body: { ...saved, metadata: now.metadata } });
+      await lab!.bmcFault(victim, "none");
+      await resetAfter(lab!, "power-loss", victim, "-wdf", log);
+    }
+  }, 240_000);
+
   it("(a) power-loss: released on the watchdog proof after grace + timeout + margin, within 2 s more", async () => {
     const victim = "node-a";
     const tStart = Date.now();

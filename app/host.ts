@@ -109,6 +109,12 @@ export async function hostFunction(opts: {
   bus?: Bus;
   clock?: Clock;
   log?: Logger;
+  /**
+   * Node.js process metrics (GC, event loop, memory) on this stage's registry. Default: on
+   * when the stage has its own process and bus. A process hosting several stages (the lab's
+   * node agent, the test harness) turns them off: they would be sampled once per stage.
+   */
+  processMetrics?: boolean;
 }): Promise<HostedFunction> {
   const { config } = opts;
   const def = findStage(opts.name);
@@ -121,7 +127,7 @@ export async function hostFunction(opts: {
   const log = (opts.log ?? createLogger(def.name)).child({ replica: config.FASTFENCE_REPLICA });
   const settings = stageSettings(def.name, opts.mode, config);
   log.info({ incident: "none", node: settings.node, settings }, "stage: effective settings");
-  const metrics = createFunctionMetrics({ defaultMetrics: !opts.bus });
+  const metrics = createFunctionMetrics({ defaultMetrics: opts.processMetrics ?? !opts.bus });
   const kube = new Kube(opts.kubeConfig, {
     requestTimeoutMs: config.FASTFENCE_KUBE_TIMEOUT_MS,
     extraEndpoints: (config.FASTFENCE_KUBE_ENDPOINTS ?? "")

@@ -94,6 +94,7 @@ async function startFunction(kc: KubeConfig, fn: string): Promise<HostedFunction
     }),
     kubeConfig: kc,
     log: log.child({ component: fn }),
+    processMetrics: false, // five stages share this process
   });
 }
 

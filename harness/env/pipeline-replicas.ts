@@ -113,6 +113,7 @@ export async function startReplicas(env: ReplicaEnv, parts: SimNodeParts): Promi
         config: app.loadRuntimeConfig(replicaConfigEnv(env, fn as Component, parts.name, replica(fn))),
         kubeConfig: await env.identityKc(fn, parts.name),
         log: log.child({ component: fn }),
+        processMetrics: false, // every node's stages share the test's process
       }),
     );
   }

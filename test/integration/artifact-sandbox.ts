@@ -90,7 +90,7 @@ export function runSandboxed(
   let output = "";
   let matched = false;
   return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 20_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), opts.timeoutMs ?? 60_000);
     const take = (b: Buffer) => {
       output += b.toString();
       if (!matched && opts.waitFor?.test(output)) {
@@ -106,4 +106,22 @@ export function runSandboxed(
       resolve({ args, code, signal, output, matched });
     });
   });
+}
+
+/** `fn` over `items`, at most `width` at a time (a start-up is CPU-bound: 2 cores), in order. */
+export async function inTurns<T, R>(
+  items: readonly T[],
+  width: number,
+  fn: (x: T) => Promise<R>,
+): Promise<R[]> {
+  const out: R[] = new Array<R>(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane));
+  return out;
 }

@@ -18,7 +18,7 @@ import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy } from "../../harness/kube/fencing-policy.ts";
 import { KNATIVE_DIR, render, type KubeObject } from "../../harness/kustomize.ts";
 import { stageNames } from "../../functions/registry.ts";
-import { ARTIFACT_FAULTS, runSandboxed, type SandboxRun } from "./artifact-sandbox.ts";
+import { ARTIFACT_FAULTS, inTurns, runSandboxed, type SandboxRun } from "./artifact-sandbox.ts";
 
 const b64 = (path: string) => readFileSync(path).toString("base64");
 /** Nothing listens here: Kafka connections are refused at once. */
@@ -134,17 +134,15 @@ describe("the packed artifact runs what ships", () => {
         return !seen.has(key) && !!seen.add(key);
       });
     expect(containers.length).toBeGreaterThanOrEqual(stageNames().length);
-    const runs = await Promise.all(
-      containers.map(async ({ where, c }) => {
-        const { args, env: e } = await asShipped(c);
-        const r = await runSandboxed(env().artifact.dir, args, {
-          env: e,
-          configDir: env().configDir,
-          waitFor: SETTINGS,
-        });
-        return { where, r };
-      }),
-    );
+    const runs = await inTurns(containers, 2, async ({ where, c }) => {
+      const { args, env: e } = await asShipped(c);
+      const r = await runSandboxed(env().artifact.dir, args, {
+        env: e,
+        configDir: env().configDir,
+        waitFor: SETTINGS,
+      });
+      return { where, r };
+    });
     for (const { where, r } of runs) {
       expectClean(r, where);
       expect(
@@ -155,14 +153,12 @@ describe("the packed artifact runs what ships", () => {
   });
 
   it("every registered stage starts with `run <stage> --kafka`", async () => {
-    const runs = await Promise.all(
-      stageNames().map((stage) =>
-        runSandboxed(env().artifact.dir, ["run", stage, "--kafka"], {
-          env: baseEnv(),
-          configDir: env().configDir,
-          waitFor: SETTINGS,
-        }),
-      ),
+    const runs = await inTurns(stageNames(), 2, (stage) =>
+      runSandboxed(env().artifact.dir, ["run", stage, "--kafka"], {
+        env: baseEnv(),
+        configDir: env().configDir,
+        waitFor: SETTINGS,
+      }),
     );
     for (const r of runs) {
       expectClean(r, r.args[1]!);

@@ -34,7 +34,10 @@ export function existingVerdict(inc: NodeFence): ExistingVerdict {
   const node = inc.spec.nodeName;
   const st = statusOf(inc);
   const req = inc.spec.operatorRequest;
-  const asked = req ? `requested by ${req.by} at ${req.at}: ${req.reason}` : undefined;
+  const w = inc.spec.operatorWithdrawal;
+  const asked = req
+    ? `requested by ${req.by} at ${req.at}: ${req.reason}${w ? ` (withdrawn by ${w.by} at ${w.at}: ${w.reason})` : ""}`
+    : undefined;
   if (isTerminal(st.phase))
     return {
       action: "ended",

@@ -6,9 +6,13 @@
 // API server ties `by` to the requester (knative/base/admission/operator-request-policy.yaml).
 // confirm takes the request up on its next reconcile pass, through the pauses, the storm
 // guard and the etcd-quorum rule; fence still needs a read-back of Off (S1). With --wait it
-// follows the incident and prints each phase change. It never writes status, never talks
-// to a BMC and never confirms anything itself. Leaves the Event OperatorFenceRequested on
-// the Node and on the NodeFence.
+// follows the incident and prints each phase change. `fastfence fence NODE --withdraw
+// --reason TEXT` withdraws the request on the node's current incident (spec.operatorWithdrawal
+// {by, reason, at}, tied to the withdrawer by the same policy): confirm never confirms it, and
+// fence powers nothing off on it any more. A request also expires by itself
+// (fencing.operatorRequestMaxAgeMs, core/operator-request.ts). It never writes status, never
+// talks to a BMC and never confirms anything itself. Leaves the Event OperatorFenceRequested
+// (or OperatorFenceWithdrawn) on the Node and on the NodeFence.
 import { PatchStrategy, setHeaderOptions, type V1Node } from "@kubernetes/client-node";
 import { FastfenceError } from "../core/errors.ts";
 import {
@@ -38,13 +42,14 @@ import {
   connect,
   failed,
   MAX_REASON,
-  NotFoundError,
   OPERATOR_EVENT_REASONS,
   POLICY_HELP,
   policyOption,
+  readNode,
   tryEvent,
 } from "./operator.ts";
 import { fastfenceNamespace } from "./kube-target.ts";
+import { withdrawRequest } from "./fence-withdraw.ts";
 import { render } from "./output.ts";
 import { FENCE_ARGS, kubeTargetHelp } from "./specs.ts";
 
@@ -57,11 +62,20 @@ recorded; nobody can request fencing in someone else's name). The request stands
 the observers' evidence and nothing else: confirm still applies the pauses, another
 remediator's claim on the node, the storm guard and the etcd-quorum rule, and the node's
 workloads move only after its power-off is read back. It is tied to the node's current
-boot: a node that reboots first is not fenced. A repeat writes nothing.
-Leaves the Event OperatorFenceRequested on the Node and the NodeFence.
+boot: a node that reboots first is not fenced. A repeat writes nothing. The request
+expires: confirm refuses it once it is older than the FencingPolicy's
+fencing.operatorRequestMaxAgeMs (default 10 minutes; Blocked, OperatorRequestExpired).
+Every round takes fence's last look: a node that answers its probe or renews its heartbeat
+is not powered off. Leaves the Event OperatorFenceRequested on the Node and the NodeFence.
+
+fastfence fence NODE --withdraw --reason TEXT withdraws the request on the node's current
+incident (anyone who may patch NodeFences, in their own name): it is never confirmed, and a
+confirmed one is closed before its next round (OperatorRequestWithdrawn). A round already
+running is not stopped. Leaves the Event OperatorFenceWithdrawn.
 
 Options:
   --reason TEXT           why (in the incident, its Events and its trace; required)
+  --withdraw              withdraw the request instead of making one
   --wait SECONDS          follow the incident, printing each phase change, until its workloads
                           are released (exit 0), it is Blocked or every round failed (exit 1),
                           or SECONDS pass (exit 4); default 0: do not wait
@@ -91,16 +105,6 @@ export interface FenceResult {
 const uidOf = (o: NodeFence): { uid?: string } => (o.metadata.uid ? { uid: o.metadata.uid } : {});
 
 const G = { group: NODEFENCE_GROUP, version: NODEFENCE_VERSION, plural: NODEFENCE_PLURAL };
-
-async function readNode(kube: Kube, name: string): Promise<V1Node> {
-  try {
-    return await kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
-  } catch (err) {
-    if (err instanceof KubeApiError && err.status === 404)
-      throw new NotFoundError(`no node ${name} in the cluster (kubectl get nodes lists them)`);
-    throw err;
-  }
-}
 
 /** The request's NodeFence: newIncident's name and labels, no status, spec.operatorRequest. Pure. */
 export function requestedIncident(node: string, bootId: string, request: OperatorRequest): NodeFence {
@@ -276,8 +280,19 @@ export async function fenceCommand(argv: string[]): Promise<number> {
   if (v.wait?.trim() === "" || !Number.isFinite(waitS) || waitS < 0)
     throw new UsageError("fence", `--wait takes seconds (0 or more), not "${v.wait}"`);
   const namespace = fastfenceNamespace("fence", v.namespace);
+  if (v.withdraw && v.wait !== undefined)
+    throw new UsageError("fence", "--wait cannot be used with --withdraw");
   const kube = connect("fence", v);
   const text = args.output === "text";
+  if (v.withdraw) {
+    try {
+      const r = await withdrawRequest(kube, { node, reason, namespace, command: "fence" });
+      console.log(text ? r.message : render(args.output, r));
+      return EXIT.ok;
+    } catch (err) {
+      return failed(`fence ${node} --withdraw`, err);
+    }
+  }
   try {
     const { maxRounds, ...r } = await requestFence(kube, {
       node,

@@ -6,6 +6,7 @@
 // own message, which names the policy, never as a stack trace. It changes nothing in the
 // cluster itself but Events.
 import { hostname } from "node:os";
+import type { V1Node } from "@kubernetes/client-node";
 import { FastfenceError } from "../core/errors.ts";
 import { KubeApiError, type Kube } from "../infra/kube/client.ts";
 import { recordEvent, type EventSpec, type EventSubject } from "../infra/kube/events.ts";
@@ -22,6 +23,7 @@ export const OPERATOR_EVENT_REASONS = {
   nodePaused: "NodeFencingPaused",
   nodeResumed: "NodeFencingResumed",
   fenceRequested: "OperatorFenceRequested",
+  fenceWithdrawn: "OperatorFenceWithdrawn",
   slotReleaseRequested: "SlotReleaseRequested",
 } as const;
 /** Longest reason kept (FencingPolicy spec.pausedReason, NodeFence operatorRequest.reason). */
@@ -116,4 +118,15 @@ export function failed(command: string, err: unknown): ExitCode {
   console.error(`fastfence ${command}: ${describeError(err)}`);
   if (process.env.FASTFENCE_DEBUG === "1") console.error(err);
   return exitCodeOf(err);
+}
+
+/** The Node, or NotFoundError (exit 3) when the cluster has none of that name. */
+export async function readNode(kube: Kube, name: string): Promise<V1Node> {
+  try {
+    return await kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
+  } catch (err) {
+    if (err instanceof KubeApiError && err.status === 404)
+      throw new NotFoundError(`no node ${name} in the cluster (kubectl get nodes lists them)`);
+    throw err;
+  }
 }

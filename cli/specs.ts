@@ -61,7 +61,7 @@ export const RESUME_ARGS = defineCommand({
 });
 export const FENCE_ARGS = defineCommand({
   command: "fence",
-  options: INCIDENT_COMMAND_OPTIONS,
+  options: { ...INCIDENT_COMMAND_OPTIONS, withdraw: { type: "boolean" } },
   positionals: 1,
   outputs: OUTPUTS,
 });

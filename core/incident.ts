@@ -6,6 +6,7 @@ import { z } from "zod";
 import { FastfenceError } from "./errors.ts";
 import { AttemptSchema } from "./attempt.ts";
 import { BmcLieSchema } from "./bmc-lie.ts";
+import { OperatorRequestSchema, OperatorWithdrawalSchema } from "./operator-request-schema.ts";
 
 export const NODEFENCE_GROUP = "fastfence.io";
 export const NODEFENCE_VERSION = "v1alpha1";
@@ -176,23 +177,12 @@ export const EvidenceSchema = z.object({
 });
 export type Evidence = z.infer<typeof EvidenceSchema>;
 
-/**
- * An authorised person's request to fence the node (`fastfence fence NODE --reason`): it
- * stands in for the observers' evidence (S2), and nothing else. confirm still applies the
- * pauses, the other-remediator check, the storm guard and the etcd-quorum rule, and fence
- * still needs a read-back of Off (S1). The API server ties `by` to the creator
- * (knative/base/admission/operator-request-policy.yaml): set once, by an identity that is
- * no fastfence stage, to its own user name, and never changed.
- */
-export const OperatorRequestSchema = z.object({
-  /** The requester's user name, as the API server authenticated it. */
-  by: z.string().min(1).max(256),
-  /** Why (free text, shown in the incident, Events and trace). */
-  reason: z.string().min(1).max(1024),
-  /** When it was requested (RFC 3339). */
-  at: Time,
-});
-export type OperatorRequest = z.infer<typeof OperatorRequestSchema>;
+export {
+  OperatorRequestSchema,
+  OperatorWithdrawalSchema,
+  type OperatorRequest,
+  type OperatorWithdrawal,
+} from "./operator-request-schema.ts";
 
 /** status.reason of an incident confirmed on an operator's request. */
 export const OPERATOR_REQUESTED_REASON = "OperatorRequested";
@@ -229,6 +219,8 @@ export const NodeFenceSpecSchema = z
     policyRef: z.string().optional(),
     /** Set when a person asked for this fencing (`fastfence fence`); absent for detected failures. */
     operatorRequest: OperatorRequestSchema.optional(),
+    /** Set when a person withdrew the request (`fastfence fence NODE --withdraw`). */
+    operatorWithdrawal: OperatorWithdrawalSchema.optional(),
   })
   .meta({ "x-kubernetes-validations": [...NODEFENCE_TARGET_RULES] });
 export type NodeFenceSpec = z.infer<typeof NodeFenceSpecSchema>;

@@ -1,15 +1,24 @@
 // Whether a fencing level reaches its BMC insecurely, and whether it is allowed to: a
-// Redfish (or any "+http") address over plain HTTP, or certificate checks turned off (the
-// level option insecure "true"), is allowed only on a level that says so itself with
-// `insecure: true` (issue 18, Build 3). Pure: it reads the level's address and options
-// only, never connects and never sees a credential.
+// Redfish (or any "+http") address over plain HTTP, certificate checks turned off (the
+// level option insecure "true"), or a fence agent's parameters that turn its security off
+// (core/fence-agent-security.ts: ssl_insecure, notls, lanplus off, telnet, SNMP without
+// privacy, ...) is allowed only on a level that says so itself with `insecure: true` (issue 18,
+// Build 3). Pure: it reads the level's address and options only, never connects and never
+// sees a credential.
+import { agentFindings } from "./fence-agent-security.ts";
 
-/** How a level is insecure: plain HTTP (everything readable and changeable on the wire), or TLS without certificate checks. */
-export type InsecureMode = "plain-http" | "no-cert-check";
+/**
+ * How a level is insecure: plain HTTP (everything readable and changeable on the wire), TLS
+ * without certificate checks, a fence agent's plaintext protocol (IPMI 1.5, telnet, SNMP
+ * community, HTTP) or its SSL 3.0.
+ */
+export type InsecureMode = "plain-http" | "no-cert-check" | "plaintext" | "weak-tls";
 
 const MODE_TEXT: Record<InsecureMode, string> = {
   "plain-http": "plain HTTP",
   "no-cert-check": "TLS without certificate checks",
+  plaintext: "plaintext",
+  "weak-tls": "SSL 3.0",
 };
 
 /** The parts of a level this reads (a policy level, a discovered one, a CLI target). */
@@ -23,7 +32,9 @@ export interface LevelTransport {
 export function insecureModes(level: LevelTransport): InsecureMode[] {
   // plain HTTP has no certificates to check: one mode, not two
   if (/^[a-z][a-z0-9.-]*\+http:\/\//i.test(level.address.trim())) return ["plain-http"];
-  return level.options?.insecure === "true" ? ["no-cert-check"] : [];
+  const modes = new Set<InsecureMode>(level.options?.insecure === "true" ? ["no-cert-check"] : []);
+  for (const f of agentFindings(level.address)) modes.add(f.mode);
+  return [...modes];
 }
 
 /** "plain HTTP and TLS without certificate checks", for messages. */
@@ -40,5 +51,7 @@ export function insecureLevelProblem(level: LevelTransport, where: string): stri
   const modes = insecureModes(level);
   if (!modes.length || level.insecure === true) return undefined;
   const shown = level.address.replace(/^([a-z0-9+.-]+:\/\/)[^@/]*@/i, "$1");
-  return `${where} (${shown}) uses ${describeModes(modes)}: refused unless the level sets insecure: true`;
+  const params = agentFindings(level.address).map((f) => f.why);
+  const detail = params.length ? ` (${params.join("; ")})` : "";
+  return `${where} (${shown}) uses ${describeModes(modes)}${detail}: refused unless the level sets insecure: true`;
 }

@@ -249,6 +249,15 @@ export const FencingSettingsSchema = z
     // per-node policy to write, but fastfence then needs to read BareMetalHosts and the
     // Secrets they name in other namespaces, and trusts whoever may edit those hosts.
     discovery: z.enum(FENCING_DISCOVERY).default("None"),
+    // How long an operator's request (`fastfence fence NODE`, NodeFence
+    // spec.operatorRequest) stands: confirm confirms it only within this long of its `at`
+    // (plus corroboration.maxClockSkewMs); after that it is refused (Blocked,
+    // OperatorRequestExpired) and fence no longer lets it stand in for the observers. A
+    // request confirmed in time keeps its retry rounds. Unit: ms. Default 600000 (10 min).
+    // Trade-off: longer lets a request wait out a storm guard or a pause for longer, but a
+    // request made for a reason that has since passed can still fence the node hours later;
+    // shorter means asking again after a long block.
+    operatorRequestMaxAgeMs: z.int().min(10_000).max(86_400_000).default(600_000),
   })
   .prefault({});
 
@@ -381,20 +390,4 @@ export function levelsForNode(
   node: { name: string; labels?: Record<string, string> },
 ): FencingLevel[] | undefined {
   return entryForNode(policy, node)?.levels;
-}
-
-/**
- * Levels for a node: the policy's matching entry first; only when none matches and the
- * policy opts into discovery, the levels the adapter discovered (passed in; pure).
- */
-export function resolveLevels(
-  policy: FencingPolicySpec,
-  node: { name: string; labels?: Record<string, string> },
-  discovered: readonly ResolvedFencingLevel[] | undefined,
-): ResolvedFencingLevel[] | undefined {
-  const own = levelsForNode(policy, node);
-  if (own) return own;
-  if (policy.fencing.discovery !== "Metal3") return undefined;
-  const hosts = (discovered ?? []).filter((l) => l.discovered?.kind === "BareMetalHost");
-  return hosts.length ? hosts : undefined;
 }

@@ -76,6 +76,10 @@ export const REJECT_CODES = {
     "The ring (core/ring.ts) does not assign the observer node to probe the claim's target.",
   FutureTimestamp:
     "A timestamp of the input is later than the receiver's clock plus corroboration.maxClockSkewMs.",
+  OperatorRequestExpired:
+    "The incident stands on an operator's request that was not confirmed within fencing.operatorRequestMaxAgeMs of being made, and the observers' evidence is below quorum (core/operator-request.ts).",
+  OperatorRequestWithdrawn:
+    "The incident stands on an operator's request that was withdrawn (spec.operatorWithdrawal), and the observers' evidence is below quorum.",
 } as const satisfies Record<string, string>;
 
 /**
@@ -91,6 +95,8 @@ export const REFUSAL_CODES: ReadonlySet<RejectCode> = new Set<RejectCode>([
   "ObserverNotAssigned",
   "FutureTimestamp",
   "TargetMismatch",
+  "OperatorRequestExpired",
+  "OperatorRequestWithdrawn",
 ]);
 
 export type IgnoreCode = keyof typeof IGNORE_CODES;

@@ -1,15 +1,94 @@
 // Peer vouching, the rules (issue 18 item 4; docs/design.md "Watchdog fencing"): what a
-// peer signs when it has recorded, through the API server, a vouch for a node whose own
-// heartbeat renewal fails, and the counter it bumps on its own heartbeat Lease
-// (core/watchdog.ts VOUCH_ANNOTATION). The answer is signed with the voucher's observer key
-// (the one published on its heartbeat Lease) over the asking node's fresh nonce, so an
-// answer cannot be forged, replayed or reused for another node; a request needs no
-// authentication (it can only make a peer record a vouch, which delays fencing, never
-// hastens it). Pure computation (node:crypto sign/verify): no I/O, never reads a clock.
+// node whose own heartbeat renewal fails signs when it asks a peer to vouch, what the peer
+// signs once it has recorded that vouch through the API server, the counter it bumps on its
+// own heartbeat Lease (core/watchdog.ts VOUCH_ANNOTATION), and how many peers must vouch.
+// Both the request and the answer are signed with the signer's observer key (the one
+// published on its heartbeat Lease) and checked against the keys that Lease publishes: a
+// request is bound to the peer asked, a fresh nonce and a time within VOUCH_REQUEST_MAX_AGE_MS,
+// an answer to the asking node and its nonce, so neither can be forged, replayed or reused
+// for another node. A node counts as vouched for only with vouchQuorum(clusterSize) distinct
+// peers (never fewer than two), so one dishonest peer is never enough. Pure computation
+// (node:crypto sign/verify): no I/O, never reads a clock.
 import { sign, verify, type KeyObject } from "node:crypto";
 import { publicKeyOf } from "./evidence-proof.ts";
 
 export const VOUCH_DOMAIN = "fastfence-vouch-v1";
+export const VOUCH_REQUEST_DOMAIN = "fastfence-vouch-request-v1";
+/** How far a request's `at` may be from the voucher's wall clock, either way (ms). */
+export const VOUCH_REQUEST_MAX_AGE_MS = 10_000;
+
+/**
+ * Distinct peers (besides the node itself) whose recorded vouch lets an isolated node keep
+ * petting: a strict majority of the cluster counting the node, and never fewer than two —
+ * "the API, or two distinct peers" on three nodes. A cluster of one or two nodes cannot vouch
+ * (Infinity): its only peer would be enough alone.
+ */
+export function vouchQuorum(clusterSize: number): number {
+  if (clusterSize < 3) return Infinity;
+  return Math.max(2, Math.floor(clusterSize / 2));
+}
+
+/** What an asking node signs: who it is, whom it asks, its fresh nonce and its wall time. */
+export interface VouchRequestClaim {
+  vouchee: string;
+  voucher: string;
+  nonce: string;
+  /** The asking node's wall clock, epoch ms. */
+  at: number;
+}
+
+export interface VouchRequest extends VouchRequestClaim {
+  keyId: string;
+  sig: string;
+}
+
+export function vouchRequestBytes(c: VouchRequestClaim): Buffer {
+  return Buffer.from(JSON.stringify([VOUCH_REQUEST_DOMAIN, c.vouchee, c.voucher, c.nonce, c.at]), "utf8");
+}
+
+export function signVouchRequest(c: VouchRequestClaim, privateKey: KeyObject, keyId: string): VouchRequest {
+  return { ...c, keyId, sig: sign(null, vouchRequestBytes(c), privateKey).toString("base64") };
+}
+
+export type VouchRequestVerdict = "ok" | "Malformed" | "WrongNode" | "Stale" | "UnknownKey" | "BadSignature";
+
+/**
+ * Checks a request the voucher got: well formed, addressed to this voucher, dated within
+ * VOUCH_REQUEST_MAX_AGE_MS of `now` (the voucher's wall clock), signed by a key published on
+ * the vouchee's heartbeat Lease. A replay inside the window is the server's to refuse (nonce).
+ */
+export function verifyVouchRequest(
+  r: unknown,
+  expect: { voucher: string; now: number },
+  published: (vouchee: string) => readonly string[],
+): { verdict: VouchRequestVerdict; request?: VouchRequest } {
+  const q = r as Partial<VouchRequest> | null;
+  if (
+    !q ||
+    typeof q.vouchee !== "string" ||
+    typeof q.voucher !== "string" ||
+    typeof q.nonce !== "string" ||
+    typeof q.at !== "number" ||
+    typeof q.keyId !== "string" ||
+    typeof q.sig !== "string"
+  )
+    return { verdict: "Malformed" };
+  const req = q as VouchRequest;
+  if (req.voucher !== expect.voucher || req.vouchee === expect.voucher) return { verdict: "WrongNode" };
+  if (!Number.isFinite(req.at) || Math.abs(expect.now - req.at) > VOUCH_REQUEST_MAX_AGE_MS)
+    return { verdict: "Stale" };
+  const k = published(req.vouchee)
+    .map(publicKeyOf)
+    .find((p) => p?.keyId === req.keyId);
+  if (!k) return { verdict: "UnknownKey" };
+  try {
+    const c = { vouchee: req.vouchee, voucher: req.voucher, nonce: req.nonce, at: req.at };
+    const ok = verify(null, vouchRequestBytes(c), k.key, Buffer.from(req.sig, "base64"));
+    return ok ? { verdict: "ok", request: req } : { verdict: "BadSignature" };
+  } catch {
+    return { verdict: "BadSignature" };
+  }
+}
 
 /** What a voucher signs once the API acknowledged its record. */
 export interface VouchClaim {

@@ -5,14 +5,16 @@
 // wall-clock time of another machine is ever compared with this one's.
 //
 // The agent pets only while it can prove its node is on the healthy side: its own heartbeat
-// renewal was acknowledged by the API server within `renewGraceMs`, or a strict majority of
-// the cluster's nodes (itself one of them) have each *recorded through the API* a vouch for
-// it within that grace. A node cut off from the API and from that majority stops petting
+// renewal was acknowledged by the API server within `renewGraceMs`, or
+// vouchQuorum(clusterSize) distinct peers (a strict majority with itself, never fewer than
+// two: core/vouch.ts) have each *recorded through the API* a vouch for it within that grace. A node cut off from the API and from that majority stops petting
 // and its watchdog resets it `timeoutMs` later. The deciding replica, in turn, counts the
 // node as reset only after it has itself watched, continuously, for longer than
 // renewGraceMs + timeoutMs + marginMs without seeing the node renew or any peer record a
 // vouch for it, and only for a node whose agent reported its watchdog armed (a report only
 // that node can write: its heartbeat Lease). Pure: no I/O, never reads a clock.
+
+import { vouchQuorum } from "./vouch.ts";
 
 /** The heartbeat Lease annotation carrying the agent's watchdog report (JSON, WatchdogReport). */
 export const WATCHDOG_ANNOTATION = "fastfence.io/watchdog";
@@ -145,9 +147,10 @@ export function petDecision(i: PetInput): PetDecision {
       message: `heartbeat renewed ${i.now - i.lastRenewedAt} ms ago (grace ${i.renewGraceMs} ms)`,
     };
   const fresh = [...i.vouchedAt.values()].filter((t) => i.now - t <= i.renewGraceMs).length;
-  const majority = Math.floor(i.clusterSize / 2) + 1;
-  // This node counts itself: it needs majority - 1 peers whose vouch the API recorded.
-  if (fresh + 1 >= majority && i.clusterSize > 1)
+  // A strict majority counting this node, and never fewer than two peers: one dishonest peer
+  // of three is not enough (core/vouch.ts vouchQuorum).
+  const need = vouchQuorum(i.clusterSize);
+  if (fresh >= need)
     return {
       pet: true,
       disarm: false,
@@ -158,7 +161,7 @@ export function petDecision(i: PetInput): PetDecision {
     pet: false,
     disarm: false,
     reason: "Isolated",
-    message: `heartbeat not renewed for ${i.lastRenewedAt === undefined ? "ever" : `${i.now - i.lastRenewedAt} ms`} and ${fresh} peers vouch (need ${majority - 1}): not petting`,
+    message: `heartbeat not renewed for ${i.lastRenewedAt === undefined ? "ever" : `${i.now - i.lastRenewedAt} ms`} and ${fresh} peers vouch (need ${need}): not petting`,
   };
 }
 

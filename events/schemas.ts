@@ -190,8 +190,15 @@ export const IncidentBlockedSchema = z
     incident: IncidentName,
     node: NodeName,
     bootId: BootId,
-    /** A guard (StormGuard, ControlPlaneQuorum, NoFencingLevels) or a hold for planned work (core/planned.ts). */
-    reason: z.enum(["StormGuard", "ControlPlaneQuorum", "NoFencingLevels", ...HOLD_REASON_CODES]),
+    /** A guard (StormGuard, ControlPlaneQuorum, NoFencingLevels), an operator's request that expired or was withdrawn, or a hold for planned work (core/planned.ts). */
+    reason: z.enum([
+      "StormGuard",
+      "ControlPlaneQuorum",
+      "NoFencingLevels",
+      "OperatorRequestExpired",
+      "OperatorRequestWithdrawn",
+      ...HOLD_REASON_CODES,
+    ]),
     message: z.string(),
     count: z.int().min(0),
     limit: z.int().min(0),

@@ -68,6 +68,7 @@ export async function startHeartbeat(o: {
       node,
       nodes: o.nodes,
       peerKeys: o.peerKeys,
+      signVouchRequest: (c) => key.signVouchRequest(c),
       policy: o.policy,
       record: () => renew().then((r) => r.acquired),
       ...(o.vouchPort !== undefined ? { vouchPort: o.vouchPort } : {}),
@@ -89,6 +90,8 @@ export async function startHeartbeat(o: {
         keep: (cur) => ({ ...key.annotations(cur), ...watchdog?.annotations() }),
       }),
       sign: (c) => key.signVouch(c),
+      publishedKeys: (n) => o.peerKeys.get(heartbeatLeaseName(n)) ?? [],
+      now: () => o.clock.now(),
       log,
     });
   let busy = false;

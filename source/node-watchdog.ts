@@ -12,6 +12,7 @@ import type { FencingPolicySpec } from "../core/policy.ts";
 import { probeAddress } from "../core/probe-address.ts";
 import { NODE_TIMEOUT_ANNOTATION, parseNodeTimeout } from "../core/watchdog-status.ts";
 import type { Logger } from "../infra/log.ts";
+import type { VouchRequest, VouchRequestClaim } from "../core/vouch.ts";
 import { askPeers } from "./vouch-client.ts";
 import { startWatchdogAgent, type WatchdogAgent, type WatchdogAgentConfig } from "./watchdog-agent.ts";
 import { watchdogWanted } from "./watchdog-settings.ts";
@@ -22,6 +23,8 @@ export function startNodeWatchdog(o: {
   nodes: ReadonlyMap<string, V1Node>;
   /** Heartbeat Lease name → the observer keys its node published. */
   peerKeys: ReadonlyMap<string, string[]>;
+  /** Signs this node's vouch requests with its observer key. */
+  signVouchRequest: (c: VouchRequestClaim) => VouchRequest;
   policy: () => FencingPolicySpec;
   /** Writes the agent's current report on the heartbeat Lease; true once acknowledged. */
   record: () => Promise<boolean>;
@@ -42,6 +45,8 @@ export function startNodeWatchdog(o: {
       return host ? [{ node: name!, host, port }] : [];
     }),
     publishedKeys: (n: string) => o.peerKeys.get(heartbeatLeaseName(n)) ?? [],
+    sign: o.signVouchRequest,
+    now: () => Date.now(),
     timeoutMs: Math.max(200, Math.floor(config.renewGraceMs / 4)),
     mono: () => performance.now(),
   });

@@ -13,7 +13,14 @@ import {
   type Proof,
 } from "../core/evidence-proof.ts";
 import { claimOfObservation } from "../events/observation-claim.ts";
-import { signVouch, type VouchAnswer, type VouchClaim } from "../core/vouch.ts";
+import {
+  signVouch,
+  signVouchRequest,
+  type VouchAnswer,
+  type VouchClaim,
+  type VouchRequest,
+  type VouchRequestClaim,
+} from "../core/vouch.ts";
 import type { NodeObserved } from "../events/schemas.ts";
 
 export class ObserverKey {
@@ -47,6 +54,11 @@ export class ObserverKey {
   /** A vouch answer (core/vouch.ts), signed only after the API acknowledged the record. */
   signVouch(c: VouchClaim): VouchAnswer {
     return signVouch(c, this.privateKey, this.keyId);
+  }
+
+  /** A request to a peer to vouch for this node (core/vouch.ts). */
+  signVouchRequest(c: VouchRequestClaim): VouchRequest {
+    return signVouchRequest(c, this.privateKey, this.keyId);
   }
 
   /** The observation with its proof. */

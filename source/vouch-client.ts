@@ -1,14 +1,16 @@
 // Asks the peers to vouch for this node (issue 18 item 4), when its own heartbeat renewal
 // is no longer acknowledged: one `POST /vouch` per peer event source over the node network,
-// each with a fresh random nonce, bounded by timeoutMs. An answer counts only if it is for
-// this node and nonce, from the peer asked, and signed with a key that peer published on its
-// heartbeat Lease (core/vouch.ts verifyVouch, keys as this replica last read them). Each
-// counted vouch is dated by when its request was SENT, on this node's monotonic clock: the
-// peer recorded it after that (the nonce is fresh), so no decider can have seen the record
-// earlier than this node dates it (docs/design.md "Watchdog fencing"). It never pets.
+// each a request signed with this node's observer key (core/vouch.ts VouchRequest: this node,
+// the peer asked, a fresh random nonce, its wall time), bounded by timeoutMs. An answer
+// counts only if it is for this node and nonce, from the peer asked, and signed with a key
+// that peer published on its heartbeat Lease (core/vouch.ts verifyVouch, keys as this
+// replica last read them). Each counted vouch is dated by when its request was SENT, on this
+// node's monotonic clock: the peer recorded it after that (the nonce is fresh), so no decider
+// can have seen the record earlier than this node dates it (docs/design.md "Watchdog
+// fencing"). It never pets.
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
-import { verifyVouch, type VouchAnswer } from "../core/vouch.ts";
+import { verifyVouch, type VouchAnswer, type VouchRequest, type VouchRequestClaim } from "../core/vouch.ts";
 
 export interface Peer {
   node: string;
@@ -49,6 +51,10 @@ export async function askPeers(o: {
   peers: readonly Peer[];
   /** The observer keys each peer published on its heartbeat Lease. */
   publishedKeys(node: string): readonly string[];
+  /** Signs a request with this node's observer key (source/observer-key.ts). */
+  sign(c: VouchRequestClaim): VouchRequest;
+  /** Wall clock, epoch ms (the request's `at`). */
+  now(): number;
   timeoutMs: number;
   mono(): number;
 }): Promise<AskResult[]> {
@@ -57,7 +63,8 @@ export async function askPeers(o: {
       const nonce = randomBytes(18).toString("base64url");
       const sentAt = o.mono();
       try {
-        const r = await post(p, JSON.stringify({ vouchee: o.self, nonce }), o.timeoutMs);
+        const req = o.sign({ vouchee: o.self, voucher: p.node, nonce, at: o.now() });
+        const r = await post(p, JSON.stringify(req), o.timeoutMs);
         if (o.mono() - sentAt > o.timeoutMs) return { node: p.node, refused: "late" };
         if (r.status !== 200) return { node: p.node, refused: `HTTP ${r.status}` };
         const a = JSON.parse(r.body) as VouchAnswer;

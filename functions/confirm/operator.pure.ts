@@ -5,8 +5,11 @@
 // planned states (maintenance, MachineConfig reboot, upgrade) give way to the person. The
 // storm guard (S4) and the etcd-quorum rule still block it, the admission-ledger slot is
 // taken before the Confirmed write, and fence still needs a read-back of Off (S1). The
-// request is for the incarnation it names: a node that rebooted since is not fenced. It
-// never confirms an incident without an operator request. No I/O.
+// request is for the incarnation it names: a node that rebooted since is not fenced. A
+// request expires (fencing.operatorRequestMaxAgeMs) and can be withdrawn
+// (spec.operatorWithdrawal): either is recorded as Blocked with OperatorRequestExpired /
+// OperatorRequestWithdrawn (core/operator-request.ts), never confirmed. It never confirms an
+// incident without a standing operator request. No I/O.
 import {
   OPERATOR_REQUESTED_REASON,
   statusOf,
@@ -29,6 +32,7 @@ import {
 } from "../../core/decision.ts";
 import { admit } from "../../core/admission-ledger.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
+import { requestStanding } from "../../core/operator-request.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import type { FenceRequested, IncidentBlocked } from "../../events/schemas.ts";
 import { guards } from "./decide.pure.ts";
@@ -75,9 +79,13 @@ export function resync(input: DecideInput<Resync>): Decision {
     now,
     operatorRequested: true,
   });
-  const verdict = hold.held
-    ? { ok: false as const, reason: hold.hold.reason, message: hold.hold.message, count: 0, limit: 0 }
-    : guards({ node: node.name }, view, now);
+  const standing = requestStanding(inc.spec, now, view.policy);
+  const verdict =
+    standing.code === "OperatorRequestExpired" || standing.code === "OperatorRequestWithdrawn"
+      ? { ok: false as const, reason: standing.code, message: standing.message, count: 0, limit: 0 }
+      : hold.held
+        ? { ok: false as const, reason: hold.hold.reason, message: hold.hold.message, count: 0, limit: 0 }
+        : guards({ node: node.name }, view, now);
   if (!verdict.ok) {
     if (st.phase === "Blocked" && st.reason === verdict.reason)
       return ignored("StillBlocked", `still blocked (${verdict.reason}): ${verdict.message}`);

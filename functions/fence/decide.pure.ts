@@ -1,23 +1,18 @@
 // fence, the pure decision (S1, S3, S6). `decide` acts only on the incident state the
 // confirm stage wrote (phase Confirmed, confirmedBy a trusted confirm identity, a quorum of
-// independent evidence); the event only names the incident. It refuses a node whose boot
-// ID changed since the incident began (a late event never powers off a recovered node),
-// takes the per-node Lease (one driver per node; never for the node this replica runs on
-// while others can, OwnNode), marks the incident Fencing and asks for
-// the power-off levels (the policy's; with fencing.discovery, the ones the adapter
-// discovered when no policy entry matches). Before a round it checks planned work again
-// on a fresh policy (a hold stops it: hold.pure.ts; Observe mode records, never powers).
-// The power-off's result comes back into `decide` (input.result): `onPowerOffResult` makes
-// FencedOff only of a read-back of exactly Off after the command; anything else is
-// FenceFailed with the reason (retried after a backoff, final after maxRounds). Every
-// powerOff carries a last-look plan (last-look.pure.ts): a round the look abandoned because
-// the node responds powers nothing off and ends as hold.pure.ts abandonedRound says. A node
-// entry with the watchdog level adds its plan (watchdog-level.pure.ts): FencedOff also on
-// that level's proof (provingAttempt). After a lie found by the look after
-// (look-after.pure.ts) a round skips the levels that lied (the watchdog level's too) and
-// takes no last look. The S6/S2 re-check of the stored incident is confirmation.pure.ts.
-// Only the node and boot the incident was created for, named by the event too, is fenced
-// (incident-target.ts). No I/O.
+// independent evidence or a standing operator's request); the event only names the incident.
+// It refuses a node whose boot ID changed since the incident began, takes the per-node Lease
+// (never for the node this replica runs on while others can, OwnNode), marks the incident
+// Fencing and asks for the power-off levels (the policy's, or discovered ones). Before a round
+// it checks planned work again on a fresh policy (hold.pure.ts; Observe mode records, never
+// powers). The result comes back into `decide` (input.result): `onPowerOffResult` makes
+// FencedOff only of a read-back of exactly Off after the command (or the watchdog level's
+// proof, watchdog-level.pure.ts); anything else is FenceFailed (retried after a backoff, final
+// after maxRounds). Every powerOff, an operator's request's too, carries a last-look plan
+// (last-look.pure.ts): a round the look abandoned powers nothing off (hold.pure.ts). After a
+// lie (look-after.pure.ts) a round skips the levels that lied and takes no last look. The
+// S6/S2 re-check is confirmation.pure.ts (a request withdrawn since closes the incident). Only
+// the incident's own node and boot, named by the event too, is fenced (incident-target.ts). No I/O.
 import {
   OBSERVED_REASON,
   statusOf,
@@ -44,9 +39,10 @@ import {
   type ViewRequest,
 } from "../../core/decision.ts";
 import type { ErrorCode } from "../../core/errors.ts";
-import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
+import type { FencingPolicySpec } from "../../core/policy.ts";
+import { resolveLevels } from "../../core/policy-levels.ts";
 import { holdOf, suspectedSince } from "../../core/planned.ts";
-import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts";
+import { abandonedRound, failedData, heldRound, observed, withdrawnRound } from "./hold.pure.ts";
 import { lookPlan } from "./last-look.pure.ts";
 import { checkConfirmation } from "./confirmation.pure.ts";
 import { targetMismatch } from "../../core/incident-target.ts";
@@ -213,7 +209,10 @@ export function startRound(r: RoundStart): Decision {
   const policy = view.policy;
   const name = inc.metadata.name;
   const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers);
-  if (distrust) return rejected(distrust.code, distrust.reason);
+  if (distrust)
+    return distrust.code === "OperatorRequestWithdrawn"
+      ? withdrawnRound(inc, st, distrust.reason, now)
+      : rejected(distrust.code, distrust.reason);
   if (st.reason === OBSERVED_REASON)
     return ignored("AlreadyObserved", `incident ${name} was observed (Observe mode): never fenced`);
   const rv = inc.metadata.resourceVersion;
@@ -274,8 +273,8 @@ export function startRound(r: RoundStart): Decision {
       holder: self.replica,
       levels,
       timeoutMs: policy.timeouts.powerOffTimeoutMs,
-      // A person's request fences a node that may well be up: no last look (operator.pure.ts)
-      ...(inc.spec.operatorRequest || lied.length ? {} : { look: lookPlan(inc, st, node, view) }),
+      // Every round looks last (an operator's request's too); not after a lie (look-after.pure.ts)
+      ...(lied.length ? {} : { look: lookPlan(inc, st, node, view) }),
       ...(lied.length ? { skipLevels: lied } : {}),
       ...(watchdog ? { watchdog } : {}),
     },

@@ -2,7 +2,8 @@
 // (core/planned.ts; the incident keeps its phase and says why), a round in Observe mode
 // (the incident is Closed, saying which level fence would have used), and a round the last
 // look abandoned because the node responds (last-look.pure.ts: FenceFailed with the reason;
-// recover closes it once the look saw the node back). Also the fence.failed event's data.
+// recover closes it once the look saw the node back), and a round that would stand on an
+// operator's request withdrawn since (Closed). Also the fence.failed event's data.
 // Pure: no I/O; it never asks for a power action.
 import {
   OBSERVED_REASON,
@@ -16,6 +17,7 @@ import {
   iso,
   outgoing,
   processed,
+  rejected,
   type Action,
   type Decision,
   type NodeInfo,
@@ -158,4 +160,21 @@ export function failedData(
     final,
     ...(status.retryNotBefore && !final ? { retryNotBefore: status.retryNotBefore } : {}),
   };
+}
+
+/**
+ * A round that stood on an operator's request withdrawn since (and no quorum of evidence):
+ * nothing is powered off; the incident is Closed with OperatorRequestWithdrawn, which frees
+ * its storm-guard slot. Only before a round (Confirmed, or FenceFailed awaiting a retry).
+ */
+export function withdrawnRound(inc: NodeFence, st: NodeFenceStatus, message: string, now: number): Decision {
+  const name = inc.metadata.name;
+  const rv = inc.metadata.resourceVersion;
+  if (!rv) return rejected("MissingResourceVersion", `incident ${name} was read without a resourceVersion`);
+  if (st.phase !== "Confirmed" && st.phase !== "FenceFailed")
+    return rejected("OperatorRequestWithdrawn", message);
+  const status = transition(st, "Closed", iso(now), { reason: "OperatorRequestWithdrawn", message });
+  return processed(`${inc.spec.nodeName}: the operator's request was withdrawn; nothing powered off`, [
+    { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
+  ]);
 }

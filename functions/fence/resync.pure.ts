@@ -26,7 +26,8 @@ import type { Phase } from "../../core/incident.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import { failedData, liveHolder, onOwnNode, onResult, startRound } from "./decide.pure.ts";
 import { LOOK_AFTER_PHASES, escalationDue, lookAfterResync, watching } from "./look-after.pure.ts";
-import { resolveLevels, type FencingPolicySpec } from "../../core/policy.ts";
+import { type FencingPolicySpec } from "../../core/policy.ts";
+import { resolveLevels } from "../../core/policy-levels.ts";
 import type { NodeFence } from "../../core/incident.ts";
 
 /**

@@ -19,7 +19,7 @@ import {
   type Decision,
   type ViewRequest,
 } from "../../core/decision.ts";
-import { resolveLevels } from "../../core/policy.ts";
+import { resolveLevels } from "../../core/policy-levels.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { decideByType } from "../stage-info.ts";
 import { EVENT_TYPES, type DataOf } from "../../events/catalog.ts";

@@ -74,7 +74,7 @@ export function createBmcMetrics(registry: Registry): BmcMetrics {
     }),
     bmcInsecure: new Gauge({
       name: "fastfence_bmc_insecure",
-      help: "1 for each way a node's fencing level reaches its BMC insecurely (mode plain-http or no-cert-check), allowed by the level's insecure: true; set by the BMC health check.",
+      help: "1 for each way a node's fencing level reaches its BMC insecurely (mode plain-http, no-cert-check, plaintext or weak-tls: core/level-security.ts), allowed by the level's insecure: true; set by the BMC health check.",
       labelNames: ["node", "level", "driver", "mode"],
       registers: [registry],
     }),

@@ -1,6 +1,6 @@
 // BMC health check, modelled on Pacemaker's stonith "monitor" operation: every interval,
 // each fence replica reads the power state of every node's fencing levels (the policy's
-// levels for the node, core/policy.ts resolveLevels, with metal3 discovery when the policy
+// levels for the node, core/policy-levels.ts resolveLevels, with metal3 discovery when the policy
 // opts in) — a login and one status read per level, nothing that changes power — and
 // exports the result per node and level: fastfence_bmc_up{node,level,driver} and
 // fastfence_bmc_check_result{node,level,driver,result} (and fastfence_bmc_insecure{node,level,
@@ -20,7 +20,8 @@
 import type { Clock } from "../../core/clock.ts";
 import { asFastfenceError } from "../../core/errors.ts";
 import { describeModes, insecureModes, type InsecureMode } from "../../core/level-security.ts";
-import { resolveLevels, type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
+import { type FencingPolicySpec, type ResolvedFencingLevel } from "../../core/policy.ts";
+import { resolveLevels } from "../../core/policy-levels.ts";
 import { BmcCredentialsError, namingSecret, readBmcCredentials, type SecretRef } from "../bmc/credentials.ts";
 import { discoverLevels, type Metal3Api } from "../bmc/metal3.ts";
 import { bmcResultOf, meteredDriver, type BmcCheckResult, type BmcMetrics } from "../bmc/metered.ts";

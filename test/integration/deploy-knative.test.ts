@@ -318,6 +318,49 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
     }
   });
 
+  // On 6f7efbe no overlay had an EventPolicy: any identity could post to the Broker (with
+  // OIDC on) and the EventPolicy CRD was not among the vendored ones.
+  it("eventing: the Broker and its dead-letter sink admit only fastfence's own senders (EventPolicy)", async () => {
+    const eventPolicyCrd = await ext.readCustomResourceDefinition({
+      name: "eventpolicies.eventing.knative.dev",
+    });
+    expect(eventPolicyCrd.spec.versions.map((v) => v.name)).toContain("v1alpha1");
+    for (const overlay of OVERLAYS) {
+      const objs = RENDERED[overlay]!;
+      const broker = objs.find((o) => o.kind === "Broker");
+      if (!broker) continue;
+      const policies = objs.filter((o) => o.kind === "EventPolicy");
+      expect(policies.length, overlay).toBe(1);
+      const spec = policies[0]!.spec as {
+        to: { ref: { kind: string; name: string } }[];
+        from: {
+          ref?: { apiVersion: string; kind: string; name: string; namespace?: string };
+          sub?: string;
+        }[];
+      };
+      expect(policies[0]!.metadata.namespace).toBe(NAMESPACE);
+      expect(spec.to.map((t) => `${t.ref.kind}/${t.ref.name}`).sort()).toEqual([
+        `Broker/${broker.metadata.name}`,
+        "KafkaSink/fastfence-dead-letter",
+      ]);
+      // Only the overlay's own senders: the bridge KafkaSource and the Triggers whose
+      // subscribers' replies go back into the Broker, and recover's own ServiceAccount (its
+      // extra events to K_SINK); never a wildcard subject.
+      expect(spec.from.filter((f) => f.sub).map((f) => f.sub)).toEqual([
+        `system:serviceaccount:${NAMESPACE}:fastfence-recover`,
+      ]);
+      const senders = objs
+        .filter(
+          (o) => (o.kind === "KafkaSource" || o.kind === "Trigger") && o.metadata.namespace === NAMESPACE,
+        )
+        .map((o) => `${o.kind}/${o.metadata.name}`)
+        .sort();
+      const refs = spec.from.flatMap((f) => (f.ref ? [f.ref] : []));
+      expect(refs.map((r) => `${r.kind}/${r.name}`).sort()).toEqual(senders);
+      expect(refs.every((r) => r.namespace === NAMESPACE)).toBe(true);
+    }
+  });
+
   it("examples: the NodeHealthCheck references a template kind that exists with its remediation kind", () => {
     const nhc = RENDERED.examples!.find((o) => o.kind === "NodeHealthCheck")!;
     const ref = (nhc.spec as { remediationTemplate: { kind: string; name: string; namespace: string } })

@@ -365,6 +365,79 @@ describe("fastfence fence", () => {
     expect(out.wait.seconds).toBeGreaterThanOrEqual(3);
     expect(out.wait.message).toContain("no outcome within 3 s");
   });
+
+  // On 6f7efbe there was no way for the operator role to withdraw a request: `--withdraw` did
+  // not exist (exit 2) and removing spec.operatorRequest is refused by the policy (above).
+  it("the documented operator role withdraws a request in its own name; nobody else's, no stage, never undone", async () => {
+    const nameC = incidentName("node-c", BOOT["node-c"]);
+    const r = await run(
+      "bob",
+      "fence",
+      "node-c",
+      "--withdraw",
+      "--reason",
+      "false alarm (INC-2)",
+      "-o",
+      "json",
+    );
+    expect(r.status, r.stderr).toBe(EXIT.ok);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      action: "withdrawn",
+      incident: nameC,
+      withdrawal: { by: "bob", reason: "false alarm (INC-2)" },
+      request: { by: "alice" },
+    });
+    const inc = await getIncident(nameC);
+    expect(inc.spec.operatorWithdrawal).toMatchObject({ by: "bob", reason: "false alarm (INC-2)" });
+    expect(inc.spec.operatorRequest).toMatchObject({ by: "alice", reason: "kernel oops loop" });
+    const e = await events(NS, "NodeFence", nameC, "OperatorFenceWithdrawn");
+    expect(e).toHaveLength(1);
+    expect(e[0]!.message).toContain("bob withdrew the request by alice to fence node-c");
+
+    const again = await run("alice", "fence", "node-c", "--withdraw", "--reason", "again", "-o", "json");
+    expect(again.status, again.stderr).toBe(EXIT.ok);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      action: "already-withdrawn",
+      withdrawal: { by: "bob" },
+    });
+    expect((await getIncident(nameC)).metadata.resourceVersion).toBe(inc.metadata.resourceVersion);
+
+    const undo = await denied(
+      env().alice.call("undo", (a) =>
+        a.custom.patchNamespacedCustomObject(
+          { ...G, name: nameC, body: { spec: { operatorWithdrawal: null } } },
+          merge,
+        ),
+      ),
+    );
+    expect(undo.message).toContain("spec.operatorWithdrawal cannot be changed or removed once set");
+
+    const nameB = incidentName("node-b", BOOT["node-b"]);
+    const forged = await denied(
+      env().alice.call("forge", (a) =>
+        a.custom.patchNamespacedCustomObject(
+          { ...G, name: nameB, body: { spec: { operatorWithdrawal: { by: "bob", reason: "x", at: at() } } } },
+          merge,
+        ),
+      ),
+    );
+    expect(forged.message).toContain("its by must be the withdrawer's own user name (alice)");
+    const stage = await run(
+      env().stages.confirm,
+      "fence",
+      "node-b",
+      "--withdraw",
+      "--reason",
+      "I am a stage",
+    );
+    expect(stage.status).toBe(EXIT.failed);
+    expect(stage.stderr).toContain("no fastfence stage may withdraw a request");
+    expect((await getIncident(nameB)).spec.operatorWithdrawal).toBeUndefined();
+
+    const none = await run("alice", "fence", "node-d", "--withdraw", "--reason", "x");
+    expect(none.status).toBe(EXIT.failed);
+    expect(none.stderr).toContain("nothing to withdraw");
+  });
 });
 
 describe("fastfence release-slot", () => {

@@ -10,13 +10,11 @@
 // reuses a read policy for 5 s); confirm's reconciler confirms it on its next pass.
 // Each scenario prints its incident's timeline, in ms from the crash (or the request).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { formatTrace, selectChain, traceRows } from "../../events/trace-format.ts";
 import { incidentName, type NodeFence, type Phase } from "../../core/incident.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import { NAMESPACE, sleep, startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
-import { waitFor } from "./pipeline-helpers.ts";
 import {
   commandsSince,
   createNodeMaintenance,
@@ -339,7 +337,9 @@ describe("planned work is not failure", () => {
     ]);
   });
 
-  it("(h) an operator's request fences a healthy node through confirm, fence and remediate-workloads", async () => {
+  // On 6f7efbe an operator's request skipped fence's last look, and this test saw the healthy
+  // node powered off (ForceOff, Released). Now every round takes the look (docs/safety.md).
+  it("(h) an operator's request is confirmed, but a healthy node that answers the last look is not powered off", async () => {
     const { c, history } = env();
     const bmc = c.nodes.get("node-b")!.bmc;
     const mark = bmc.stats.resets.length;
@@ -353,33 +353,20 @@ describe("planned work is not failure", () => {
       15_000,
     );
     expect(confirmed.message).toMatch(/^fencing requested by alice at \S+: test$/);
-    const released = await history.until(req.name, { phase: "Released" }, 20_000);
-    expect(commandsSince(bmc, mark)).toEqual(["ForceOff"]);
-    expect(bmc.power).toBe("Off");
+    const abandoned = await history.until(
+      req.name,
+      { phase: "FenceFailed", reason: "NodeResponding" },
+      20_000,
+    );
+    expect(commandsSince(bmc, mark)).toEqual([]);
+    expect(bmc.power).toBe("On");
     const st = (await readIncident(req.name)).status!;
     expect(st.confirmedBy).toBe(`system:serviceaccount:${NAMESPACE}:fastfence-confirm`);
-    expect(st.attempts.find((a) => a.result === "off-confirmed")?.readBackState).toBe("Off");
-    expect(st.evidence).toEqual([]);
-    // Released is written before remediate-workloads' event reaches Kafka: read until it is there.
-    const chain = await waitFor(
-      "the incident's events in Kafka",
-      async () => {
-        const ch = selectChain(await readEvents(c), req.name);
-        return ch.some((e) => e.type === EVENT_TYPES.workloadsReleased) ? ch : undefined;
-      },
-      15_000,
-    );
-    const requested = chain.find((e) => e.type === EVENT_TYPES.fenceRequested);
-    expect(requested?.data).toMatchObject({ node: "node-b", requestedBy: "alice", observers: [] });
-    const types = chain.map((e) => e.type);
-    expect(types).toContain(EVENT_TYPES.nodeFenced);
-    expect(types).toContain(EVENT_TYPES.workloadsReleased);
-    await rebootNode("node-b");
-    await history.until(req.name, { phase: "Recovered", reason: "NodeRecovered" }, 20_000);
-    nothingElseFenced({ node: "node-b", name: req.name });
+    expect(st.attempts.at(-1)).toMatchObject({ result: "abandoned", lastLook: { reason: "NodeResponding" } });
+    expect(st.timestamps.fencedOff).toBeUndefined();
+    expect(st.released).toBeUndefined();
     report("(h) operator request", { name: req.name, t0, settled }, [
-      `confirmed ${confirmed.at - t0} ms, released ${released.at - t0} ms after the request`,
-      `fastfence trace ${req.name}\n${formatTrace(traceRows(chain))}`,
+      `confirmed ${confirmed.at - t0} ms, round abandoned by the last look ${abandoned.at - t0} ms after the request`,
     ]);
   });
 });

@@ -3,9 +3,11 @@
 // timer): node-a's own heartbeat renewals stop (its agent is told of none after arming),
 // node-b's and node-c's vouch endpoints (source/vouch-server.ts) record each vouch on their
 // own heartbeat Lease as their node's event source and answer, signed, only after the API
-// acknowledged it. While a majority (node-a and one peer of three) vouches, node-a keeps
-// petting and is not reset; once its peers stop vouching, or the only answers are signed
-// with a key no peer published, it is reset within grace + timeout.
+// acknowledged it, and only to a request node-a signed with the key on its own heartbeat
+// Lease. While both its peers vouch (the API, or two distinct peers), node-a keeps petting and
+// is not reset; once its peers stop vouching, only one of them vouches, or the only answers
+// are signed with a key no peer published, it is reset within grace + timeout. An unsigned or
+// forged request records nothing.
 import { CoordinationV1Api } from "@kubernetes/client-node";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -56,16 +58,31 @@ const env = withEnv(async (scope) => {
   return { coord: kc.makeApiClient(CoordinationV1Api), leases };
 });
 
+/** The keys each node published, as read back from its Lease (what an informer would hold). */
+const keysRead = new Map<string, string[]>();
+
+/** Publishes `key` on `node`'s heartbeat Lease as its event source, and reads it back. */
+async function publish(node: string, key: ObserverKey) {
+  const leases = env().leases.get(node)!;
+  const lease = heartbeatLeaseName(node);
+  let acquired = false;
+  // another test's agent may still be asking this node's endpoint to record: a conflict, retried
+  for (let i = 0; i < 10 && !acquired; i++) {
+    acquired = (
+      await leases.acquire(lease, `source-${node}`, Date.now(), { annotations: (c) => key.annotations(c) })
+    ).acquired;
+    if (!acquired) await sleep(50);
+  }
+  expect(acquired).toBe(true);
+  keysRead.set(node, await publishedKeys(node));
+}
+
 /** One peer's event source: its key published on its Lease, and its vouch endpoint. */
 async function startPeer(node: string, opts: { publishKey?: boolean } = {}) {
   const key = new ObserverKey();
   const leases = env().leases.get(node)!;
   const lease = heartbeatLeaseName(node);
-  if (opts.publishKey ?? true)
-    expect(
-      (await leases.acquire(lease, `source-${node}`, Date.now(), { annotations: (c) => key.annotations(c) }))
-        .acquired,
-    ).toBe(true);
+  if (opts.publishKey ?? true) await publish(node, key);
   const server = await startVouchServer({
     node,
     port: 0,
@@ -79,9 +96,11 @@ async function startPeer(node: string, opts: { publishKey?: boolean } = {}) {
       keep: (c) => key.annotations(c),
     }),
     sign: (c) => key.signVouch(c),
+    publishedKeys: (n) => keysRead.get(n) ?? [],
+    now: () => Date.now(),
     log,
   });
-  return { node, server, peer: { node, host: "127.0.0.1", port: server.port } as Peer };
+  return { node, key, server, peer: { node, host: "127.0.0.1", port: server.port } as Peer };
 }
 
 const publishedKeys = async (node: string) => {
@@ -107,6 +126,8 @@ async function nodeA(name: string, peers: () => Peer[]) {
   wd.start();
   const keys = new Map<string, string[]>();
   for (const n of ["node-b", "node-c"]) keys.set(n, await publishedKeys(n));
+  const own = new ObserverKey();
+  await publish("node-a", own);
   const agent = await startWatchdogAgent({
     config: { devicePath: wd.path, ...SETTINGS, emulation: "lab-fifo" },
     node: "node-a",
@@ -118,6 +139,8 @@ async function nodeA(name: string, peers: () => Peer[]) {
         self: "node-a",
         peers: peers(),
         publishedKeys: (n) => keys.get(n) ?? [],
+        sign: (c) => own.signVouchRequest(c),
+        now: () => Date.now(),
         timeoutMs: SETTINGS.renewGraceMs / 4,
         mono: () => performance.now(),
       }),
@@ -135,7 +158,7 @@ describe("peer vouching on the real API server", () => {
     for (const s of servers) await s.close().catch(() => undefined);
   });
 
-  it("a node whose own renewals fail keeps petting while a majority vouches, and is reset once its peers stop", async () => {
+  it("a node whose own renewals fail keeps petting while both peers vouch, and is reset once they stop", async () => {
     const b = await startPeer("node-b");
     const c = await startPeer("node-c");
     servers.push(b.server, c.server);
@@ -175,8 +198,58 @@ describe("peer vouching on the real API server", () => {
       expect(a.firedAt()! - a.renewedAt).toBeLessThanOrEqual(
         SETTINGS.renewGraceMs + SETTINGS.timeoutMs + 400,
       );
-      // The forger did record vouches (a request is unauthenticated): that only delays fencing.
-      expect(await vouchesFor("node-c", "node-a")).toBeGreaterThan(0);
+    } finally {
+      a.wd.stop();
+      await forger.server.close(); // it would keep writing its unpublished key on node-c's Lease
+    }
+  });
+
+  // On 6f7efbe: an unsigned request from anyone was recorded (HTTP 200, the counter bumped),
+  // and one vouching peer of three kept node-a petting (it counted itself as the majority's other half).
+  it("an unsigned or forged request is refused and records nothing", async () => {
+    const b = await startPeer("node-b");
+    servers.push(b.server);
+    const post = (body: unknown) =>
+      fetch(`http://127.0.0.1:${b.server.port}/vouch`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const before = await vouchesFor("node-b", "node-c");
+    const unsigned = await post({ vouchee: "node-c", nonce: "n".repeat(24) });
+    expect(unsigned.status).toBe(401);
+    const forger = new ObserverKey(); // a key node-c never published
+    const claim = { vouchee: "node-c", voucher: "node-b", nonce: "f".repeat(24), at: Date.now() };
+    const forged = await post(forger.signVouchRequest(claim));
+    expect(forged.status).toBe(401);
+    expect(((await forged.json()) as { reason: string }).reason).toBe("UnknownKey");
+    expect(await vouchesFor("node-b", "node-c")).toBe(before);
+
+    // node-c's own signed request counts once; its replay is refused; a flood is cut at the rate.
+    const c = await startPeer("node-c");
+    servers.push(c.server);
+    const valid = c.key.signVouchRequest({ ...claim, nonce: "v".repeat(24), at: Date.now() });
+    expect((await post(valid)).status).toBe(200);
+    expect(await vouchesFor("node-b", "node-c")).toBe(before + 1);
+    const replay = await post(valid);
+    expect(replay.status).toBe(409);
+    expect(((await replay.json()) as { reason: string }).reason).toBe("Replayed");
+    const flood = await Promise.all(
+      Array.from({ length: 15 }, (_, i) =>
+        post(c.key.signVouchRequest({ ...claim, nonce: `flood${i}`.padEnd(24, "x"), at: Date.now() })),
+      ),
+    );
+    expect(flood.filter((r) => r.status === 429).length).toBeGreaterThan(0);
+  });
+
+  it("one vouching peer of three is not enough: the API, or two distinct peers", async () => {
+    const b = await startPeer("node-b");
+    servers.push(b.server);
+    const a = await nodeA("wd-3", () => [b.peer]);
+    try {
+      await sleep(SETTINGS.renewGraceMs + SETTINGS.timeoutMs + 1_000);
+      expect(a.firedAt()).toBeDefined();
+      expect(await vouchesFor("node-b", "node-a")).toBeGreaterThan(0); // b did vouch: not enough alone
     } finally {
       a.wd.stop();
     }

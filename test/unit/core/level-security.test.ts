@@ -23,7 +23,8 @@ describe("insecureModes", () => {
     ["redfish+https://10.0.0.1", undefined, []],
     [HTTPS, { insecure: "false" }, []],
     ["ipmi://10.0.0.1", undefined, []],
-    ["fence-agent://10.0.0.1?agent=fence_apc", { insecure: "true" }, ["no-cert-check"]],
+    ["fence-agent://10.0.0.1?agent=fence_apc&ssh=1", { insecure: "true" }, ["no-cert-check"]],
+    ["fence-agent://10.0.0.1?agent=fence_apc", { insecure: "true" }, ["no-cert-check", "plaintext"]],
   ] as const)("%s %j → %j", (address, options, want) => {
     expect(insecureModes({ address, ...(options ? { options } : {}) })).toEqual(want);
   });

@@ -39,13 +39,36 @@ describe("petDecision", () => {
       { pet: false, disarm: false, reason: "Isolated" },
     ],
     [
-      "API lost, one of two peers recorded a vouch (2 of 3 with itself) → pet",
+      // On 6f7efbe: pet (2 of 3 with itself): one dishonest peer kept an isolated node alive.
+      "three nodes, API lost, one of two peers recorded a vouch → stop (the API, or two distinct peers)",
       { lastRenewedAt: 90_000, vouchedAt: new Map([["b", 99_000]]) },
+      { pet: false, disarm: false, reason: "Isolated" },
+    ],
+    [
+      "three nodes, API lost, both peers recorded a vouch → pet",
+      {
+        lastRenewedAt: 90_000,
+        vouchedAt: new Map([
+          ["b", 99_000],
+          ["c", 99_100],
+        ]),
+      },
       { pet: true, disarm: false, reason: "VouchedByMajority" },
     ],
     [
-      "API lost, the peer's vouch is older than the grace → stop",
-      { lastRenewedAt: 90_000, vouchedAt: new Map([["b", 97_000]]) },
+      "API lost, one peer's vouch is older than the grace → stop",
+      {
+        lastRenewedAt: 90_000,
+        vouchedAt: new Map([
+          ["b", 97_000],
+          ["c", 99_000],
+        ]),
+      },
+      { pet: false, disarm: false, reason: "Isolated" },
+    ],
+    [
+      "two nodes: the only peer vouches → stop (it would be enough alone)",
+      { lastRenewedAt: undefined, clusterSize: 2, vouchedAt: new Map([["b", 99_000]]) },
       { pet: false, disarm: false, reason: "Isolated" },
     ],
     [

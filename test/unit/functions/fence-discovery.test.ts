@@ -7,7 +7,8 @@ import type { DecideInput, View } from "../../../core/decision.ts";
 import type { FfEvent } from "../../../events/envelope.ts";
 import { decide as recoverDecide } from "../../../functions/recover/handler.ts";
 import { EVENT_TYPES } from "../../../events/catalog.ts";
-import { resolvePolicy, resolveLevels, type ResolvedFencingLevel } from "../../../core/policy.ts";
+import { resolvePolicy, type ResolvedFencingLevel } from "../../../core/policy.ts";
+import { resolveLevels } from "../../../core/policy-levels.ts";
 import { statusOf } from "../../../core/incident.ts";
 import { FENCE, T0, TRUSTED, at, confirmed, event, node, policy, view } from "../../scenarios/fixtures.ts";
 

@@ -191,7 +191,7 @@ describe("the plan a round carries", () => {
     expect(heartbeatState(plan, { resourceVersion: "7", renewTime: at(-1_000) })).toBe("silent");
   });
 
-  test("an operator's request gets no last look: the node may well be up", () => {
+  test("an operator's request takes the last look too: a node that answers is not powered off", () => {
     const inc = confirmed("a", 0, { reason: "OperatorRequested", evidence: [] });
     inc.spec.operatorRequest = { by: "alice", reason: "disk errors", at: at(0) };
     const d = decide({
@@ -206,7 +206,7 @@ describe("the plan a round carries", () => {
     });
     const off = d.actions.find((a): a is Extract<Action, { kind: "powerOff" }> => a.kind === "powerOff");
     expect(off).toBeDefined();
-    expect(off!.look).toBeUndefined();
+    expect(off!.look).toMatchObject({ node: "a", probe: { host: "10.0.0.1" } });
   });
 });
 

@@ -50,6 +50,8 @@ export const IGNORE_CODES = {
   AlreadyObserved:
     "The incident was observed in Observe mode (reason Observed): it is never fenced, and recover closes it.",
   LostRaces: "Another replica won every guarded write for this event; its outcome is the recorded one.",
+  FencedOffNotMarked:
+    "The node carries no fenced-off fact (fastfence.io/fenced-off) naming the incident and its boot, so the admission policy would refuse the out-of-service taint: remediate-workloads waits, and its resync retries.",
   HeartbeatWatchNotSynced:
     "The observer's heartbeat-Lease watch was not synced when it probed: with suspicion.heartbeatVeto on, evidence the veto cannot check does not count.",
 } as const satisfies Record<string, string>;

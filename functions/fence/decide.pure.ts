@@ -1,22 +1,20 @@
-// fence, the pure decision (S1, S3, S6). `decide` acts only on the incident state the
-// confirm stage wrote (phase Confirmed, confirmedBy a trusted confirm identity, a quorum of
-// independent evidence); the event only names the incident. It refuses a node whose boot
-// ID changed since the incident began (a late event never powers off a recovered node),
-// takes the per-node Lease (one driver per node; never for the node this replica runs on
-// while others can, OwnNode), marks the incident Fencing and asks for
-// the power-off levels (the policy's; with fencing.discovery, the ones the adapter
-// discovered when no policy entry matches). Before a round it checks planned work again
-// on a fresh policy (a hold stops it: hold.pure.ts; Observe mode records, never powers).
-// The power-off's result comes back into `decide` (input.result): `onPowerOffResult` makes
-// FencedOff only of a read-back of exactly Off after the command; anything else is
-// FenceFailed with the reason (retried after a backoff, final after maxRounds). Every
-// powerOff carries a last-look plan (last-look.pure.ts): a round the look abandoned because
-// the node responds powers nothing off and ends as hold.pure.ts abandonedRound says. A node
-// entry with the watchdog level adds its plan (watchdog-level.pure.ts): FencedOff also on
-// that level's proof (provingAttempt). After a lie found by the look after
-// (look-after.pure.ts) a round skips the levels that lied and takes no last look. The
-// S6/S2 re-check of the stored incident is confirmation.pure.ts. Only the node and boot the
-// incident was created for, named by the event too, is fenced (incident-target.ts). No I/O.
+// fence, the pure decision (S1, S3, S6). `decide` acts only on the incident state the confirm stage wrote
+// (phase Confirmed, confirmedBy a trusted confirm identity, a quorum of independent evidence); the event only
+// names the incident. It refuses a node whose boot ID changed since the incident began (a late event never
+// powers off a recovered node), takes the per-node Lease (one driver per node; never for the node this
+// replica runs on while others can, OwnNode), marks the incident Fencing and asks for the power-off levels
+// (the policy's; with fencing.discovery, those discovered when no policy entry matches). Before a round it
+// checks planned work again on a fresh policy (a hold stops it: hold.pure.ts; Observe mode records, never
+// powers). The power-off's result comes back into `decide` (input.result): `onPowerOffResult` makes FencedOff
+// only of a read-back of exactly Off after the command, writing the fenced-off fact on the Node first
+// (core/fenced-off.ts: the out-of-service taint is admitted only with it); anything else is FenceFailed with
+// the reason (retried after a backoff, final after maxRounds). Every powerOff carries a last-look plan (last-
+// look.pure.ts): a round the look abandoned because the node responds powers nothing off and ends as
+// hold.pure.ts abandonedRound says. A node entry with the watchdog level adds its plan (watchdog-
+// level.pure.ts): FencedOff also on that level's proof (provingAttempt). After a lie found by the look after
+// (look-after.pure.ts) a round skips the levels that lied and takes no last look. The S6/S2 re-check of the
+// stored incident is confirmation.pure.ts. Only the node and boot the incident was created for, named by the
+// event too, is fenced (incident-target.ts). No I/O.
 import {
   OBSERVED_REASON,
   statusOf,
@@ -49,6 +47,7 @@ import { abandonedRound, failedData, heldRound, observed } from "./hold.pure.ts"
 import { lookPlan } from "./last-look.pure.ts";
 import { checkConfirmation } from "./confirmation.pure.ts";
 import { targetMismatch } from "../../core/incident-target.ts";
+import { markFencedOff as markOff } from "../../core/fenced-off.ts";
 import { watchdogExpired, watchdogFencedMessage, watchdogPlan } from "./watchdog-level.pure.ts";
 import { escalationDue, liedLevels } from "./look-after.pure.ts";
 
@@ -367,7 +366,7 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
     };
     return processed(
       `${inc.spec.nodeName} powered off (read back Off)`,
-      [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
+      [markOff(inc), { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
       [outgoing(EVENT_TYPES.nodeFenced, inc.spec.nodeName, name, data)],
     );
   }

@@ -63,6 +63,8 @@ export const REJECT_CODES = {
   MissingResourceVersion: "The incident was read without a resourceVersion: no guarded write is possible.",
   UntrustedConfirmation: "The incident's confirmedBy is not a trusted confirm identity (S6).",
   NoConfirmationTime: "The incident is Confirmed without a confirmed timestamp.",
+  StoredEvidenceUnverified:
+    "The incident's stored evidence makes a quorum only with pieces whose signature does not verify against the keys published on the observers' heartbeat Leases (forged, unsigned, altered, or of another boot): fence counts only verified evidence (S2).",
   ConfirmationBelowQuorum: "The incident records fewer fresh independent observers than the quorum (S2).",
   PowerOffUnproven: "The incident is FencedOff without a recorded Off read-back after the command (S1).",
   TargetMismatch:

@@ -69,6 +69,7 @@ export function locate(event: FfEvent): ViewRequest {
     planned: true,
     freshPolicy: true,
     heartbeatLease: true,
+    observers: true, // the published keys: stored evidence counts only if it verifies (confirmation.pure.ts)
   };
 }
 
@@ -210,7 +211,7 @@ export function startRound(r: RoundStart): Decision {
   const { inc, st, node, view, self, now, round, waitUntil } = r;
   const policy = view.policy;
   const name = inc.metadata.name;
-  const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers);
+  const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers, view.observers);
   if (distrust) return rejected(distrust.code, distrust.reason);
   if (st.reason === OBSERVED_REASON)
     return ignored("AlreadyObserved", `incident ${name} was observed (Observe mode): never fenced`);

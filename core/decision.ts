@@ -1,24 +1,22 @@
-// The shape of every pure decision: what a handler is given (event, a view of current
-// state read by its adapter, now, its own identity) and what it returns (an outcome, typed
-// commands for the adapter, events to publish). Like etcd's raft: a state machine fed
-// events and state, returning decisions; the adapter does the I/O.
+// The shape of every pure decision: what a handler is given (event, a view of current state read by its
+// adapter, now, its own identity) and what it returns (an outcome, typed commands for the adapter, events to
+// publish). Like etcd's raft: a state machine fed events and state, returning decisions; the adapter does I/O.
 //
 // Execution contract for adapters (every function):
 //  1. Run `actions` in order. Stop at the first failure; publish nothing then.
-//  2. A write that fails on its guard (409 Conflict on a resourceVersion, AlreadyExists on a
-//     create, a Lease held by someone else) means the view was stale: re-read the view and
-//     call decide again (bounded, e.g. 3 times), else dead-letter/redeliver as retriable.
-//  3. Only after every action succeeded, publish `emit` (events follow the writes, so an
-//     event never announces a state the API does not hold).
-//  4. Actions that produce a result (powerOff; the release deletes) feed it back into the
-//     same stage's decide as `DecideInput.result` (etcd raft's Ready → Step loop), with the
-//     view's incident as just written; that decision is executed the same way, and its
-//     events follow the first decision's.
-//  5. `releaseLease` is best effort (an unreleased Lease expires by itself): it is started
-//     in order but neither awaited before the next action or `emit` nor able to fail them.
-//  6. A `waitUntil` that opens the list and actually waits ends the decision: the view is
-//     read again and decide called again (like a stale view), so what the wait was for is
-//     decided on current state (a pause or a recovery that came meanwhile wins).
+//  2. A write that fails on its guard (409 Conflict on a resourceVersion, AlreadyExists on a create, a Lease
+//     held by someone else) means the view was stale: re-read the view and call decide again (bounded, e.g. 3
+//     times), else dead-letter/redeliver as retriable.
+//  3. Only after every action succeeded, publish `emit` (events follow the writes, so an event never
+//     announces a state the API does not hold).
+//  4. Actions that produce a result (powerOff; the release deletes) feed it back into the same stage's decide
+//     as `DecideInput.result` (etcd raft's Ready → Step loop), with the view's incident as just written; that
+//     decision is executed the same way, and its events follow the first decision's.
+//  5. `releaseLease` is best effort (an unreleased Lease expires by itself): it is started in order but
+//     neither awaited before the next action or `emit` nor able to fail them.
+//  6. A `waitUntil` that opens the list and actually waits ends the decision: the view is read again and
+//     decide called again (like a stale view), so what the wait was for is decided on current state (a pause
+//     or a recovery that came meanwhile wins).
 // This module declares types and tiny helpers only; it must never perform I/O.
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
@@ -75,6 +73,7 @@ export interface NodeInfo {
    * was fenced off and is not back yet, so it is off the probe ring (core/ring.ts).
    */
   outOfService?: boolean;
+  fencedOff?: string; // the annotation fastfence.io/fenced-off (core/fenced-off.ts); absent: none
 }
 
 /** A node's heartbeat Lease (fastfence-alive-<node>) as one read saw it. */
@@ -299,6 +298,7 @@ export type Action =
       skipLevels?: number[];
     }
   | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
+  | { kind: "markFencedOff"; node: string; value: string } // fence: the fenced-off fact (core/fenced-off.ts)
   | { kind: "setTaint"; node: string; taint: Taint }
   | { kind: "removeTaint"; node: string; taint: Taint }
   /** Force-delete every pod bound to the node (gracePeriodSeconds 0); result: count. */

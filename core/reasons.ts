@@ -50,6 +50,8 @@ export const IGNORE_CODES = {
   AlreadyObserved:
     "The incident was observed in Observe mode (reason Observed): it is never fenced, and recover closes it.",
   LostRaces: "Another replica won every guarded write for this event; its outcome is the recorded one.",
+  FencedOffNotMarked:
+    "The node carries no fenced-off fact (fastfence.io/fenced-off) naming the incident and its boot, so the admission policy would refuse the out-of-service taint: remediate-workloads waits, and its resync retries.",
   HeartbeatWatchNotSynced:
     "The observer's heartbeat-Lease watch was not synced when it probed: with suspicion.heartbeatVeto on, evidence the veto cannot check does not count.",
 } as const satisfies Record<string, string>;
@@ -61,6 +63,8 @@ export const REJECT_CODES = {
   MissingResourceVersion: "The incident was read without a resourceVersion: no guarded write is possible.",
   UntrustedConfirmation: "The incident's confirmedBy is not a trusted confirm identity (S6).",
   NoConfirmationTime: "The incident is Confirmed without a confirmed timestamp.",
+  StoredEvidenceUnverified:
+    "The incident's stored evidence makes a quorum only with pieces whose signature does not verify against the keys published on the observers' heartbeat Leases (forged, unsigned, altered, or of another boot): fence counts only verified evidence (S2).",
   ConfirmationBelowQuorum: "The incident records fewer fresh independent observers than the quorum (S2).",
   PowerOffUnproven: "The incident is FencedOff without a recorded Off read-back after the command (S1).",
   TargetMismatch:

@@ -1,18 +1,9 @@
-// fence, the pure decision (S1, S3, S6). `decide` acts only on the incident state the
-// confirm stage wrote (phase Confirmed, confirmedBy a trusted confirm identity, a quorum of
-// independent evidence or a standing operator's request); the event only names the incident.
-// It refuses a node whose boot ID changed since the incident began, takes the per-node Lease
-// (never for the node this replica runs on while others can, OwnNode), marks the incident
-// Fencing and asks for the power-off levels (the policy's, or discovered ones). Before a round
-// it checks planned work again on a fresh policy (hold.pure.ts; Observe mode records, never
-// powers). The result comes back into `decide` (input.result): `onPowerOffResult` makes
-// FencedOff only of a read-back of exactly Off after the command (or the watchdog level's
-// proof, watchdog-level.pure.ts); anything else is FenceFailed (retried after a backoff, final
-// after maxRounds). Every powerOff, an operator's request's too, carries a last-look plan
-// (last-look.pure.ts): a round the look abandoned powers nothing off (hold.pure.ts). After a
-// lie (look-after.pure.ts) a round skips the levels that lied and takes no last look. The
-// S6/S2 re-check is confirmation.pure.ts (a request withdrawn since closes the incident). Only
-// the incident's own node and boot, named by the event too, is fenced (incident-target.ts). No I/O.
+// fence, the pure decision (S1, S3, S6): acts only on incident state a trusted confirm
+// identity wrote (a quorum of verified evidence, or a standing operator's request), takes
+// the per-node Lease, runs the power-off levels with their last look, and makes FencedOff
+// only of a read-back of exactly Off (or the watchdog level's proof), writing the fenced-off
+// fact on the Node first. It must never power off a node other than the incident's own boot.
+// The steps' rules: confirmation, hold, last-look, look-after, watchdog-level .pure.ts. No I/O.
 import {
   OBSERVED_REASON,
   statusOf,
@@ -46,6 +37,7 @@ import { abandonedRound, failedData, heldRound, observed, withdrawnRound } from 
 import { lookPlan } from "./last-look.pure.ts";
 import { checkConfirmation } from "./confirmation.pure.ts";
 import { targetMismatch } from "../../core/incident-target.ts";
+import { markFencedOff as markOff } from "../../core/fenced-off.ts";
 import { watchdogExpired, watchdogFencedMessage, watchdogPlan } from "./watchdog-level.pure.ts";
 import { escalationDue, liedLevels } from "./look-after.pure.ts";
 
@@ -67,6 +59,7 @@ export function locate(event: FfEvent): ViewRequest {
     planned: true,
     freshPolicy: true,
     heartbeatLease: true,
+    observers: true, // the published keys: stored evidence counts only if it verifies (confirmation.pure.ts)
   };
 }
 
@@ -208,7 +201,7 @@ export function startRound(r: RoundStart): Decision {
   const { inc, st, node, view, self, now, round, waitUntil } = r;
   const policy = view.policy;
   const name = inc.metadata.name;
-  const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers);
+  const distrust = checkConfirmation(inc, st, node, policy, view.trustedConfirmers, view.observers);
   if (distrust)
     return distrust.code === "OperatorRequestWithdrawn"
       ? withdrawnRound(inc, st, distrust.reason, now)
@@ -366,7 +359,7 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
     };
     return processed(
       `${inc.spec.nodeName} powered off (read back Off)`,
-      [{ kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
+      [markOff(inc), { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
       [outgoing(EVENT_TYPES.nodeFenced, inc.spec.nodeName, name, data)],
     );
   }

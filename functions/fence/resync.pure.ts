@@ -61,6 +61,7 @@ export function locateResync(r: Resync): ViewRequest {
     planned: true,
     freshPolicy: true,
     heartbeatLease: true, // the last look's baseline (last-look.pure.ts)
+    observers: true, // the published keys: stored evidence counts only if it verifies (confirmation.pure.ts)
   };
 }
 

@@ -6,8 +6,10 @@
 // releases anything on an event's word alone or on an unconfirmed power-off, nor on a node
 // other than the one (and the boot) the incident was created for and the event names
 // (core/incident-target.ts: TargetMismatch, dead-lettered). No I/O.
+// It also waits, never fails silently, when the node carries no fenced-off fact for the incident (core/fenced-off.ts): the admission policy would refuse the taint (FencedOffNotMarked; the resync retries).
 import { statusOf, transition, type NodeFence } from "../../core/incident.ts";
 import { targetMismatch, type TargetClaim } from "../../core/incident-target.ts";
+import { fencedOffNames, fencedOffValue } from "../../core/fenced-off.ts";
 import {
   ignored,
   iso,
@@ -82,6 +84,15 @@ export function releaseOf(inc: NodeFence, view: View, claims: readonly TargetCla
     return ignored(
       "StaleIncarnation",
       `${inc.spec.nodeName} already runs a new boot ${view.node.bootId}: nothing to release`,
+    );
+  }
+  // The admission policy admits the out-of-service taint only on a Node whose fenced-off
+  // fact names its current boot (fence writes it before FencedOff). Without it the taint
+  // would be refused: wait, and the resync (resync.pure.ts) tries again.
+  if (view.node && !fencedOffNames(view.node.fencedOff, name, inc.spec.bootId)) {
+    return ignored(
+      "FencedOffNotMarked",
+      `${inc.spec.nodeName} carries no fastfence.io/fenced-off naming ${fencedOffValue(name, inc.spec.bootId)} (it says "${view.node.fencedOff ?? ""}"): the taint would be refused; waiting for fence's mark, retried by the resync`,
     );
   }
   const node = inc.spec.nodeName;

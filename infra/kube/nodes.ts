@@ -1,10 +1,12 @@
-// Node-level reads and the release actions of remediate-workloads and recover: read a
+// Node-level reads and the release actions of fence, remediate-workloads and recover: read a
 // node's incarnation (boot ID), readiness, labels, cordon and planned-work annotations; set or remove the out-of-service
-// taint (resourceVersion-guarded replace, retried on conflict with a fresh read); force-
+// taint (resourceVersion-guarded replace, retried on conflict with a fresh read); write the
+// fenced-off fact (fence, core/fenced-off.ts); force-
 // delete the node's pods, its VolumeAttachments and the KubeVirt VMIs that ran there.
 // It never decides whether releasing is safe: callers do that from incident state (S1).
 import { PatchStrategy, setHeaderOptions, type V1Node, type V1Taint } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
+import { FENCED_OFF_ANNOTATION } from "../../core/fenced-off.ts";
 import { PLANNED_ANNOTATIONS } from "../../core/planned.ts";
 import { probeTargetOf, type ProbeTarget } from "../../core/probe-address.ts";
 import { KubeApiError, type Kube } from "./client.ts";
@@ -30,6 +32,8 @@ export interface NodeInfo {
   annotations: Record<string, string>;
   /** Where the node is probed (core/probe-address.ts); absent: no address. */
   probeAddress?: ProbeTarget;
+  /** The fenced-off fact (core/fenced-off.ts FENCED_OFF_ANNOTATION); absent: none. */
+  fencedOff?: string;
 }
 
 export function nodeInfo(n: V1Node): NodeInfo {
@@ -37,6 +41,7 @@ export function nodeInfo(n: V1Node): NodeInfo {
   const ready = status === "True" || status === "False" ? status : "Unknown";
   const labels = n.metadata?.labels ?? {};
   const probe = probeTargetOf(n);
+  const fencedOff = n.metadata?.annotations?.[FENCED_OFF_ANNOTATION];
   return {
     name: n.metadata?.name ?? "",
     bootId: n.status?.nodeInfo?.bootID ?? "",
@@ -47,6 +52,7 @@ export function nodeInfo(n: V1Node): NodeInfo {
     unschedulable: n.spec?.unschedulable === true,
     annotations: plannedAnnotations(n.metadata?.annotations),
     ...(probe ? { probeAddress: probe } : {}),
+    ...(fencedOff !== undefined ? { fencedOff } : {}),
   };
 }
 
@@ -82,6 +88,19 @@ export class NodeOps {
   async list(): Promise<NodeInfo[]> {
     const l = await this.kube.call("list nodes", (a) => a.core.listNode());
     return l.items.map(nodeInfo);
+  }
+
+  /**
+   * Writes the fenced-off fact (fence, after a proven power-off): one merge patch of the
+   * annotation; knative/base/admission/node-writers-policy.yaml admits nothing else from fence.
+   */
+  async setFencedOff(name: string, value: string): Promise<void> {
+    await this.kube.call(`mark node ${name} fenced off`, (a) =>
+      a.core.patchNode(
+        { name, body: { metadata: { annotations: { [FENCED_OFF_ANNOTATION]: value } } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      ),
+    );
   }
 
   /** Adds (present=true) or removes the taint; a conflicting write is retried on a fresh read. */

@@ -240,6 +240,9 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
             throw new FastfenceError("FF_INVALID_CONFIG", `${stage.name} cannot run power actions`);
           await ad.power.powerOn(a, view.policy, ctx.signal);
           break;
+        case "markFencedOff":
+          await ad.nodes.setFencedOff(a.node, a.value);
+          break;
         case "setTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, true);
           // A release with every delete turned off by the policy is still a release.

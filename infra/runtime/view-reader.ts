@@ -31,6 +31,7 @@ export function toCoreNode(n: KubeNodeInfo): NodeInfo {
     ...(Object.keys(n.annotations ?? {}).length ? { annotations: n.annotations } : {}),
     ...(n.probeAddress ? { probeAddress: n.probeAddress } : {}),
     ...(hasOutOfServiceTaint(n.taints) ? { outOfService: true } : {}),
+    ...(n.fencedOff !== undefined ? { fencedOff: n.fencedOff } : {}),
   };
 }
 

@@ -2,6 +2,7 @@
 // a policy with fencing levels for every node, and each observer node's signing key
 // (observations and probe evidence are signed by default, as the event source signs
 // them; the default view publishes every key). Test-only; no I/O.
+import { fencedOffValue } from "../../core/fenced-off.ts";
 import type { FfEvent } from "../../events/envelope.ts";
 import { EVENT_TYPES, type EventType, type DataOf } from "../../events/catalog.ts";
 import {
@@ -95,6 +96,11 @@ export function node(name: string, opts: Partial<NodeInfo> = {}): NodeInfo {
     },
     ...opts,
   };
+}
+
+/** The fenced-off fact fence writes on the node after the proven power-off (core/fenced-off.ts). */
+export function markedFencedOff(inc: NodeFence): Pick<NodeInfo, "fencedOff"> {
+  return { fencedOff: fencedOffValue(inc.metadata.name, inc.spec.bootId) };
 }
 
 export const CLUSTER3 = () => [node("a"), node("b"), node("c")];

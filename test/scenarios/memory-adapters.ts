@@ -9,6 +9,7 @@
 // and a write. They implement only what the executor calls; they must never be weaker than
 // the real adapters' guards (a test passing here must not rely on a write the API server
 // would refuse), and never perform I/O.
+import { fencedOffValue } from "../../core/fenced-off.ts";
 import type { Clock } from "../../core/clock.ts";
 import { heartbeatLeaseName, type Action, type NodeInfo } from "../../core/decision.ts";
 import { OBSERVER_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
@@ -40,6 +41,7 @@ export type Op =
   | "nodes.get"
   | "nodes.list"
   | "nodes.setTaint"
+  | "nodes.setFencedOff"
   | "nodes.forceDeletePods"
   | "nodes.deleteVolumeAttachments"
   | "nodes.deleteVmis"
@@ -155,6 +157,7 @@ export class MemoryCluster {
       resourceVersion: String(++this.revision),
       unschedulable: n.unschedulable === true,
       annotations: { ...(n.annotations ?? {}) },
+      ...(prev?.fencedOff !== undefined ? { fencedOff: prev.fencedOff } : {}),
     });
     if (!this.power.has(n.name)) this.power.set(n.name, "On");
   }
@@ -171,6 +174,10 @@ export class MemoryCluster {
       },
     };
     this.incidents.set(inc.metadata.name, stored);
+    // an incident seeded past its proven power-off: fence wrote the fenced-off fact first
+    const n = this.nodes.get(inc.spec.nodeName);
+    if (n && stored.status?.powerOffConfirmedAt && n.bootId === inc.spec.bootId)
+      n.fencedOff = fencedOffValue(inc.metadata.name, inc.spec.bootId);
     if (stored.status)
       this.phaseWrites.push({ incident: inc.metadata.name, phase: stored.status.phase, by: "external" });
     return clone(stored);
@@ -386,7 +393,7 @@ export class MemoryIncidents implements Pick<
 /** NodeOps: node reads, the out-of-service taint, and the release deletes. */
 export class MemoryNodes implements Pick<
   NodeOps,
-  "get" | "list" | "setTaint" | "forceDeletePods" | "deleteVolumeAttachments" | "deleteVmis"
+  "get" | "list" | "setTaint" | "setFencedOff" | "forceDeletePods" | "deleteVolumeAttachments" | "deleteVmis"
 > {
   private readonly c: MemoryCluster;
   constructor(c: MemoryCluster) {
@@ -414,6 +421,15 @@ export class MemoryNodes implements Pick<
       n.taints = present ? [...n.taints, { ...taint }] : n.taints.filter((t) => !same(t));
       n.resourceVersion = this.c.bump();
       return true;
+    });
+  }
+
+  setFencedOff(name: string, value: string): Promise<void> {
+    return this.c.call("nodes.setFencedOff", `${name} ${value}`, () => {
+      const n = this.c.nodes.get(name);
+      if (!n) throw new KubeApiError(404, `read node ${name}`, { message: "not found" }, undefined);
+      n.fencedOff = value;
+      n.resourceVersion = this.c.bump();
     });
   }
 

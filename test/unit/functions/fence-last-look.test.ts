@@ -237,7 +237,12 @@ describe("a round the last look abandoned", () => {
       result: { kind: "powerOff", attempts },
     });
   const statusOf = (d: ReturnType<typeof run>) =>
-    (d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status;
+    (
+      d.actions.find((a) => a.kind === "updateIncidentStatus") as Extract<
+        Action,
+        { kind: "updateIncidentStatus" }
+      >
+    ).status;
 
   test("the node is back → FenceFailed NodeResponding saying recover closes it; Lease released; nothing released (S1)", () => {
     const d = run([abandoned(true)]);

@@ -206,7 +206,12 @@ describe("decide: the round carries the watchdog level; its result", () => {
       self: FENCE,
       result: { kind: "powerOff", attempts },
     });
-    const st = (d.actions[0] as Extract<Action, { kind: "updateIncidentStatus" }>).status;
+    const st = (
+      d.actions.find((a) => a.kind === "updateIncidentStatus") as Extract<
+        Action,
+        { kind: "updateIncidentStatus" }
+      >
+    ).status;
     return { d, st };
   };
   const unreachable = offAttempt(1, 0, {

@@ -321,8 +321,17 @@ describe("fence.decide on a power-off result (S1)", () => {
   ];
   test.each(table)("%s", (_n, attempts, phase, code) => {
     const d = run(attempts);
-    expect(d.actions.map((a) => a.kind)).toEqual(["updateIncidentStatus", "releaseLease"]);
-    const upd = d.actions[0] as Extract<(typeof d.actions)[number], { kind: "updateIncidentStatus" }>;
+    // a proven power-off writes the fenced-off fact on the Node first (core/fenced-off.ts)
+    expect(d.actions.map((a) => a.kind)).toEqual(
+      phase === "FencedOff"
+        ? ["markFencedOff", "updateIncidentStatus", "releaseLease"]
+        : ["updateIncidentStatus", "releaseLease"],
+    );
+    if (phase === "FencedOff") expect(d.actions[0]).toMatchObject({ kind: "markFencedOff", node: "a" });
+    const upd = d.actions.find((a) => a.kind === "updateIncidentStatus") as Extract<
+      (typeof d.actions)[number],
+      { kind: "updateIncidentStatus" }
+    >;
     expect(upd.status.phase).toBe(phase);
     expect(upd.status.attempts).toHaveLength(attempts.length);
     if (phase === "FencedOff") {

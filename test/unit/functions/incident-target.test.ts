@@ -22,6 +22,7 @@ import {
   confirmed,
   event,
   node,
+  markedFencedOff,
   offAttempt,
   policy,
   view,
@@ -111,7 +112,7 @@ describe("remediate-workloads releases only the node the incident was created fo
   test("the incident as created is released", () => {
     const d = remediate.decide({
       event: fencedEvt(),
-      view: view({ node: node("a"), incident: fenced() }),
+      view: view({ node: node("a", markedFencedOff(fenced())), incident: fenced() }),
       now: NOW,
       self: FENCE,
     });

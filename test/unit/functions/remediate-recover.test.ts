@@ -17,6 +17,7 @@ import {
   confirmed,
   event,
   node,
+  markedFencedOff,
   offAttempt,
   policy,
   view,
@@ -72,8 +73,18 @@ describe("remediate-workloads.decide", () => {
   ][] = [
     [
       "FencedOff with Off read-back → taint, VMIs, pods, VolumeAttachments",
-      { incident: fenced() },
+      { incident: fenced(), node: node("a", markedFencedOff(fenced())) },
       "release",
+    ],
+    [
+      "FencedOff, but the node carries no fenced-off fact → waits (the taint would be refused)",
+      { incident: fenced() },
+      "FencedOffNotMarked",
+    ],
+    [
+      "FencedOff, the node's fact names another incident → waits",
+      { incident: fenced(), node: node("a", { fencedOff: `nf-other/${BOOT.a}` }) },
+      "FencedOffNotMarked",
     ],
     [
       "Fencing (power-off not yet confirmed) → workloads stay",

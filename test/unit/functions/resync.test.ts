@@ -22,6 +22,7 @@ import {
   confirmed,
   incident,
   node,
+  markedFencedOff,
   offAttempt,
   policy,
   view,
@@ -36,7 +37,7 @@ function resyncOf(inc: NodeFence, nowMs: number, lease?: LeaseInfo, nodeBoot?: s
     event: r,
     view: view({
       incident: inc,
-      node: node("a", nodeBoot ? { bootId: nodeBoot } : {}),
+      node: node("a", { ...(nodeBoot ? { bootId: nodeBoot } : {}), ...markedFencedOff(inc) }),
       ...(lease ? { lease } : {}),
     }),
     now: T0 + nowMs,

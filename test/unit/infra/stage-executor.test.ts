@@ -512,6 +512,7 @@ describe("a lost race: another writer already made the transition", () => {
       `leases.acquire ${LEASE} fence-1`,
       "incidents.writeStatus a-aaaaaaaa Fencing",
       "power.powerOff a round 1 by fence-1",
+      `nodes.setFencedOff a ${NAME}/${BOOT.a}`,
       "incidents.writeStatus a-aaaaaaaa FencedOff",
       `leases.release ${LEASE} fence-1`,
       `leases.acquire ${LEASE} fence-0`, // free again: fence-1 released it
@@ -853,6 +854,7 @@ describe("follow-ups: power-off attempts and release counts are fed back", () =>
       `leases.acquire ${LEASE} fence-0`,
       "incidents.writeStatus a-aaaaaaaa Fencing",
       "power.powerOff a round 1 by fence-0",
+      ...(phase === "FencedOff" ? [`nodes.setFencedOff a ${NAME}/${BOOT.a}`] : []),
       `incidents.writeStatus a-aaaaaaaa ${phase}`,
       `leases.release ${LEASE} fence-0`,
     ]);
@@ -986,6 +988,7 @@ describe("the handler deadline: an aborted signal stops before the next action",
       `leases.acquire ${LEASE} fence-0`,
       "incidents.writeStatus a-aaaaaaaa Fencing",
       "power.powerOff a round 1 by fence-0",
+      `nodes.setFencedOff a ${NAME}/${BOOT.a}`,
       "incidents.writeStatus a-aaaaaaaa FencedOff",
       `leases.release ${LEASE} fence-0`,
     ]);

@@ -52,6 +52,12 @@ async function rig(name: string) {
   };
 }
 
+/** Until `cond` holds or `withinMs` passed (the caller asserts it after). */
+async function becomes(cond: () => boolean, withinMs: number): Promise<void> {
+  const end = Date.now() + withinMs;
+  while (!cond() && Date.now() < end) await sleep(50);
+}
+
 describe("watchdog agent on the emulated device", () => {
   it("keeps the node up while renewals are acknowledged, and lets it reset once they stop", async () => {
     const r = await rig("a");
@@ -214,12 +220,13 @@ describe("watchdog agent on the emulated device", () => {
       expect(wd.armed()).toBe(true);
       expect(agent.report()).toMatchObject({ armed: false, requested: false });
       ack = true;
-      await sleep(3 * SETTINGS.petIntervalMs);
+      // the record lands on the next pet round, then the disarm (polled: a loaded machine is late)
+      await becomes(() => !wd.armed(), 3000);
       expect(wd.armed()).toBe(false);
       expect(records.every((r) => !r.armedReported && r.deviceArmed)).toBe(true);
       // asked for again: armed again; a stop whose record never lands leaves it armed
       want = { arm: true };
-      await sleep(3 * SETTINGS.petIntervalMs);
+      await becomes(() => wd.armed(), 3000);
       expect(wd.armed()).toBe(true);
       ack = false;
       clearInterval(renewing);

@@ -16,13 +16,10 @@
 //   ignored then: FencingInProgress): once the round has ended FenceFailed, recover's
 //   reconciler ends the incident (chaos seed 265 again: it stayed open, holding its
 //   storm-guard slot, until the node's next boot).
-// The two driver cases share one four-node cluster (one start instead of two): before the
-// second, the nodes the first crashed or took replicas from are rebooted and every incident
-// has ended, so it starts from a cluster as healthy as a fresh one.
-import { beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { startPipelineCluster, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
-import { isTerminal, type NodeFence } from "../../core/incident.ts";
+import type { NodeFence } from "../../core/incident.ts";
 import { stageNames } from "../../functions/registry.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
 import { incidents, waitFor } from "./pipeline-helpers.ts";
@@ -63,106 +60,45 @@ async function roundUnderWay(c: PipelineCluster, victim: string): Promise<NodeFe
   );
 }
 
-describe("a driving fence replica lost mid-round (both cases on one four-node cluster)", () => {
+describe("a driving fence replica dies mid-round", () => {
   const NODES = ["node-a", "node-b", "node-c", "node-d"];
   const env = roundCluster(NODES);
-  /** Nodes a case crashed or took replicas from: rebooted before the next case. */
-  const broken = new Set<string>();
 
-  /** Reboots what the earlier case broke; until every incident has ended; BMC counters from zero. */
-  async function healthyAgain(c: PipelineCluster): Promise<void> {
-    for (const n of broken) await c.reboot(n);
-    broken.clear();
-    await waitFor(
-      "every incident of the earlier case ended",
-      async () => (await incidents(c)).every((i) => i.status?.phase && isTerminal(i.status.phase)),
-      60_000,
+  it("another replica finishes the round after the driver's Lease expired", async () => {
+    const c = env();
+    const victim = "node-a";
+    const bmc = c.nodes.get(victim)!.bmc;
+    const fencing = await roundUnderWay(c, victim);
+    const driver = fencing.status!.fencingBy!;
+    const driverNode = NODES.find((n) => driver.endsWith(n))!;
+    const t0 = Date.now();
+    await c.crashReplicas(driverNode, { functions: stageNames(), cutApi: true });
+    bmc.faults.stuckPoweringOff = false;
+    // Bound from the policy: the Lease runs out, a reconcile pass (interval + 20 % jitter)
+    // records the interrupted round, the retry fences (one round) and releases.
+    const bound = LEASE_MS + RECONCILE.intervalMs * 1.2 * 2 + ROUND_MS + 5_000;
+    const released = await waitFor(
+      "workloads released by another replica",
+      async () =>
+        (await incidents(c)).find(
+          (i) => i.metadata.name === fencing.metadata.name && i.status?.phase === "Released",
+        ),
+      bound,
     );
-    for (const p of c.nodes.values()) {
-      p.bmc.stats.resets.length = 0;
-      p.bmc.faults.stuckPoweringOff = false;
-    }
-  }
-
-  describe("a driving fence replica dies mid-round", () => {
-    it("another replica finishes the round after the driver's Lease expired", async () => {
-      const c = env();
-      const victim = "node-a";
-      const bmc = c.nodes.get(victim)!.bmc;
-      const fencing = await roundUnderWay(c, victim);
-      const driver = fencing.status!.fencingBy!;
-      const driverNode = NODES.find((n) => driver.endsWith(n))!;
-      broken.add(victim).add(driverNode);
-      const t0 = Date.now();
-      await c.crashReplicas(driverNode, { functions: stageNames(), cutApi: true });
-      bmc.faults.stuckPoweringOff = false;
-      // Bound from the policy: the Lease runs out, a reconcile pass (interval + 20 % jitter)
-      // records the interrupted round, the retry fences (one round) and releases.
-      const bound = LEASE_MS + RECONCILE.intervalMs * 1.2 * 2 + ROUND_MS + 5_000;
-      const released = await waitFor(
-        "workloads released by another replica",
-        async () =>
-          (await incidents(c)).find(
-            (i) => i.metadata.name === fencing.metadata.name && i.status?.phase === "Released",
-          ),
-        bound,
-      );
-      const took = Date.now() - t0;
-      const st = released.status!;
-      console.log(
-        `driver ${driver} crashed mid-round; released ${took} ms later (bound ${bound} ms); attempts: ${st.attempts.map((a) => `r${a.round}:${a.by}:${a.result}`).join(", ")}`,
-      );
-      expect(st.fencingBy).not.toBe(driver);
-      expect(st.round).toBeGreaterThanOrEqual(2);
-      const proof = st.attempts.find((a) => a.result === "off-confirmed");
-      expect(proof?.by).not.toBe(driver);
-      // S3: nobody took over before the crashed driver's Lease (taken just before round 1's
-      // Fencing write) had expired.
-      expect(Date.parse(proof!.startedAt)).toBeGreaterThanOrEqual(
-        Date.parse(fencing.status!.timestamps.fencing!) + LEASE_MS,
-      );
-    });
-  });
-
-  describe("a driving fence replica stopped gracefully mid-round", () => {
-    beforeAll(() => healthyAgain(env()));
-
-    it("records the round on its way out and publishes its fence.failed", async () => {
-      const c = env();
-      const bmc = c.nodes.get("node-a")!.bmc;
-      const fencing = await roundUnderWay(c, "node-a");
-      const name = fencing.metadata.name;
-      const driver = fencing.status!.fencingBy!;
-      const driverNode = NODES.find((n) => driver.endsWith(n))!;
-      // Stopped while its off command waits for the read-back: the round is under way.
-      await waitFor(
-        "the off command at the BMC",
-        async () => bmc.stats.resets.length > 0 || undefined,
-        20_000,
-        20,
-      );
-      await c.crashReplicas(driverNode, { functions: ["fence"] }); // a graceful stop: the API stays
-      const recorded = await waitFor(
-        "round 1 recorded by its driver",
-        async () =>
-          (await incidents(c)).find(
-            (i) =>
-              i.metadata.name === name && i.status?.attempts.some((a) => a.round === 1 && a.by === driver),
-          ),
-        30_000,
-      );
-      expect(recorded.status!.attempts.find((a) => a.round === 1)!.result).not.toBe("off-confirmed");
-      const event = await waitFor(
-        "round 1's fence.failed in the event log",
-        async () =>
-          (await readEvents(c)).find(
-            (e) => e.type === EVENT_TYPES.fenceFailed && e.data.incident === name && e.data.round === 1,
-          ),
-        30_000,
-        500,
-      );
-      expect(event.source).toContain(driver);
-    });
+    const took = Date.now() - t0;
+    const st = released.status!;
+    console.log(
+      `driver ${driver} crashed mid-round; released ${took} ms later (bound ${bound} ms); attempts: ${st.attempts.map((a) => `r${a.round}:${a.by}:${a.result}`).join(", ")}`,
+    );
+    expect(st.fencingBy).not.toBe(driver);
+    expect(st.round).toBeGreaterThanOrEqual(2);
+    const proof = st.attempts.find((a) => a.result === "off-confirmed");
+    expect(proof?.by).not.toBe(driver);
+    // S3: nobody took over before the crashed driver's Lease (taken just before round 1's
+    // Fencing write) had expired.
+    expect(Date.parse(proof!.startedAt)).toBeGreaterThanOrEqual(
+      Date.parse(fencing.status!.timestamps.fencing!) + LEASE_MS,
+    );
   });
 });
 
@@ -212,6 +148,47 @@ describe("a BMC slower than its level's budget, with a handler deadline shorter 
       60_000,
     );
     expect(released.status!.attempts.some((a) => a.result === "off-confirmed")).toBe(true);
+  });
+});
+
+describe("a driving fence replica stopped gracefully mid-round", () => {
+  const NODES = ["node-a", "node-b", "node-c", "node-d"];
+  const env = roundCluster(NODES);
+
+  it("records the round on its way out and publishes its fence.failed", async () => {
+    const c = env();
+    const bmc = c.nodes.get("node-a")!.bmc;
+    const fencing = await roundUnderWay(c, "node-a");
+    const name = fencing.metadata.name;
+    const driver = fencing.status!.fencingBy!;
+    const driverNode = NODES.find((n) => driver.endsWith(n))!;
+    // Stopped while its off command waits for the read-back: the round is under way.
+    await waitFor(
+      "the off command at the BMC",
+      async () => bmc.stats.resets.length > 0 || undefined,
+      20_000,
+      20,
+    );
+    await c.crashReplicas(driverNode, { functions: ["fence"] }); // a graceful stop: the API stays
+    const recorded = await waitFor(
+      "round 1 recorded by its driver",
+      async () =>
+        (await incidents(c)).find(
+          (i) => i.metadata.name === name && i.status?.attempts.some((a) => a.round === 1 && a.by === driver),
+        ),
+      30_000,
+    );
+    expect(recorded.status!.attempts.find((a) => a.round === 1)!.result).not.toBe("off-confirmed");
+    const event = await waitFor(
+      "round 1's fence.failed in the event log",
+      async () =>
+        (await readEvents(c)).find(
+          (e) => e.type === EVENT_TYPES.fenceFailed && e.data.incident === name && e.data.round === 1,
+        ),
+      30_000,
+      500,
+    );
+    expect(event.source).toContain(driver);
   });
 });
 

@@ -13,8 +13,9 @@
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
 import { KubeMetal3Api, rebootAnnotationKey, type BareMetalHostLike } from "../../infra/bmc/metal3.ts";
-import { Kube, KubeApiError } from "../../infra/kube/client.ts";
+import { Kube } from "../../infra/kube/client.ts";
 import { applyObjects, readManifests, shippedAccessControl } from "../../harness/env/apply.ts";
 import { ROOT, THIRD_PARTY_CRDS } from "../../harness/env/base.ts";
 import { sleep, startControlPlane } from "../../harness/env/index.ts";
@@ -74,16 +75,6 @@ const patchHost = (kube: Kube, body: object) =>
   kube.call("patch baremetalhost", (a) =>
     a.custom.patchNamespacedCustomObject({ ...BMH, namespace: HOST_NS, name: "worker-0", body }, merge),
   );
-
-async function refusal(p: Promise<unknown>): Promise<{ status: number; message: string } | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) return { status: err.status, message: err.message };
-    throw err;
-  }
-}
 
 const forged: { what: string; body: object; stored: () => Promise<boolean> }[] = [
   {

@@ -14,9 +14,10 @@ import {
   type V1Lease,
 } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
 import { heartbeatLeaseName } from "../../core/decision.ts";
 import { formatWatchdogReport, parseWatchdogReport, WATCHDOG_ANNOTATION } from "../../core/watchdog.ts";
-import { KubeApiError, Kube } from "../../infra/kube/client.ts";
+import { Kube } from "../../infra/kube/client.ts";
 import { LeaseManager, MicroTime } from "../../infra/kube/lease.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { sleep, startControlPlane } from "../../harness/env/index.ts";
@@ -46,18 +47,6 @@ const env = withEnv(async (scope) => {
 
 const leases = (kc: KubeConfig) =>
   new LeaseManager(new Kube(kc, { requestTimeoutMs: 5000 }), { namespace: NS, durationSeconds: 4 });
-
-/** The status and message of a refused call (undefined if it succeeded). */
-async function refusal(p: Promise<unknown>): Promise<{ status: number; message: string } | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) return { status: err.status, message: err.message };
-    const e = err as { code?: number; body?: string };
-    return { status: e.code ?? 0, message: String(e.body) };
-  }
-}
 
 function leaseBody(node: string, holder: string): V1Lease {
   const now = new MicroTime(Date.now());

@@ -10,8 +10,9 @@
 // knative/base/admission/lease-writers-policy.yaml, as is the admin writing a fencing Lease.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
 import { fenceLeaseName, heartbeatLeaseName } from "../../core/decision.ts";
-import { KubeApiError, Kube } from "../../infra/kube/client.ts";
+import { Kube } from "../../infra/kube/client.ts";
 import { LeaseManager, MicroTime } from "../../infra/kube/lease.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { sleep, startControlPlane } from "../../harness/env/index.ts";
@@ -39,20 +40,6 @@ const env = withEnv(async (scope) => {
 
 const leases = (kc: KubeConfig) =>
   new LeaseManager(new Kube(kc, { requestTimeoutMs: 5000 }), { namespace: NS, durationSeconds: 4 });
-
-async function refusal(p: Promise<unknown>): Promise<{ status: number; message: string } | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) return { status: err.status, message: err.message };
-    // the client's own ApiException: the body is the API server's Status, as JSON
-    const e = err as { code?: number; body?: string };
-    if (typeof e.code === "number")
-      return { status: e.code, message: (JSON.parse(String(e.body)) as { message?: string }).message ?? "" };
-    throw err;
-  }
-}
 
 function leaseBody(name: string, holder: string): V1Lease {
   const now = new MicroTime(Date.now());

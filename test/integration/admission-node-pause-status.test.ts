@@ -9,8 +9,9 @@
 // the policy matched `nodes` only and the write was admitted; it now covers `nodes/status`.
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
-import { Kube, KubeApiError } from "../../infra/kube/client.ts";
+import { Kube } from "../../infra/kube/client.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { sleep, startControlPlane } from "../../harness/env/index.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
@@ -38,16 +39,6 @@ const patchStatus = (annotations: Record<string, string | null>) =>
 
 const annotation = async (key = PAUSE_ANNOTATION) =>
   (await env().core.readNode({ name: "node-b" })).metadata?.annotations?.[key];
-
-async function refusal(p: Promise<unknown>): Promise<{ status: number; message: string } | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) return { status: err.status, message: err.message };
-    throw err;
-  }
-}
 
 describe("a node's pause annotation through nodes/status", () => {
   it("the status subresource keeps metadata (premise): another annotation set through it is stored", async () => {

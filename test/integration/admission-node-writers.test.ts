@@ -17,9 +17,10 @@ import {
   type V1Taint,
 } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
 import { FENCED_OFF_ANNOTATION } from "../../core/fenced-off.ts";
 import { PROBE_ADDRESS_ANNOTATION } from "../../core/probe-address.ts";
-import { Kube, KubeApiError } from "../../infra/kube/client.ts";
+import { Kube } from "../../infra/kube/client.ts";
 import { NodeOps, OUT_OF_SERVICE_TAINT } from "../../infra/kube/nodes.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { sleep, startControlPlane } from "../../harness/env/index.ts";
@@ -77,16 +78,6 @@ const env = withEnv(async (scope) => {
 });
 
 type Who = "remediate" | "recover";
-
-async function refusal(p: Promise<unknown>): Promise<{ status: number; message: string } | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) return { status: err.status, message: err.message };
-    throw err;
-  }
-}
 
 const read = (name = "node-b") => env().core.readNode({ name });
 const patch = (kube: Kube, body: object, name = "node-b") =>

@@ -14,6 +14,7 @@
 // are kept by knative/base/admission/nodefence-target-labels-policy.yaml (403).
 import { KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
 import {
   BOOT_ID_LABEL,
   emptyStatus,
@@ -23,7 +24,7 @@ import {
   transition,
   type NodeFence,
 } from "../../core/incident.ts";
-import { Kube, KubeApiError } from "../../infra/kube/client.ts";
+import { Kube } from "../../infra/kube/client.ts";
 import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { sleep, startControlPlane } from "../../harness/env/index.ts";
@@ -94,17 +95,6 @@ function bend(who: Writer, verb: "update" | "patch", name: string, field: Field,
       body: { ...cur, spec: { ...cur.spec, [field]: value } },
     });
   });
-}
-
-/** The status and message of a refused call (undefined if it was admitted). */
-async function refusal(p: Promise<unknown>): Promise<{ status: number; message: string } | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    if (err instanceof KubeApiError) return { status: err.status, message: err.message };
-    throw err;
-  }
 }
 
 const CASES = (Object.keys(VERBS) as Writer[]).flatMap((who) =>

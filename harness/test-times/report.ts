@@ -26,6 +26,15 @@ export interface FileTime {
   cases: CaseCounts;
   /** Retries run for the file's cases (each retry is one more run of a case). */
   retries: number;
+  /** Each case's own duration (the .json only: where a slow file spends its time). */
+  caseTimes?: CaseTime[];
+}
+
+/** One test case's name (describe path joined by " > "), final state and duration, ms. */
+export interface CaseTime {
+  name: string;
+  state: string;
+  ms: number;
 }
 
 /** An environment start, its file made relative to the checkout. */

@@ -10,7 +10,14 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { Reporter, TestModule, TestRunEndReason, Vitest } from "vitest/node";
 import { ENV_TIMES_VAR, type EnvStartRecord } from "../env/start-times.ts";
-import { formatTestTimes, mergeParts, type CaseCounts, type FileTime, type RunPart } from "./report.ts";
+import {
+  formatTestTimes,
+  mergeParts,
+  type CaseCounts,
+  type CaseTime,
+  type FileTime,
+  type RunPart,
+} from "./report.ts";
 
 /** Set by `make test` for every vitest invocation of one run (scripts/test-times.ts merges them). */
 export const RUN_VAR = "FASTFENCE_TEST_RUN";
@@ -41,10 +48,12 @@ export function writeReport(root: string, parts: RunPart[]): { path: string; tex
 function fileTime(root: string, m: TestModule): FileTime {
   const d = m.diagnostic();
   const cases: CaseCounts = { total: 0, passed: 0, failed: 0, skipped: 0 };
+  const caseTimes: CaseTime[] = [];
   let retries = 0;
   for (const t of m.children.allTests()) {
     cases.total++;
     const state = t.result().state;
+    caseTimes.push({ name: t.fullName, state, ms: Math.round(t.diagnostic()?.duration ?? 0) });
     if (state === "passed") cases.passed++;
     else if (state === "failed") cases.failed++;
     else if (state === "skipped") cases.skipped++;
@@ -59,6 +68,7 @@ function fileTime(root: string, m: TestModule): FileTime {
     state: m.state(),
     cases,
     retries,
+    caseTimes,
   };
 }
 

@@ -35,24 +35,25 @@ test-unit: setup-node
 	@$(VITEST) run --project unit
 	@$(VITEST) run --project examples
 
-## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators
+## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators, in lanes (harness/test-lanes.ts:
+## heavy + light at once, then the labs; FASTFENCE_TEST_LANES=1 one lane at a time; extra vitest args in VITEST_ARGS)
 test-integration: setup
 	@scripts/reap.sh
-	@$(VITEST) run --project integration; rc=$$?; scripts/reap.sh; exit $$rc
+	@node scripts/test-integration.ts $(VITEST_ARGS); rc=$$?; scripts/reap.sh; exit $$rc
 
 ## test-kafka-clients: the Kafka bus contract on the client(s) `make test` does not run (@platformatic/kafka;
 ## make test runs the default, kafkajs); .ci/run runs it after make test
 test-kafka-clients: setup
 	@scripts/reap.sh
 	@FASTFENCE_TEST_KAFKA_CLIENTS=$$(node -e 'import("./harness/env/kafka-clients.ts").then(m=>console.log(m.otherKafkaClients().join(",")))') \
-	  $(VITEST) run --project integration test/integration/bus-kafka.test.ts test/integration/bus-kafka-freeze.test.ts \
+	  $(VITEST) run --project 'integration*' test/integration/bus-kafka.test.ts test/integration/bus-kafka-freeze.test.ts \
 	  test/integration/kafka-runtime-dlq.test.ts test/integration/kafka-runtime-flood.test.ts; rc=$$?; scripts/reap.sh; exit $$rc
 
 ## test-deploy: the documented install steps applied for real (kustomize + kubectl) to fresh kube-apiservers with the
 ## prerequisites' CRDs; every overlay dry-run-applied with the real CRDs; RBAC table confirmed
 test-deploy: setup
 	@node scripts/gen-config-reference.ts --check
-	@$(VITEST) run --project integration test/integration/deploy-
+	@$(VITEST) run --project 'integration*' test/integration/deploy-
 
 ## test: everything (lint, unit, integration incl. deploy validation); budget 15 minutes on 2 cores after setup.
 ## Ends with the wall time of every test file, slowest first (.cache/reports/test-times-<run>.md), pass or fail.

@@ -1,12 +1,25 @@
-// Three test projects: "unit" (pure code, no servers, < 1 min), "examples" (each example
-// under examples/ runs its own tests, through its runtime: `make test-unit` runs it after
-// "unit", so its compiles and child processes never slow the pure tests) and "integration"
-// (real kube-apiserver, etcd, Kafka, BMC emulators started by harness/env). Examples and
-// integration tests run one file at a time: the machine has 2 cores and the servers are heavy.
+// Test projects: "unit" (pure code, no servers, < 1 min), "examples" (each example under
+// examples/ runs its own tests, through its runtime: `make test-unit` runs it after "unit",
+// so its compiles and child processes never slow the pure tests) and the integration lanes
+// "integration", "integration-heavy", "integration-lab" (real kube-apiserver, etcd, Kafka,
+// BMC emulators started by harness/env; `--project 'integration*'` takes all). Examples and
+// integration tests run one file at a time per lane (harness/test-lanes.ts: `make
+// test-integration` runs a heavy and a light lane at once, then the lab lane alone).
 // Every run also records each file's wall time and test cases, and the integration files'
 // environment starts (harness/test-times/): `make test` prints the table at its end.
 import { defineConfig } from "vitest/config";
+import type { ProjectConfig } from "vitest/node";
 import TestTimesReporter from "./harness/test-times/reporter.ts";
+import { INTEGRATION_GLOB, LANES, namedFiles } from "./harness/test-lanes.ts";
+
+/** What every integration lane shares: one file at a time, each in its own process. */
+const integration = {
+  testTimeout: 180_000,
+  hookTimeout: 180_000,
+  fileParallelism: false,
+  pool: "forks" as const,
+  setupFiles: ["harness/test-times/current-file.ts"],
+} satisfies ProjectConfig;
 
 export default defineConfig({
   test: {
@@ -28,17 +41,14 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
-      {
+      ...LANES.map((lane) => ({
         test: {
-          name: "integration",
-          include: ["test/integration/**/*.test.ts"],
-          testTimeout: 180_000,
-          hookTimeout: 180_000,
-          fileParallelism: false,
-          pool: "forks",
-          setupFiles: ["harness/test-times/current-file.ts"],
+          name: lane.project,
+          include: lane.files ? Object.keys(lane.files) : [INTEGRATION_GLOB],
+          exclude: lane.files ? [] : namedFiles(),
+          ...integration,
         },
-      },
+      })),
     ],
   },
 });

@@ -76,7 +76,8 @@ export interface KindRow extends KindTotal {
 
 export interface TestTimes {
   runId: string;
-  invocations: { projects: string[]; wallMs: number; reason: string }[];
+  /** Oldest first; lanes of one run overlap (scripts/test-integration.ts). */
+  invocations: { projects: string[]; startedAt: number; wallMs: number; reason: string }[];
   /** Slowest first. */
   files: FileRow[];
   /** Most total time first. */
@@ -118,7 +119,7 @@ export function mergeParts(parts: RunPart[]): TestTimes {
     runId: parts[0]?.runId ?? "",
     invocations: [...parts]
       .sort((a, b) => a.startedAt - b.startedAt)
-      .map((p) => ({ projects: p.projects, wallMs: p.wallMs, reason: p.reason })),
+      .map((p) => ({ projects: p.projects, startedAt: p.startedAt, wallMs: p.wallMs, reason: p.reason })),
     files,
     kinds: [...kinds.entries()]
       .map(([kind, ss]) => ({
@@ -133,6 +134,19 @@ export function mergeParts(parts: RunPart[]): TestTimes {
       .sort((a, b) => b.totalMs - a.totalMs || a.kind.localeCompare(b.kind)),
     unattributedStarts: starts.filter((s) => !s.file || !known.has(s.file)).length,
   };
+}
+
+/** Wall time covered by the invocations together: overlapping lanes count once. */
+export function coveredMs(spans: { startedAt: number; wallMs: number }[]): number {
+  let total = 0;
+  let end = -Infinity;
+  for (const s of [...spans].sort((a, b) => a.startedAt - b.startedAt)) {
+    const to = s.startedAt + s.wallMs;
+    if (to <= end) continue;
+    total += to - Math.max(s.startedAt, end);
+    end = to;
+  }
+  return total;
 }
 
 /** 450 ms, 12.3 s, 4 m 05 s. */
@@ -157,7 +171,7 @@ export function formatTestTimes(t: TestTimes): string {
     }),
     { total: 0, passed: 0, failed: 0, skipped: 0 },
   );
-  const wall = t.invocations.reduce((n, i) => n + i.wallMs, 0);
+  const wall = coveredMs(t.invocations);
   const lines = [
     `# Test times, run ${t.runId}`,
     "",

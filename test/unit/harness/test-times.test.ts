@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   formatDuration,
+  coveredMs,
   formatTestTimes,
   mergeParts,
   type FileTime,
@@ -122,6 +123,25 @@ describe("test-time report", () => {
       failed: 1,
     });
     expect(t.unattributedStarts).toBe(1);
+  });
+
+  it("counts overlapping lanes' wall time once", () => {
+    const lane = (startedAt: number, wallMs: number): RunPart => ({ ...integration, startedAt, wallMs });
+    // unit 1–41 s; two lanes at once 50–750 s and 60–400 s; the labs 750–800 s
+    const md = formatTestTimes(
+      mergeParts([unit, lane(50_000, 700_000), lane(60_000, 340_000), lane(750_000, 50_000)]),
+    );
+    expect(md).toContain(
+      "vitest wall time 13 m 10 s: unit 40.0 s, integration 11 m 40 s (failed), integration 5 m 40 s (failed), integration 50.0 s (failed).",
+    );
+    expect(coveredMs([])).toBe(0);
+    expect(
+      coveredMs([
+        { startedAt: 0, wallMs: 10 },
+        { startedAt: 2, wallMs: 3 },
+        { startedAt: 20, wallMs: 5 },
+      ]),
+    ).toBe(15);
   });
 
   it("prints the Markdown table", () => {

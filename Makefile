@@ -35,8 +35,8 @@ test-unit: setup-node
 	@$(VITEST) run --project unit
 	@$(VITEST) run --project examples
 
-## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators, in lanes (harness/test-lanes.ts:
-## heavy + light at once, then the labs; FASTFENCE_TEST_LANES=1 one lane at a time; extra vitest args in VITEST_ARGS)
+## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators, in two lanes at once (harness/test-lanes.ts:
+## labs and heavy files beside the rest; FASTFENCE_TEST_LANES=1 one lane after the other; extra vitest args in VITEST_ARGS)
 test-integration: setup
 	@scripts/reap.sh
 	@node scripts/test-integration.ts $(VITEST_ARGS); rc=$$?; scripts/reap.sh; exit $$rc

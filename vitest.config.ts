@@ -4,13 +4,13 @@
 // "integration", "integration-heavy", "integration-lab" (real kube-apiserver, etcd, Kafka,
 // BMC emulators started by harness/env; `--project 'integration*'` takes all). Examples and
 // integration tests run one file at a time per lane (harness/test-lanes.ts: `make
-// test-integration` runs a heavy and a light lane at once, then the lab lane alone).
+// test-integration` runs a heavy lane, labs included, beside a light lane).
 // Every run also records each file's wall time and test cases, and the integration files'
 // environment starts (harness/test-times/): `make test` prints the table at its end.
 import { defineConfig } from "vitest/config";
 import type { ProjectConfig } from "vitest/node";
 import TestTimesReporter from "./harness/test-times/reporter.ts";
-import { INTEGRATION_GLOB, LANES, namedFiles } from "./harness/test-lanes.ts";
+import { GROUPS, INTEGRATION_GLOB, namedFiles } from "./harness/test-lanes.ts";
 
 /** What every integration lane shares: one file at a time, each in its own process. */
 const integration = {
@@ -41,11 +41,11 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
-      ...LANES.map((lane) => ({
+      ...GROUPS.map((group) => ({
         test: {
-          name: lane.project,
-          include: lane.files ? Object.keys(lane.files) : [INTEGRATION_GLOB],
-          exclude: lane.files ? [] : namedFiles(),
+          name: group.project,
+          include: group.files ? Object.keys(group.files) : [INTEGRATION_GLOB],
+          exclude: group.files ? [] : namedFiles(),
           ...integration,
         },
       })),

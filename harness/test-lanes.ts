@@ -1,19 +1,24 @@
-// Which integration files run in which lane of `make test-integration` (vitest.config.ts
-// builds one vitest project per lane from this; scripts/test-integration.ts runs the lanes).
-// Within a lane files run one at a time. The lab lane runs alone, after the two others:
-// a lab keeps both cores busy and its fault bounds are timed. The heavy lane holds the
-// files that start many processes or time a fault (pipeline clusters, Kafka brokers
-// frozen or killed, process counts of the whole machine); the light lane (every other
-// file) runs beside it. Pure data: it must never start anything, and a file belongs to
-// exactly one lane (test/unit/harness/test-lanes.test.ts checks both against the tree).
+// Which integration files run in which lane of `make test-integration`: vitest.config.ts
+// builds one vitest project per file group from this, and scripts/test-integration.ts runs
+// each lane (one vitest invocation of its projects, one file at a time) beside the other.
+// The heavy lane takes the labs (one per machine, both cores busy, timed fault bounds) and
+// the files that start many processes or time a fault (pipeline clusters, Kafka brokers
+// frozen or killed); the light lane takes every other file. Pure data: it must never start
+// anything; every file is in exactly one group, every group in one lane
+// (test/unit/harness/test-lanes.test.ts checks both against the tree).
 
-/** A vitest project of the integration files, and the files it takes. */
-export interface Lane {
-  name: "lab" | "heavy" | "light";
+/** A vitest project of integration files. */
+export interface FileGroup {
   /** The vitest project name (`vitest run --project <project>`). */
   project: string;
-  /** Files relative to the checkout; undefined: every integration file no other lane takes. */
+  /** Files relative to the checkout, each with why it is here; undefined: every file no other group takes. */
   files?: Record<string, string>;
+}
+
+/** A vitest invocation of `make test-integration`: its projects' files one at a time. */
+export interface Lane {
+  name: string;
+  projects: string[];
 }
 
 export const INTEGRATION_GLOB = "test/integration/**/*.test.ts";
@@ -45,16 +50,19 @@ const HEAVY: Record<string, string> = {
   "test/integration/standalone-checkout.test.ts": "clones and sets up a checkout",
 };
 
-export const LANES: Lane[] = [
-  { name: "heavy", project: "integration-heavy", files: HEAVY },
-  { name: "light", project: "integration" },
-  { name: "lab", project: "integration-lab", files: LAB },
+export const GROUPS: FileGroup[] = [
+  { project: "integration-lab", files: LAB },
+  { project: "integration-heavy", files: HEAVY },
+  { project: "integration" },
 ];
 
-/** Lanes that run at once, then the next group: [[heavy, light], [lab]]. */
-export const LANE_GROUPS: Lane["name"][][] = [["heavy", "light"], ["lab"]];
+/** The lanes, run at once. A lab never runs beside another lab or a heavy file. */
+export const LANES: Lane[] = [
+  { name: "heavy", projects: ["integration-heavy", "integration-lab"] },
+  { name: "light", projects: ["integration"] },
+];
 
-/** Every file some lane names explicitly (the light lane excludes these). */
+/** Every file some group names explicitly (the catch-all group excludes these). */
 export function namedFiles(): string[] {
-  return LANES.flatMap((l) => Object.keys(l.files ?? {}));
+  return GROUPS.flatMap((g) => Object.keys(g.files ?? {}));
 }

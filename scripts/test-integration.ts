@@ -1,15 +1,14 @@
 // `make test-integration`: the integration files in lanes (harness/test-lanes.ts says which
 // file is where and why), one vitest invocation per lane, each lane one file at a time:
-// the heavy lane (pipeline clusters, Kafka faults) and the light lane (the rest) at once,
-// then the lab lane alone. Each line of output is prefixed with its lane; the exit status
-// is 1 when any lane failed. FASTFENCE_TEST_LANES=1 runs every lane alone, one after the
-// other (a loaded machine, a bisection). It must never run two files of one lane at once,
-// a lab beside anything, or hide a lane's failure.
+// the heavy lane (labs, pipeline clusters, Kafka faults) beside the light lane (the rest).
+// Each line of output is prefixed with its lane; the exit status is 1 when any lane
+// failed. FASTFENCE_TEST_LANES=1 runs the lanes one after the other (a loaded machine, a
+// bisection). It must never run two files of one lane at once or hide a lane's failure.
 // Usage: node scripts/test-integration.ts [vitest args, e.g. --sequence.shuffle --sequence.seed=7]
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { LANE_GROUPS, LANES, type Lane } from "../harness/test-lanes.ts";
+import { LANES, type Lane } from "../harness/test-lanes.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const VITEST = join(ROOT, "node_modules/vitest/vitest.mjs");
@@ -19,7 +18,8 @@ const sequential = process.env.FASTFENCE_TEST_LANES === "1";
 /** Runs one lane's vitest; resolves with its exit status (1 when killed by a signal). */
 function runLane(lane: Lane, prefix: string): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [VITEST, "run", "--project", lane.project, ...extra], {
+    const projects = lane.projects.flatMap((p) => ["--project", p]);
+    const child = spawn(process.execPath, [VITEST, "run", ...projects, ...extra], {
       cwd: ROOT,
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, FASTFENCE_TEST_LANE: lane.name },
@@ -40,14 +40,11 @@ function runLane(lane: Lane, prefix: string): Promise<number> {
 }
 
 const started = Date.now();
-const groups = sequential ? LANES.map((l) => [l.name]) : LANE_GROUPS;
-const lane = (name: Lane["name"]): Lane => LANES.find((l) => l.name === name)!;
-console.log(`== integration: lanes ${groups.map((g) => g.join(" + ")).join(", then ")}`);
-const failed: string[] = [];
-for (const group of groups) {
-  const codes = await Promise.all(group.map((name) => runLane(lane(name), `[${name}] `)));
-  failed.push(...group.filter((_, i) => codes[i] !== 0));
-}
+console.log(`== integration: lanes ${LANES.map((l) => l.name).join(sequential ? ", then " : " + ")}`);
+const codes: number[] = [];
+if (sequential) for (const lane of LANES) codes.push(await runLane(lane, `[${lane.name}] `));
+else codes.push(...(await Promise.all(LANES.map((lane) => runLane(lane, `[${lane.name}] `)))));
+const failed = LANES.filter((_, i) => codes[i] !== 0).map((l) => l.name);
 console.log(
   `== integration: ${failed.length ? `FAILED in lane ${failed.join(", ")}` : "passed"} in ${((Date.now() - started) / 1000).toFixed(0)} s`,
 );

@@ -1,9 +1,9 @@
-// The integration lanes against the tree: every file a lane names exists, no file is in two
-// lanes, the lab lane holds every lab-* file, and the lanes together take every file once.
+// The integration lanes against the tree: every file a group names exists, no file is in two
+// groups, the lab group holds every lab-* file, and the lanes together run every group once.
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { LANE_GROUPS, LANES, namedFiles } from "../../../harness/test-lanes.ts";
+import { GROUPS, LANES, namedFiles } from "../../../harness/test-lanes.ts";
 
 const ROOT = join(import.meta.dirname, "../../..");
 const files = readdirSync(join(ROOT, "test/integration"))
@@ -18,18 +18,20 @@ describe("integration lanes", () => {
     expect(named.length).toBe(new Set(named).size);
   });
 
-  it("put every lab file in the lab lane, which runs alone", () => {
-    const lab = LANES.find((l) => l.name === "lab")!;
+  it("put every lab file in the lab group, which shares its lane only with the heavy files", () => {
+    const lab = GROUPS.find((g) => g.project === "integration-lab")!;
     expect(Object.keys(lab.files ?? {}).sort()).toEqual(files.filter((f) => f.includes("/lab-")));
-    expect(LANE_GROUPS.filter((g) => g.includes("lab"))).toEqual([["lab"]]);
+    expect(LANES.filter((l) => l.projects.includes(lab.project)).map((l) => l.projects)).toEqual([
+      ["integration-heavy", "integration-lab"],
+    ]);
   });
 
-  it("run every lane in exactly one group, and have one lane for the rest", () => {
-    expect(LANE_GROUPS.flat().sort()).toEqual(LANES.map((l) => l.name).sort());
-    expect(LANES.filter((l) => !l.files)).toHaveLength(1);
+  it("run every group in exactly one lane, and have one group for the rest", () => {
+    expect(LANES.flatMap((l) => l.projects).sort()).toEqual(GROUPS.map((g) => g.project).sort());
+    expect(GROUPS.filter((g) => !g.files)).toHaveLength(1);
   });
 
   it("give every named file a reason", () => {
-    for (const l of LANES) for (const [f, why] of Object.entries(l.files ?? {})) expect(why, f).not.toBe("");
+    for (const g of GROUPS) for (const [f, why] of Object.entries(g.files ?? {})) expect(why, f).not.toBe("");
   });
 });

@@ -3,23 +3,28 @@
 // the heavy lane (labs, pipeline clusters, Kafka faults) beside the light lane (the rest).
 // Each line of output is prefixed with its lane; the exit status is 1 when any lane
 // failed. FASTFENCE_TEST_LANES=1 runs the lanes one after the other (a loaded machine, a
-// bisection). It must never run two files of one lane at once or hide a lane's failure.
+// bisection). Run on its own (not under `make test`), it prints the lanes' test-time table
+// at the end. It must never run two files of one lane at once or hide a lane's failure.
 // Usage: node scripts/test-integration.ts [vitest args, e.g. --sequence.shuffle --sequence.seed=7]
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { LANES, type Lane } from "../harness/test-lanes.ts";
+import { RUN_VAR, runStamp } from "../harness/test-times/reporter.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const VITEST = join(ROOT, "node_modules/vitest/vitest.mjs");
 const extra = process.argv.slice(2);
 const sequential = process.env.FASTFENCE_TEST_LANES === "1";
+// The lanes' test-time parts belong to one run: `make test`'s, or this one's (merged at the end).
+const ownRun = !process.env[RUN_VAR];
+if (ownRun) process.env[RUN_VAR] = runStamp(new Date());
 
 /** Runs one lane's vitest; resolves with its exit status (1 when killed by a signal). */
 function runLane(lane: Lane, prefix: string): Promise<number> {
   return new Promise((resolve) => {
     const projects = lane.projects.flatMap((p) => ["--project", p]);
-    const child = spawn(process.execPath, [VITEST, "run", ...projects, ...extra], {
+    const child = spawn(process.execPath, [VITEST, "run", "--passWithNoTests", ...projects, ...extra], {
       cwd: ROOT,
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, FASTFENCE_TEST_LANE: lane.name },
@@ -45,6 +50,7 @@ const codes: number[] = [];
 if (sequential) for (const lane of LANES) codes.push(await runLane(lane, `[${lane.name}] `));
 else codes.push(...(await Promise.all(LANES.map((lane) => runLane(lane, `[${lane.name}] `)))));
 const failed = LANES.filter((_, i) => codes[i] !== 0).map((l) => l.name);
+if (ownRun) spawnSync(process.execPath, [join(ROOT, "scripts/test-times.ts")], { stdio: "inherit" });
 console.log(
   `== integration: ${failed.length ? `FAILED in lane ${failed.join(", ")}` : "passed"} in ${((Date.now() - started) / 1000).toFixed(0)} s`,
 );

@@ -2,8 +2,9 @@
 // builds one vitest project per file group from this, and scripts/test-integration.ts runs
 // each lane (one vitest invocation of its projects, one file at a time) beside the other.
 // The heavy lane takes the labs (one per machine, both cores busy, timed fault bounds) and
-// the files that start many processes or time a fault (pipeline clusters, Kafka brokers
-// frozen or killed); the light lane takes every other file. Pure data: it must never start
+// the files whose timed bounds or process counts a busy neighbour could break (pipeline
+// clusters with timed rounds, Kafka brokers frozen or killed); the light lane takes every
+// other file (pipeline clusters that assert outcomes, not times, among them). Pure data: it must never start
 // anything; every file is in exactly one group, every group in one lane
 // (test/unit/harness/test-lanes.test.ts checks both against the tree).
 
@@ -38,15 +39,10 @@ const HEAVY: Record<string, string> = {
   "test/integration/pipeline-flood.test.ts": "a pipeline cluster under a flood",
   "test/integration/pipeline-last-look.test.ts": "a pipeline cluster",
   "test/integration/pipeline-faults.test.ts": "a pipeline cluster, timed faults",
-  "test/integration/pipeline-crash.test.ts": "a pipeline cluster",
-  "test/integration/replayed-fence-request.test.ts": "a pipeline cluster",
-  "test/integration/forged-evidence.test.ts": "a pipeline cluster",
-  "test/integration/tracing-otlp.test.ts": "a pipeline cluster",
   "test/integration/bus-kafka-freeze.test.ts": "freezes brokers of a 3-broker cluster, timed",
   "test/integration/bus-kafka-idle-producer.test.ts": "3-broker clusters, broker faults",
   "test/integration/kafkajs-request-timeout.test.ts": "3-broker clusters, timed request faults",
   "test/integration/kafkajs-stop-frozen.test.ts": "a frozen broker, timed stop",
-  "test/integration/env-cleanup.test.ts": "checks no harness process of the machine outlives its owner",
   "test/integration/standalone-checkout.test.ts": "clones and sets up a checkout",
 };
 

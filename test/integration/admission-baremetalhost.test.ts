@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): metal3's CRD, RBAC and admission as applied to each token.
 // Needs the real API server: which BareMetalHost fields fence and recover may write is decided by the metal3 component's RBAC and the shipped admission policies, which only a real kube-apiserver evaluates.
 // Issue "least privilege and proofs that cannot be bent", item 3.2: the metal3 component
 // (knative/components/metal3/metal3-rbac.yaml) gives fence and recover patch on

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): the CRD's CEL rules run only inside the API server.
 // Fencing levels are selected only by node name or by labels a kubelet cannot set on its own
 // Node (issue 13): the FencingPolicy CRD generated from core/policy.ts carries a CEL rule,
 // so a real kube-apiserver refuses a policy whose nodeSelector.matchLabels uses any other

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): admission reads the node claim of a pod-bound token.
 // One node cannot speak for another through its heartbeat Lease (issue 13): under the
 // admission policy of knative/base/admission/heartbeat-lease-policy.yaml, a real
 // kube-apiserver lets the event source's ServiceAccount write fastfence-alive-<node> only

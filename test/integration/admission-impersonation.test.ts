@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): impersonated identities as admission policies see them.
 // Needs the real API server: impersonation and the identity an admission policy then sees are the API server's own machinery, not something a unit test can stand in for.
 // What impersonation gives (issue "least privilege and proofs that cannot be bent", 4b):
 // an admission policy sees the impersonated identity, extras included, and cannot tell it

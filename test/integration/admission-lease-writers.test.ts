@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): RBAC and admission on Lease writes, per identity's token.
 // Needs the real API server: who may write which Lease is decided by the shipped RBAC and admission policies as the API server applies them to each identity's own token.
 // Least privilege on the fastfence namespace's Leases: RBAC cannot name a Lease per node,
 // so it gives the event source create/update on every Lease of the namespace, and fence

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): resourceVersion 409s and admission on the ledger Lease.
 // The admission ledger on a real kube-apiserver with the manifests' RBAC and admission
 // policies (knative/base/rbac, knative/base/admission): the shipped Lease is there empty;
 // confirm's identity writes it through the product's adapter (infra/kube/admission-ledger.ts),

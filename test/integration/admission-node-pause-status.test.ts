@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): a kubelet's nodes/status writes as admission sees them.
 // Needs the real API server: whether a Node's metadata can be written through its status subresource, and whether the shipped admission policy sees that write, only a real kube-apiserver can say.
 // A node's pause annotation (fastfence.io/paused, knative/base/admission/node-pause-policy.yaml)
 // holds fencing of that node with no time bound, so a node (group system:nodes) may not set

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): RBAC and admission on each stage's Node writes.
 // Needs the real API server: what remediate-workloads, recover and fence may write to a Node is decided by RBAC and the shipped admission policies, which only a real kube-apiserver evaluates.
 // Issue "least privilege and proofs that cannot be bent", item 3.1: remediate-workloads and
 // recover hold update/patch on every Node (RBAC cannot restrict fields). Each tries, with its

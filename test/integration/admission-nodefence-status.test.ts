@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): admission on NodeFence status writes, per stage token.
 // NodeFence status integrity (issue 13), enforced by a real kube-apiserver with the
 // policies of knative/base/admission: each stage's real ServiceAccount token (TokenRequest)
 // writes through the product's IncidentStore. Every identity is given generous RBAC on

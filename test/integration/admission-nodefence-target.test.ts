@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): CRD transition rules and admission on NodeFence targets.
 // Needs the real API server: only a real kube-apiserver runs the NodeFence CRD's validation and the shipped RBAC and admission policies as each identity.
 // An incident's target cannot be bent (issue "least privilege and proofs that cannot be
 // bent", finding 1): spec.nodeName and spec.bootId name the node and the boot the incident

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): admission checks confirmedBy against the requester.
 // S6 enforced by the API server: the ValidatingAdmissionPolicy in knative/base/admission
 // lets an identity set NodeFence status.confirmedBy only to itself, so no other identity
 // can forge a "confirmed" incident for fence to act on — even with write access to

@@ -1,3 +1,4 @@
+// Needs real packed artifact, kube-apiserver, kustomize, mount namespaces: run as the image runs.
 // Needs root, mount namespaces and a real kube-apiserver: runs every command the shipped
 // manifests run and every command docs/cli.md lists from the packed artifact, unpacked with
 // production dependencies only, as the image runs them (checkout hidden, root read-only,

@@ -1,3 +1,4 @@
+// Needs real sushy-tools, lab Redfish emulator, ipmi_sim, fence agents: each driver's real peer.
 // One conformance suite for every BMC driver, each run against its real peer:
 // Redfish driver vs sushy-tools and vs the lab Redfish emulator, the native IPMI driver
 // vs ipmi_sim (cross-checked with ipmitool), and the fence-agent driver with fence_ipmilan

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, lab Redfish emulator, ipmi_sim: passwords changed on live BMCs.
 // Rotated BMC credentials (issue 15 item 5), end to end through the power executor the
 // fence and recover stages use (infra/fence/power.ts): credentials Secrets in a real
 // kube-apiserver, one BmcPowerExecutor instance for the whole file (no restart), and two

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, lab Redfish emulator: the hosted fence function's BMC checks.
 // The BMC health check end to end (issue 17 item 2): a fence function hosted as in
 // production (app/host.ts, HTTP runtime) against a real kube-apiserver with the FencingPolicy
 // and a credentials Secret, and the lab Redfish emulator as node-r's BMC; node-u's level

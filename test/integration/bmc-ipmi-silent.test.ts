@@ -1,3 +1,4 @@
+// Needs real UDP sockets on loopback: a silent BMC, timed by the IPMI driver's socket timers.
 // An IPMI BMC that answers nothing at all (it lost power with its node, or its network is
 // cut) is known as unreachable after the driver's noReplyMs, not after the caller's whole
 // budget, so a fencing round moves on to its next level (the watchdog level for a node that

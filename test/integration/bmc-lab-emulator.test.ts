@@ -1,3 +1,4 @@
+// Needs real lab Redfish emulator, ipmi_sim, ipmitool: power-off really kills a process group.
 // The lab Redfish emulator's own behaviour (its power-off really kills the simulated node;
 // the "lying" and "unreachable" switches), and the native IPMI driver's every reading
 // cross-checked with ipmitool against ipmi_sim.

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, lab Redfish emulator: metal3's own CRDs, Secrets and namespaced RBAC.
 // metal3 discovery on the real stack: a kube-apiserver with metal3's real BareMetalHost
 // CRD and OpenShift's real Machine CRD, a host whose spec.bmc points at the lab Redfish
 // emulator (plain HTTP) with its credentials Secret in the host's namespace, and Nodes

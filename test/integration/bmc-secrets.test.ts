@@ -1,3 +1,4 @@
+// Needs real ipmi_sim, lab Redfish emulator, fence agents: every real driver's failure paths.
 // BMC credentials never appear in logs, errors (message, JSON, stack), attempt records,
 // driver targets or `fastfence bmc` output, on success and on every failure path, for
 // every driver against its real peer.

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, lab Redfish emulator: the timeout chain against really slow answers.
 // Slow BMCs and the timeout chain (core/policy.ts, docs/tuning.md), end to end through the
 // power executor the fence stage uses (infra/fence/power.ts: credentials from a real
 // Secret in a real kube-apiserver, the Redfish driver, levels and read-back), against the

@@ -1,3 +1,4 @@
+// Needs real Kafka (3 brokers): a broker frozen or killed under a live stream, timed.
 // Frozen is not dead (issue 14): the Kafka bus, on each client (kafkajs and
 // @platformatic/kafka; harness/env/kafka-clients.ts says which run where), against three real brokers when one of them freezes (SIGSTOP: its
 // TCP connections stay open, nothing answers) or dies (SIGKILL) — the broker that

@@ -1,3 +1,4 @@
+// Needs real Kafka (3 brokers): an idle producer's seed broker frozen, its leaderships moved.
 // An idle producer whose seed broker froze (issue 14; docs/lab.md, "Where the hangs' time
 // goes"). A stage's producer publishes only when an incident moves, so at that moment its
 // metadata has expired and its one connection is the one it made at start, to its seed

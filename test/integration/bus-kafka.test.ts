@@ -1,3 +1,4 @@
+// Needs real Kafka (1 and 3 brokers): CloudEvent headers on the wire, restarts, dead leaders.
 // The Kafka bus, on both clients (kafkajs and @platformatic/kafka), against a real Apache Kafka 4 broker in KRaft mode: a
 // CloudEvent produced in binary content mode is consumed back in a consumer group with
 // its ce_* headers intact, and the bus keeps working across a broker restart; with three

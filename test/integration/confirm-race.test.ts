@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): two replicas racing on resourceVersion under admission.
 // Two confirm replicas confirming two nodes at the same moment (issue 14, S4), on a real
 // kube-apiserver with the manifests' RBAC and admission policies: both replicas are the
 // product's stage runner (infra/runtime/stage-executor.ts) with the real Kubernetes

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, kubectl, kustomize: the documented install steps run as written.
 // make test-deploy: the documented install, for real. For each platform it starts a fresh
 // kube-apiserver holding only the prerequisites' CRDs (their operators, controllers and
 // webhooks do not run) and the namespaces that platform has before fastfence, then runs

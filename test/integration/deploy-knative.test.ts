@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, kustomize: server-side dry-run on real CRDs, SubjectAccessReview.
 // make test-deploy: the deployment manifests against a real kube-apiserver. Installs the
 // real third-party CRDs (third_party/crds: Knative, Strimzi, metal3, medik8s, KubeVirt,
 // OpenShift machine API, OLM, the OpenShift Serverless operator) and the project's CRDs

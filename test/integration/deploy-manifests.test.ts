@@ -1,3 +1,4 @@
+// Needs real kustomize: the overlays as kustomize renders them.
 // Static checks of the rendered overlays (no servers; part of make test-deploy): every
 // critical-path function keeps >= 2 replicas spread across nodes, can never scale to
 // zero and consumes its catalog topics itself (`--kafka`, each replica its own group); the

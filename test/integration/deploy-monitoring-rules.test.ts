@@ -1,3 +1,4 @@
+// Needs real kustomize, promtool: alert expressions evaluated by Prometheus's rule engine.
 // make test-deploy: the PrometheusRule of knative/components/monitoring through the real
 // promtool (built from the Prometheus Go module by `make setup`, tools/promtool): its rule
 // groups, as the Prometheus Operator hands them to Prometheus, pass `promtool check rules`,

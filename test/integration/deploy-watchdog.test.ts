@@ -1,3 +1,4 @@
+// Needs real kustomize, kube-apiserver: SCC use rights and watchdog reports under admission.
 // The watchdog's deployment (issue 18 item 5), for real: the rendered overlays (real
 // kustomize) give the event source the host's /dev and a privileged securityContext, and
 // on OpenShift bind its ServiceAccount to the built-in `privileged` SCC through a

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd), Kafka, Linux processes: interrupted starts leave nothing.
 // "Interrupting leaves nothing behind": a child test process that started etcd,
 // kube-apiserver and a Kafka broker is interrupted (SIGINT after READY, SIGINT in the
 // middle of start-up, SIGKILL followed by scripts/reap.sh); afterwards no process of its

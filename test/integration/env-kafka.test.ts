@@ -1,3 +1,4 @@
+// Needs real Kafka (1 and 3 brokers): the harness's brokers stopped, killed and restarted.
 // The Kafka part of the real-server test environment: a real KRaft broker that answers,
 // stops, and comes back on the same port with the same data.
 import { describe, expect, it } from "vitest";

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, controller-manager/scheduler, kwok: the harness's own cluster.
 // The Kubernetes part of the real-server test environment: a real etcd + kube-apiserver
 // + controller-manager + scheduler, and kwok nodes, observed through @kubernetes/client-node.
 import { describe, expect, it } from "vitest";

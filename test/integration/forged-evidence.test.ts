@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: forgeries made with a node's real token and Kafka credentials.
 // Evidence bound to its origin and time that cannot be shifted, on the real stack (real
 // kube-apiserver with the manifests' RBAC and admission policies, real Kafka with TLS,
 // SCRAM and ACLs, lab BMCs, every function running): root on node-a holds node-a's

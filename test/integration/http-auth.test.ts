@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): TokenRequest tokens checked by a real TokenReview.
 // Sender authentication of the HTTP runtime (infra/runtime/http-auth.ts) against a real
 // kube-apiserver: tokens come from the TokenRequest API for real ServiceAccounts, exactly
 // what Knative's OIDC sender identity sends, and each one is checked with a real

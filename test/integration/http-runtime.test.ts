@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): deliveries carry TokenRequest tokens detect must review.
 // The Knative Functions HTTP contract of a function (detect), on a real kube-apiserver:
 // a valid CloudEvent in binary or structured mode gets the reply event back (200, binary
 // mode), an event with nothing to emit gets 204, and malformed input gets a 4xx whose

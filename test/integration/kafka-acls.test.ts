@@ -1,3 +1,4 @@
+// Needs real Kafka: TLS, SCRAM and ACLs as the broker's authorizer applies them.
 // The brokers every test and the lab run refuse what the manifests do not allow (real
 // Kafka, TLS + SCRAM-SHA-512, StandardAuthorizer, the KafkaUsers' ACLs): a client without
 // credentials or with a wrong password is not let in; the event source cannot write

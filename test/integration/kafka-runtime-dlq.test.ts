@@ -1,3 +1,4 @@
+// Needs real Kafka: records dead-lettered off a real partition, each client as its principal.
 // S5 on a real Kafka broker: a function hosted as a Kafka consumer sends every record it
 // cannot use — bytes that are not a CloudEvent, an event whose data fails its schema —
 // to fastfence.dead-letter with the reason, the issues and the original bytes, and keeps

@@ -1,3 +1,4 @@
+// Needs real Kafka: max.message.bytes and committed offsets past a flood of bad records.
 // Bad records never stall a partition and are cheap (issue 14, item 4), on a real Kafka
 // broker: the Kafka runtime hosts a one-type test stage ("relay", consuming node.observed,
 // emitting nothing) whose handler records what reaches it; everything else is the

@@ -1,3 +1,4 @@
+// Needs real Kafka (3 brokers): a broker silent to one client while the controller sees it.
 // A broker that stays in the cluster but falls silent to one client (a partial network
 // partition: its answers to this client never arrive) costs that client's metadata refreshes
 // one request timeout, not one in three of them (issue 14, chaos seed 161). kafkajs sends each

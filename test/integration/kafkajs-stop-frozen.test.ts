@@ -1,3 +1,4 @@
+// Needs real Kafka (3 brokers), a child process: a stop racing a frozen broker's fencing.
 // A kafkajs consumer stopped while one broker is frozen (SIGSTOP) ends its stop and leaves
 // its process's event loop free (issue 14, chaos seed 99). kafkajs rebuilds its fetchers (one
 // per broker) when the set of brokers changes, as when the frozen one is fenced and leaves

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): TLS connection reuse and resourceVersion guards.
 // The Kubernetes adapters against a real kube-apiserver: API clients reuse their TLS
 // connections (client-node alone opens one per request); NodeOps adds the out-of-service
 // taint in one request when it can, falls back to read-modify-write when the node has no

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, Kafka, kubectl: kubectl runs the plugin as each context's identity.
 // Needs a real kube-apiserver: what is tested is that the real `kubectl` binary finds
 // bin/kubectl-fastfence on PATH and passes `--context`/`-n` through to it, that the command
 // then writes to (and reads Events from) exactly the cluster and identity of that context,

@@ -1,3 +1,4 @@
+// Needs real lab: namespaces, veths, bridge and processes left after lab down or a SIGKILL.
 // `fastfence lab up` + `fastfence lab down` leave nothing behind — processes, network
 // namespaces, veths, the bridge, listening ports, temp and run dirs, state.json — both
 // after a normal run and after the lab controller was SIGKILLed (then `lab down` from a

@@ -1,3 +1,4 @@
+// Needs real lab, ipmi_sim: a lying BMC and a hung node resuming, on real node processes.
 // The look after the power-off on the lab (issue 18, item 2): node-b has two levels on the
 // same emulated machine (`lab up --second-level`: Redfish, then IPMI through ipmi_sim). Its
 // Redfish BMC lies (`bmc-fault --fault lying`: reads back Off, powers nothing off); node-b

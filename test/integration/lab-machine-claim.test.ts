@@ -1,3 +1,4 @@
+// Needs real Linux processes, a network bridge (root): a lab claim held by another process.
 // One lab per machine (lab/machine-claim.ts). Another process plays a lab from another
 // checkout: it claims the machine and makes the lab's bridge. While it lives, a second
 // claim, `Lab.up` and `fastfence lab up` all fail naming it (pid and checkout) and touch

@@ -1,3 +1,4 @@
+// Needs real labs (two, emulated watchdogs): nodes reset by their watchdogs, power loss timed.
 // The watchdog level on the lab (issue 18): three simulated Redfish nodes with emulated
 // watchdogs (`lab up --watchdog`: timeout 5 s, agent grace 2 s, level margin 1.5 s), the
 // real pipeline on every node. (b) isolate (node cut off, processes running): the node resets

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): operator RBAC and admission as docs/rbac.md grants them.
 // The operator actions `fastfence pause`, `resume` and `fence` (and release-slot's Event) on
 // a real kube-apiserver with the shipped CRDs, RBAC and admission policies, run in-process
 // through cli/main.ts main() as real people: alice and bob hold exactly the operator RBAC

@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: a crash through every stage to a pod rescheduled elsewhere.
 // The whole pipeline on the real stack: a node that runs a Deployment pod, a StatefulSet
 // pod with an RWO volume and VolumeAttachment, and a VM (VMI + launcher pod) — and also
 // one event-source replica and one replica of every function — crashes. The chain must

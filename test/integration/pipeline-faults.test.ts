@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: crashes, partitions and a stuck BMC across every stage.
 // Safety of the pipeline on the real stack, with four nodes (so one node's replicas can
 // die and every other node still has two live observers):
 // - the event-source and every function replica crash on a healthy node: nothing is fenced;

@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: a crash's release timed under a flood of bad Kafka records.
 // A flood does not delay a real crash's release beyond budget (issue 14), on the real stack:
 // four nodes, every component as its own identity. First a plain crash of node-a is timed;
 // then node-b crashes while tens of thousands of malformed records are written to the

@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: a node back between confirmation and the BMC's off command.
 // The last look before the power goes off (issue 18, Build 1), on the real stack (real
 // kube-apiserver, Kafka, every stage as its own identity, a lab Redfish BMC per node):
 // (a) a node hangs and comes back (same boot ID) after confirmation but before the off

@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: replicas dying mid-round, Leases expiring in real time.
 // Liveness on the real stack (issue 14): an incident never stops half-way. Each scenario
 // breaks the fencing path mid-round and checks that the incident still ends, within a
 // bound stated from the policy, and ends recorded:

@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: planned reboots, pauses and holds watched across every stage.
 // Planned work is not failure, on the real stack (real kube-apiserver, Kafka, every stage
 // as its own identity, a lab Redfish BMC per node): the "Done when", one scenario
 // each, on one three-node cluster. Each scenario crashes (or asks to fence) one node, and

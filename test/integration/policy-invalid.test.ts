@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): it serves an object stored under a looser CRD unchanged.
 // An invalid FencingPolicy is loud and changes nothing (issue 14, item 4), on a real
 // kube-apiserver with the shipped CRDs and RBAC, the reader running as the confirm
 // ServiceAccount. The shipped CRD refuses most bad specs at apply time, so the test makes

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): admission on the release request; recover as itself.
 // `fastfence release-slot` on a real kube-apiserver with the shipped CRDs, RBAC and
 // admission policies, and the real recover stage (hostFunction, its own ServiceAccount,
 // its reconciler): a final FenceFailed incident is closed with reason SlotReleased (its

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): upstream NHC/MHC CRDs and typed 403s from RBAC.
 // Living beside other remediators (issue 15, item 4), on a real kube-apiserver with the
 // upstream NodeHealthCheck, MachineHealthCheck and Machine CRDs (third_party/crds) and
 // fastfence's shipped RBAC (base, plus the openshift overlay's Role in

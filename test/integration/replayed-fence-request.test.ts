@@ -1,3 +1,4 @@
+// Needs real pipeline cluster: fence requests replayed with confirm's Kafka credentials.
 // Replayed fence requests, on the real stack (real kube-apiserver with the manifests' RBAC
 // and admission policies, real Kafka with TLS, SCRAM and ACLs, lab BMCs, every function
 // running as its own identity): an incident is written exactly as confirm writes one —

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver, packed artifact: each event-source entry point started as shipped.
 // Needs a real kube-apiserver: the event source reads its FencingPolicy at start. One
 // environment (a lab node agent's event-source environment, lab/agent-env.ts labSourceEnv,
 // with an emulated watchdog) is given to each way the event source is started — the shipped

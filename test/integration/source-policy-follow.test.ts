@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): policy edits reach a running source as its own identity.
 // The event source follows the FencingPolicy (source/policy-follow.ts, source/event-source.ts
 // applyPolicy) on a real API server, with the shipped RBAC and admission policies, running as
 // its node's fastfence-source: an edit of spec.probe.* reaches the running event source and a

@@ -1,3 +1,4 @@
+// Needs real lab, mount namespaces, kustomize: any read beside the checkout must fail.
 // The checkout stands on its own: `fastfence lab up` / `lab down` run, and every
 // kustomization under knative/ renders and every third-party CRD file parses (what the
 // deploy tests read from disk), in a private mount namespace where the checkout's parent

@@ -1,3 +1,4 @@
+// Needs real Linux processes: a SIGSTOPped listener whose kernel still accepts connections.
 // The probe against real listening processes (issue 14, "frozen is not dead"): a node
 // whose processes are frozen still has a kernel that completes TCP handshakes into the
 // listen queue, so a connect alone would call it alive — for the observers (no suspicion)

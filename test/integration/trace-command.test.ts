@@ -1,3 +1,4 @@
+// Needs real Kafka: the audit principal reads the Broker's topic through TLS, SCRAM and ACLs.
 // `fastfence trace` against real Kafka (TLS + SCRAM, the manifests' ACLs), as the
 // read-only audit principal: in the Knative layout every event is on the Broker's topic
 // (fastfence.events), and the trace finds the incident there without --topic; --since

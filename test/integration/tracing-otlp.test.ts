@@ -1,3 +1,4 @@
+// Needs real pipeline cluster, OTLP/HTTP receiver: one trace across every stage, over the wire.
 // Tracing on the real stack: the whole pipeline (harness/env/pipeline-cluster.ts, every
 // replica of every stage in this process, each with its own tracer provider) exports over
 // OTLP/HTTP protobuf to a small receiver that decodes with the official OTLP definitions

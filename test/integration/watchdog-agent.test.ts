@@ -1,3 +1,4 @@
+// Needs real FIFO device (the lab's watchdog emulation): pets and resets on wall-clock timers.
 // The watchdog agent (source/watchdog-agent.ts) on the lab's emulated device
 // (lab/watchdog.ts: a real FIFO read by a host-side timer), with real timers and short
 // settings: it pets only while its heartbeat renewals are acknowledged, the timer fires

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd), watchdog FIFO: vouches recorded on Leases before answers.
 // Peer vouching (issue 18 item 4) on a real kube-apiserver with fastfence's shipped RBAC and
 // admission policies, and the lab's emulated watchdog (a real FIFO read by a host-side
 // timer): node-a's own heartbeat renewals stop (its agent is told of none after arming),

@@ -1,156 +1,48 @@
 // Needs real pipeline cluster: planned reboots, pauses and holds watched across every stage.
 // Planned work is not failure, on the real stack (real kube-apiserver, Kafka, every stage
 // as its own identity, a lab Redfish BMC per node): the issue's "Done when", one scenario
-// each, on one three-node cluster. Each scenario crashes (or asks to fence) one node, and
-// leaves the cluster as it found it: the node rebooted with a new boot ID, its incident
-// ended, the planned-work state and the policy put back. A plain crash is fenced here in
-// 2-5 s (FENCED_BY_MS); a hold is watched well past that, and "not fenced" means the BMC
-// received no power command at all. The reconcilers run every second (reconcile.intervalMs).
+// each, on one three-node cluster (planned-suite.ts); the holds that are only watched —
+// (c) NodeMaintenance, (d) cluster upgrade, (e) pause annotation — are on a cluster of their
+// own in pipeline-planned-holds.test.ts, so the two files can run in different lanes. Each
+// scenario crashes (or asks to fence) one node, and leaves the cluster as it found it: the
+// node rebooted with a new boot ID, its incident ended, the planned-work state and the
+// policy put back. The reconcilers run every second (reconcile.intervalMs).
 // Right after the scenario before it, (h)'s request may be Blocked for a moment (StormGuard:
 // a just-closed incident keeps its slot for one evidence window; FencingPaused: confirm
 // reuses a read policy for 5 s); confirm's reconciler confirms it on its next pass.
 // Each scenario prints its incident's timeline, in ms from the crash (or the request).
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { incidentName, type NodeFence, type Phase } from "../../core/incident.ts";
+import { describe, expect, it } from "vitest";
+import { incidentName } from "../../core/incident.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { EVENT_TYPES } from "../../events/catalog.ts";
-import { NAMESPACE, sleep, startPipelineCluster } from "../../harness/env/pipeline-cluster.ts";
-import { withEnv } from "../../harness/env/with-env.ts";
+import { NAMESPACE, sleep } from "../../harness/env/pipeline-cluster.ts";
 import {
   commandsSince,
-  createNodeMaintenance,
-  IncidentHistory,
   mcoDone,
   mcoUpdating,
   patchNode,
   patchPolicy,
   pipelineIdle,
-  resetPlannedWork,
   readEvents,
   replayMisses,
   requestFence,
-  startUpgrade,
-  type Seen,
 } from "./planned-helpers.ts";
+import {
+  crash,
+  HOLDING,
+  nothingElseFenced,
+  phasesOf,
+  plannedWorkCluster,
+  readIncident,
+  reboot,
+  rebootNode,
+  report,
+  sleepUntil,
+} from "./planned-suite.ts";
 
-const env = withEnv(async (scope) => {
-  const c = scope.add(
-    await startPipelineCluster({
-      // probes every 200 ms (not 100): half the observations per dead node, for a machine
-      // that runs the whole simulated cluster in one process on 2 shared cores
-      policy: { probe: { intervalMs: 200 }, reconcile: { intervalMs: 1_000 } },
-    }),
-  );
-  const history = scope.add(await IncidentHistory.start(c));
-  return { c, history };
-});
-
-/** A plain crash is fenced within this here; a hold is watched past it. */
-const FENCED_BY_MS = 5_000;
-/** infra/kube/planned.ts reuses its read of NodeMaintenances and ClusterVersion for 2 s. */
-const PLANNED_TTL_MS = 2_500;
-const HOLDING: Phase[] = ["Suspected", "Blocked"];
-
-let started = 0;
-
-interface Crashed {
-  node: string;
-  name: string;
-  t0: number;
-  /** How long the pipeline took to become idle before the crash, ms. */
-  settled: number;
-  /** Power commands the node's BMC received since just before the crash. */
-  commands(): string[];
-  power(): string;
-}
-
-/** Crash `node` once the pipeline is idle (the time that took is printed with the timeline). */
-async function crash(node: string): Promise<Crashed> {
-  const { c } = env();
-  const settled = await pipelineIdle(c);
-  const bmc = c.nodes.get(node)!.bmc;
-  const name = incidentName(node, c.kwok.byName(node).bootId);
-  const mark = bmc.stats.resets.length;
-  const t0 = await c.crash(node);
-  return { node, name, t0, settled, commands: () => commandsSince(bmc, mark), power: () => bmc.power };
-}
-
-const phasesOf = (name: string) => [
-  ...new Set(
-    env()
-      .history.of(name)
-      .map((s) => s.phase),
-  ),
-];
-const sleepUntil = (t: number) => sleep(Math.max(0, t - Date.now()));
-
-/**
- * The node comes back with a new boot ID at once: the misses of its silence that replicas
- * still have to read (the rebooted node's own replicas resume from before the crash) name
- * the old boot, and must never count against the new one (scenario (i)). Returns the new
- * boot ID.
- */
-async function rebootNode(node: string): Promise<string> {
-  return env().c.reboot(node);
-}
-
-/** The node comes back with a new boot ID; waits until its incident ends as `end` says. */
-async function reboot(x: Crashed, end: { phase: Phase; reason: string }): Promise<Seen> {
-  await rebootNode(x.node);
-  return env().history.until(x.name, end, 20_000);
-}
-
-/** Power commands each BMC had received when the scenario began. */
-const marks = new Map<string, number>();
-
-/** No other incident got past Blocked, and no other BMC got a command, during the scenario. */
-function nothingElseFenced(x: { node: string; name: string }): void {
-  const { c, history } = env();
-  const others = history.seen.filter((s) => s.at >= started && s.name !== x.name);
-  expect(others.filter((s) => !HOLDING.includes(s.phase) && s.phase !== "Closed")).toEqual([]);
-  for (const [name, n] of c.nodes)
-    if (name !== x.node) expect(commandsSince(n.bmc, marks.get(name)!), name).toEqual([]);
-}
-
-function report(title: string, x: { name: string; t0: number; settled: number }, lines: string[]): void {
-  const head = `${title} — ${x.name} (pipeline idle after ${x.settled} ms; scenario ${Date.now() - started} ms)`;
-  console.log(`\n${head}\n${env().history.timeline(x.name, x.t0)}\n  ${lines.join("\n  ")}`);
-}
-
-async function readIncident(name: string): Promise<NodeFence> {
-  return (await env().c.custom.getNamespacedCustomObject({
-    group: "fastfence.io",
-    version: "v1alpha1",
-    plural: "nodefences",
-    namespace: NAMESPACE,
-    name,
-  })) as NodeFence;
-}
+const env = plannedWorkCluster();
 
 describe("planned work is not failure", () => {
-  beforeEach(() => {
-    started = Date.now();
-    for (const [name, n] of env().c.nodes) marks.set(name, n.bmc.stats.resets.length);
-  });
-  // A scenario that failed half-way leaves its planned-work state and its node down: take
-  // the one away and bring the other back, so the next scenario still starts clean (two
-  // observers per node, a free storm-guard slot).
-  afterEach(async ({ task }) => {
-    const { c, history } = env();
-    if (task.result?.state !== "fail") return;
-    for (const x of history.seen.filter((x) => x.at >= started))
-      console.log(
-        `  ${new Date(x.at).toISOString()} ${x.name} ${x.phase} ${x.reason ?? ""}: ${x.message ?? ""}`,
-      );
-    // What the incidents hold now: the evidence and timestamps a hold's bound is counted from.
-    for (const name of new Set(history.seen.filter((x) => x.at >= started).map((x) => x.name))) {
-      const st = (await readIncident(name).catch(() => undefined))?.status;
-      console.log(`  ${name} now: ${JSON.stringify({ timestamps: st?.timestamps, evidence: st?.evidence })}`);
-    }
-    await resetPlannedWork(c);
-    for (const [name, n] of c.nodes) if (n.downAt !== undefined) await rebootNode(name);
-  });
-
   it("(a) a node rebooting for a MachineConfig update is never powered off; its incident ends when it is back", async () => {
     const { c, history } = env();
     await mcoUpdating(c, "node-a");
@@ -199,62 +91,6 @@ describe("planned work is not failure", () => {
     report("(b) planned reboot past its bound", x, [
       `held ${held.at - x.t0} ms, confirmed ${confirmed.at - x.t0} ms (${bound} ms after the first suspicion), released ${released.at - x.t0} ms after the crash; BMC: ${x.commands().join(", ")}`,
     ]);
-  });
-
-  it("(c) a node with a NodeMaintenance is not fenced", async () => {
-    const { c, history } = env();
-    const nm = await createNodeMaintenance(c, "node-c", "replace a DIMM");
-    await sleep(PLANNED_TTL_MS);
-    const x = await crash("node-c");
-    const held = await history.until(x.name, { phase: "Blocked", reason: "NodeMaintenance" }, 15_000);
-    expect(held.message).toBe("node-c is in maintenance (NodeMaintenance nm-node-c)");
-    await sleepUntil(x.t0 + FENCED_BY_MS + 15_000);
-    expect(phasesOf(x.name)).toEqual(HOLDING);
-    expect(x.commands()).toEqual([]);
-    const heldFor = Date.now() - held.at;
-    await reboot(x, { phase: "Closed", reason: "NodeRebooted" });
-    await nm.delete();
-    expect(x.commands()).toEqual([]);
-    expect(x.power()).toBe("On");
-    nothingElseFenced(x);
-    report("(c) NodeMaintenance", x, [
-      `held ${held.at - x.t0} ms after the crash, still held ${heldFor} ms later`,
-    ]);
-  });
-
-  it("(d) during a cluster upgrade a crashed node is not fenced, and the incident says why", async () => {
-    const { c, history } = env();
-    const upgrade = await startUpgrade(c, "Working towards 4.16.3: 512 of 903 done (56% complete)");
-    await sleep(PLANNED_TTL_MS);
-    const x = await crash("node-a");
-    const held = await history.until(x.name, { phase: "Blocked", reason: "ClusterUpgrade" }, 15_000);
-    expect(held.message).toMatch(
-      /^a cluster upgrade is in progress \(Working towards 4\.16\.3: 512 of 903 done \(56% complete\)\): not fenced for up to 600 s after its first suspicion \((59\d|600) s left\)$/,
-    );
-    await sleepUntil(x.t0 + FENCED_BY_MS + 5_000);
-    expect(phasesOf(x.name)).toEqual(HOLDING);
-    expect(x.commands()).toEqual([]);
-    await reboot(x, { phase: "Closed", reason: "NodeRebooted" });
-    await upgrade.delete();
-    expect(x.commands()).toEqual([]);
-    nothingElseFenced(x);
-    report("(d) cluster upgrade", x, [`held ${held.at - x.t0} ms after the crash: ${held.message!}`]);
-  });
-
-  it("(e) a node with the pause annotation is not fenced", async () => {
-    const { c, history } = env();
-    await patchNode(c, "node-b", { metadata: { annotations: { [PAUSE_ANNOTATION]: "firmware update" } } });
-    const x = await crash("node-b");
-    const held = await history.until(x.name, { phase: "Blocked", reason: "NodePaused" }, 15_000);
-    expect(held.message).toBe("fencing of node-b is paused: firmware update");
-    await sleepUntil(x.t0 + FENCED_BY_MS + 5_000);
-    expect(phasesOf(x.name)).toEqual(HOLDING);
-    expect(x.commands()).toEqual([]);
-    await reboot(x, { phase: "Closed", reason: "NodeRebooted" });
-    await patchNode(c, "node-b", { metadata: { annotations: { [PAUSE_ANNOTATION]: null } } });
-    expect(x.commands()).toEqual([]);
-    nothingElseFenced(x);
-    report("(e) node paused", x, [`held ${held.at - x.t0} ms after the crash`]);
   });
 
   it("(f) Observe mode records what it would do, sends no power command, and closes the incident", async () => {

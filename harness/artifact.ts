@@ -73,8 +73,17 @@ function productionDeps(log: (s: string) => void): string {
     "npm ci --omit=dev",
   );
   writeFileSync(join(tmp, ".complete"), "");
-  rmSync(deps, { recursive: true, force: true });
-  renameSync(tmp, deps);
+  // Another process (the other test lane, a worktree sharing .cache) may have finished
+  // first: keep its copy, which its unpacking may be linking from right now.
+  if (!existsSync(join(deps, ".complete"))) {
+    rmSync(deps, { recursive: true, force: true }); // a partial copy of a killed run
+    try {
+      renameSync(tmp, deps);
+    } catch (err) {
+      if (!existsSync(join(deps, ".complete"))) throw err;
+    }
+  }
+  rmSync(tmp, { recursive: true, force: true });
   return join(deps, "node_modules");
 }
 

@@ -37,6 +37,8 @@ export default defineConfig({
           fileParallelism: false,
           pool: "forks",
           setupFiles: ["harness/test-times/current-file.ts"],
+          // One single-broker Kafka for the files that need only topics on it (sharedKafka()).
+          globalSetup: ["harness/env/kafka-global-setup.ts"],
         },
       },
     ],

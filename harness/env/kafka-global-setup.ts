@@ -1,0 +1,15 @@
+// The integration project's vitest globalSetup for Kafka: starts ONE single-broker
+// cluster for the whole vitest invocation (shared-kafka-start.ts), hands its connection
+// facts and start state to the test processes (provide: SHARED_KAFKA_KEY), and stops it
+// in teardown. Files attach with sharedKafka() (shared-kafka.ts), which resets the
+// cluster around each file. It must never hand out the broker process (only addresses and
+// files), nor outlive the vitest process that started it.
+import type { TestProject } from "vitest/node";
+import { SHARED_KAFKA_KEY } from "./shared-kafka-facts.ts";
+import { startSharedKafka } from "./shared-kafka-start.ts";
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const { cluster, facts } = await startSharedKafka();
+  project.provide(SHARED_KAFKA_KEY, facts);
+  return () => cluster.stop();
+}

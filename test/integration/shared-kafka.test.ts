@@ -1,3 +1,4 @@
+// Needs real Kafka: the run's shared broker, its topics, groups, ACLs and configs reset.
 // The run's shared Kafka cluster (harness/env/shared-kafka.ts) and its reset between test
 // files: after a file made topics with records, a consumer group with committed offsets,
 // an ACL, a SCRAM user, broker configs and a client quota, reset() returns the cluster

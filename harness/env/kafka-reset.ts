@@ -2,9 +2,11 @@
 // then): deletes the consumer groups made since (once their members have left) and the
 // topics made since (and waits until the broker no longer lists them nor holds their
 // logs, so the next file can create the same names at once, empty), and restores the
-// ACLs, SCRAM users, topic and broker configs and client quotas. On an untouched cluster
-// it changes nothing. What it cannot restore it names in a KafkaResetError. It must
-// never touch a broker process or anything but the cluster it is given.
+// ACLs, SCRAM users (a start user's credentials are set again from its known password;
+// a password changed with the same mechanism and iterations is not seen: the broker
+// describes only those), topic and broker configs and client quotas. On an untouched
+// cluster it changes nothing. What it cannot restore it names in a KafkaResetError. It
+// must never touch a broker process or anything but the cluster it is given.
 import {
   ConfigResourceTypes,
   IncrementalAlterConfigOperationTypes,

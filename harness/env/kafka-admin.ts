@@ -73,7 +73,7 @@ function mechanismValue(name: string): number {
 /** SCRAM-SHA-512 stored credentials for `password`: what AlterUserScramCredentials upserts. */
 function scramSha512(password: string): { salt: Buffer; saltedPassword: Buffer } {
   const salt = randomBytes(32);
-  const saltedPassword = pbkdf2Sync(password.normalize("NFKC"), salt, SCRAM_ITERATIONS, 64, "sha512");
+  const saltedPassword = pbkdf2Sync(password, salt, SCRAM_ITERATIONS, 64, "sha512");
   return { salt, saltedPassword };
 }
 

@@ -3,8 +3,9 @@
 // files: after a file made topics with records, a consumer group with committed offsets,
 // an ACL, a SCRAM user, broker configs and a client quota, reset() returns the cluster
 // to exactly its start state; the same topic created right after is empty and the same
-// group starts with no offsets. Reset on an untouched cluster changes nothing and is
-// fast; a consumer still running makes it fail with a typed error naming its group.
+// group starts with no offsets; a start user whose credentials were deleted logs in
+// again. Reset on an untouched cluster changes nothing and is fast; a consumer still
+// running makes it fail with a typed error naming its group.
 import { Kafka, logLevel, type Admin } from "kafkajs";
 import kafkajs from "kafkajs";
 import { ConfigResourceTypes, IncrementalAlterConfigOperationTypes } from "@platformatic/kafka";
@@ -18,7 +19,13 @@ import { sharedKafka, type SharedKafka } from "../../harness/env/shared-kafka.ts
 import { withEnv } from "../../harness/env/with-env.ts";
 
 // CommonJS: Node detects only some of kafkajs's named exports.
-const { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } = kafkajs;
+const {
+  AclOperationTypes,
+  AclPermissionTypes,
+  AclResourceTypes,
+  KafkaJSSASLAuthenticationError,
+  ResourcePatternTypes,
+} = kafkajs;
 
 const env = withEnv(async (scope) => ({ kafka: scope.add(await sharedKafka()) }));
 
@@ -63,6 +70,7 @@ async function until(what: string, ok: () => boolean | Promise<boolean>, timeout
 describe("the shared Kafka cluster's reset", () => {
   it("on an untouched cluster changes nothing, quickly", async () => {
     const { kafka } = env();
+    await kafka.reset(); // what a test before may have left
     const r = await kafka.reset();
     console.log(`reset of an untouched cluster: ${r.ms} ms`);
     expect(r.changed).toEqual([]);
@@ -71,6 +79,7 @@ describe("the shared Kafka cluster's reset", () => {
 
   it("returns a used cluster to its start state; the same topic and group then start empty", async () => {
     const { kafka } = env();
+    await kafka.reset(); // what a test before may have left
     const b = bus(kafka, "shared-reset");
     const admin = kafkajsAdmin(kafka);
     const raw = openKafkaAdmin(kafka.bootstrap, kafka.clientSecurity("admin"));
@@ -129,7 +138,11 @@ describe("the shared Kafka cluster's reset", () => {
           },
         ],
       });
-      const used = stateDifferences(kafka.start, await readKafkaState(raw, Object.keys(kafka.start.topics)));
+      // Quotas, like ACLs and configs, reach the broker's view through its metadata log.
+      const differences = async () =>
+        stateDifferences(kafka.start, await readKafkaState(raw, Object.keys(kafka.start.topics)));
+      await until("the quota visible", async () => (await differences()).length === 8);
+      const used = await differences();
       console.log(`before the reset:\n  ${used.join("\n  ")}`);
       expect(used).toEqual(
         expect.arrayContaining([
@@ -168,6 +181,43 @@ describe("the shared Kafka cluster's reset", () => {
       await raw.close().catch(() => undefined);
       await b.close();
     }
+  });
+
+  it("gives a start user whose credentials a file deleted its password back", async () => {
+    const { kafka } = env();
+    await kafka.reset(); // what a test before may have left
+    const raw = openKafkaAdmin(kafka.bootstrap, kafka.clientSecurity("admin"));
+    const audit = () =>
+      new Kafka({
+        clientId: "shared-reset-audit",
+        brokers: kafka.bootstrap.split(","),
+        logLevel: logLevel.NOTHING,
+        retry: { retries: 0 },
+        ...kafka.clientSecurity("audit"),
+      }).admin();
+    const logsIn = async () => {
+      const a = audit();
+      try {
+        await a.connect();
+        await a.listTopics();
+        return true;
+      } catch (err) {
+        if (err instanceof KafkaJSSASLAuthenticationError) return false;
+        throw err;
+      } finally {
+        await a.disconnect().catch(() => undefined);
+      }
+    };
+    try {
+      await raw.alterScram([{ user: "fastfence-audit", mechanism: "SCRAM-SHA-512" }], {});
+      await until("audit refused", async () => !(await logsIn()));
+    } finally {
+      await raw.close().catch(() => undefined);
+    }
+    expect((await kafka.reset()).changed).toEqual([
+      'SCRAM user fastfence-audit: unset (at start: {"SCRAM-SHA-512":4096})',
+    ]);
+    expect(await logsIn()).toBe(true);
   });
 
   it("fails with a KafkaGroupsBusyError (a KafkaResetError) naming a group whose consumer still runs", async () => {

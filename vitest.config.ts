@@ -10,7 +10,12 @@
 import { defineConfig } from "vitest/config";
 import type { ProjectConfig } from "vitest/node";
 import TestTimesReporter from "./harness/test-times/reporter.ts";
-import { GROUPS, INTEGRATION_GLOB, namedFiles } from "./harness/test-lanes.ts";
+import { GROUPS, INTEGRATION_GLOB, namedFiles, type SharedEnv } from "./harness/test-lanes.ts";
+
+/** The vitest globalSetup that starts each shared environment for one invocation. */
+const GLOBAL_SETUP: Record<SharedEnv, string> = {
+  kafka: "harness/env/kafka-global-setup.ts",
+};
 
 /** What every integration lane shares: one file at a time, each in its own process. */
 const integration = {
@@ -47,6 +52,8 @@ export default defineConfig({
           include: group.files ? Object.keys(group.files) : [INTEGRATION_GLOB],
           exclude: group.files ? [] : namedFiles(),
           ...integration,
+          // The environments its files share, each reset between files (harness/env/shared-*.ts).
+          globalSetup: group.shared.map((env) => GLOBAL_SETUP[env]),
         },
       })),
     ],

@@ -8,12 +8,17 @@
 // anything; every file is in exactly one group, every group in one lane
 // (test/unit/harness/test-lanes.test.ts checks both against the tree).
 
+/** An environment one vitest invocation starts once and its files share, reset between them. */
+export type SharedEnv = "kafka";
+
 /** A vitest project of integration files. */
 export interface FileGroup {
   /** The vitest project name (`vitest run --project <project>`). */
   project: string;
   /** Files relative to the checkout, each with why it is here; undefined: every file no other group takes. */
   files?: Record<string, string>;
+  /** What its files share (a lab file shares nothing: a lab is its own cluster). */
+  shared: SharedEnv[];
 }
 
 /** A vitest invocation of `make test-integration`: its projects' files one at a time. */
@@ -47,9 +52,9 @@ const HEAVY: Record<string, string> = {
 };
 
 export const GROUPS: FileGroup[] = [
-  { project: "integration-lab", files: LAB },
-  { project: "integration-heavy", files: HEAVY },
-  { project: "integration" },
+  { project: "integration-lab", files: LAB, shared: [] },
+  { project: "integration-heavy", files: HEAVY, shared: ["kafka"] },
+  { project: "integration", shared: ["kafka"] },
 ];
 
 /** The lanes, run at once. A lab never runs beside another lab or a heavy file. */

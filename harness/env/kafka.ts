@@ -76,19 +76,31 @@ export interface KafkaBroker {
   thaw(): void;
 }
 
-export interface KafkaCluster {
+/** A broker as a test file may know it: where it listens and logs, not its process. */
+export type KafkaBrokerInfo = Pick<KafkaBroker, "id" | "port" | "controllerPort" | "dataDir" | "logPath">;
+
+/**
+ * What a test file uses of a Kafka cluster, its own (KafkaCluster) or the run's shared one
+ * (shared-kafka.ts): addresses, broker logs and credentials, never the broker processes.
+ */
+export interface KafkaClusterView {
   /** "127.0.0.1:p1,127.0.0.1:p2,..." */
   bootstrap: string;
-  brokers: KafkaBroker[];
+  brokers: readonly KafkaBrokerInfo[];
   clusterId: string;
-  timings: Record<string, number>;
-  /** Users, passwords and the CA (kafka-auth.ts). */
-  auth: KafkaAuth;
   /** TLS + SCRAM settings for KafkaJsBus / new Kafka, as `principal` (admin: the super user). */
   clientSecurity(principal: KafkaPrincipal): KafkaSecurity;
   /** The same as FASTFENCE_KAFKA_* settings (CA and password files), as a pod's Secret mounts give them. */
   clientEnv(principal: KafkaPrincipal): Record<string, string>;
+  /** An own cluster stops; the shared one is reset to its start state. */
   stop(): Promise<void>;
+}
+
+export interface KafkaCluster extends KafkaClusterView {
+  brokers: KafkaBroker[];
+  timings: Record<string, number>;
+  /** Users, passwords and the CA (kafka-auth.ts). */
+  auth: KafkaAuth;
 }
 
 /**

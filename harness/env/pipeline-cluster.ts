@@ -2,11 +2,12 @@
 // process, on the real servers: etcd, kube-apiserver, controller-manager and scheduler;
 // one kwok process per node; a TCP "kubelet port" listener per node (what the observers
 // probe); a lab Redfish BMC per node whose ForceOff kills everything "on" that node
-// (kwok, the listener, and that node's event-source and function replicas); one Kafka
-// broker; and on every node one event-source replica and one replica of each function
-// (Kafka runtime), each running as its own service-account identity with the RBAC of
-// knative/base/rbac and the admission policies of knative/base/admission installed (the
-// event source with a token bound to a Pod on its node, so its heartbeat Lease is its own).
+// (kwok, the listener, and that node's event-source and function replicas); the run's
+// shared Kafka broker (shared-kafka.ts: reset when the cluster stops); and on every
+// node one event-source replica and one replica of each function (Kafka runtime), each
+// running as its own service-account identity with the RBAC of knative/base/rbac and the
+// admission policies of knative/base/admission installed (the event source with a token
+// bound to a Pod on its node, so its heartbeat Lease is its own).
 // Harness code for the integration tests: it never talks to anything off loopback.
 import {
   AppsV1Api,
@@ -33,7 +34,7 @@ import {
 import { applyFastfenceCrds, applyObjects, readManifests } from "./apply.ts";
 import { ROOT, sleep } from "./base.ts";
 import { startControlPlane, type ControlPlane } from "./controlplane.ts";
-import { startKafka, type KafkaCluster } from "./kafka.ts";
+import type { KafkaClusterView } from "./kafka.ts";
 import { startKwokNodes, type KwokNodes } from "./kwok.ts";
 import {
   EVERYTHING,
@@ -47,6 +48,7 @@ import { freePort } from "./ports.ts";
 import { ManagedProcess } from "./process.ts";
 import { makeTempDir, removeTempDir } from "./registry.ts";
 import { EnvScope } from "./scope.ts";
+import { sharedKafka } from "./shared-kafka.ts";
 import { CuttableRelay } from "./tcp-cut.ts";
 import { waitUntil } from "./wait.ts";
 import { timedStart } from "./start-times.ts";
@@ -57,7 +59,8 @@ export const NAMESPACE = FASTFENCE_NAMESPACE;
 export interface PipelineCluster {
   cp: ControlPlane;
   kwok: KwokNodes;
-  kafka: KafkaCluster;
+  /** The run's shared Kafka (shared-kafka.ts): reset when this cluster stops. */
+  kafka: KafkaClusterView;
   nodes: Map<string, SimNodeParts>;
   kc: KubeConfig;
   core: CoreV1Api;
@@ -132,9 +135,7 @@ async function startPipelineClusterNow(
   try {
     const [cp, kafka] = await Promise.all([
       startControlPlane({ controllerManager: true, scheduler: true }).then((c) => scope.add(c)),
-      startKafka({ brokers: 1, properties: { "group.min.session.timeout.ms": 1000 } }).then((k) =>
-        scope.add(k),
-      ),
+      sharedKafka().then((k) => scope.add(k)),
     ]);
     const kc = cp.kubeConfig;
     const core = kc.makeApiClient(CoreV1Api);
@@ -363,7 +364,7 @@ async function startPipelineClusterNow(
 
 export { sleep };
 
-/** The whole pipeline in this process (its control plane, Kafka and kwok starts are timed too); timed (start-times.ts). */
+/** The whole pipeline in this process (its control plane and kwok starts are timed too); timed (start-times.ts). */
 export function startPipelineCluster(
   opts: Parameters<typeof startPipelineClusterNow>[0] = {},
 ): Promise<PipelineCluster> {

@@ -12,7 +12,7 @@ import type { Component } from "../../events/catalog.ts";
 import type { LabRedfishServer } from "../emulators/redfish/server.ts";
 import { FASTFENCE_NAMESPACE as NAMESPACE } from "../kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../kube/identity.ts";
-import type { KafkaCluster } from "./kafka.ts";
+import type { KafkaClusterView } from "./kafka.ts";
 import type { ManagedProcess } from "./process.ts";
 import { shippedApp, startSourceFromEnv } from "../shipped-app.ts";
 
@@ -34,7 +34,7 @@ export interface SimNodeParts {
 /** What a node's replicas are started with. */
 export interface ReplicaEnv {
   kc: KubeConfig;
-  kafka: KafkaCluster;
+  kafka: KafkaClusterView;
   log: Logger;
   policy: FencingPolicySpec;
   runtimeEnv?: Record<string, string>;

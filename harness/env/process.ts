@@ -111,8 +111,12 @@ export class ManagedProcess {
     if (this.running) {
       this.signalGroup("SIGTERM");
       this.signalGroup("SIGCONT"); // a frozen server must see its SIGTERM
-      const timer = sleep(graceMs).then(() => "timeout" as const);
-      if ((await Promise.race([this.exited.then(() => "exited" as const), timer])) === "timeout") {
+      // A timer left pending would keep a process that stops servers (a globalSetup) alive.
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), graceMs)));
+      const first = await Promise.race([this.exited.then(() => "exited" as const), timeout]);
+      clearTimeout(timer);
+      if (first === "timeout") {
         this.signalGroup("SIGKILL");
         await this.exited;
       }

@@ -15,7 +15,7 @@ import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import type { BusRecord } from "../../infra/bus/bus.ts";
 import type { KafkaSecurity } from "../../infra/bus/kafka-security.ts";
 import { pipelineTopics } from "../../app/host.ts";
-import { startKafka } from "../../harness/env/index.ts";
+import { sharedKafka } from "../../harness/env/shared-kafka.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 // CommonJS: Node detects only some of kafkajs's named exports.
@@ -30,7 +30,7 @@ const {
 } = kafkajs;
 
 const env = withEnv(async (scope) => {
-  const kafka = scope.add(await startKafka({ brokers: 1 }));
+  const kafka = scope.add(await sharedKafka());
   const admin = createKafkaBus({
     brokers: kafka.bootstrap,
     clientId: "acl-admin",

@@ -15,13 +15,13 @@ import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
 import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
 import { hostFunction, pipelineTopics } from "../../app/host.ts";
-import { startKafka } from "../../harness/env/index.ts";
+import { sharedKafka } from "../../harness/env/shared-kafka.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { waitFor } from "./pipeline-helpers.ts";
 
 describe.each(testedKafkaClients())("%s bus: Kafka runtime dead-lettering", (client) => {
   const env = withEnv(async (scope) => {
-    const kafka = scope.add(await startKafka({ brokers: 1 }));
+    const kafka = scope.add(await sharedKafka());
     // the test's own reader/writer is the admin; detect runs as its own principal, so its
     // dead letters also prove its ACLs (knative/base/kafka/users.yaml) allow them
     const bus = createKafkaBus(

@@ -27,7 +27,7 @@ import { createLogger } from "../../infra/log.ts";
 import { createFunctionMetrics } from "../../infra/metrics.ts";
 import { startKafkaRuntime } from "../../infra/runtime/kafka-runtime.ts";
 import { catalogViewFor, pipelineTopics } from "../../app/host.ts";
-import { startKafka } from "../../harness/env/index.ts";
+import { sharedKafka } from "../../harness/env/shared-kafka.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { observed } from "../scenarios/fixtures.ts";
 import { waitFor } from "./pipeline-helpers.ts";
@@ -45,7 +45,7 @@ const relay: StageInfo = {
 
 describe.each(testedKafkaClients())("%s bus", (client) => {
   const env = withEnv(async (scope) => {
-    const kafka = scope.add(await startKafka({ brokers: 1 }));
+    const kafka = scope.add(await sharedKafka());
     const security = kafka.clientSecurity("admin");
     const bus = createKafkaBus({ brokers: kafka.bootstrap, clientId: "flood-test", security }, client);
     scope.add({ stop: () => bus.close() });

@@ -15,11 +15,11 @@ import { BROKER_TOPIC, EVENT_TYPES } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
 import { kafkaUserName } from "../../events/kafka-acls.ts";
 import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
-import { startKafka } from "../../harness/env/kafka.ts";
+import { sharedKafka } from "../../harness/env/shared-kafka.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { BOOT, event, suspected } from "../scenarios/fixtures.ts";
 
-const env = withEnv(async (scope) => scope.add(await startKafka({ brokers: 1 })));
+const env = withEnv(async (scope) => scope.add(await sharedKafka()));
 
 /** suspicion → fence.requested → node.fenced for `node`'s incident. */
 function chain(node: "a" | "b") {

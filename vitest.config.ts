@@ -1,7 +1,8 @@
 // Three test projects: "unit" (pure code, no servers, < 1 min), "examples" (each example
 // under examples/ runs its own tests, through its runtime: `make test-unit` runs it after
 // "unit", so its compiles and child processes never slow the pure tests) and "integration"
-// (real kube-apiserver, etcd, Kafka, BMC emulators started by harness/env). Examples and
+// (real kube-apiserver, etcd, Kafka, BMC emulators started by harness/env; one bare
+// kube-apiserver is shared by the files that need no more, reset after each). Examples and
 // integration tests run one file at a time: the machine has 2 cores and the servers are heavy.
 // Every run also records each file's wall time and test cases, and the integration files'
 // environment starts (harness/test-times/): `make test` prints the table at its end.
@@ -37,6 +38,8 @@ export default defineConfig({
           fileParallelism: false,
           pool: "forks",
           setupFiles: ["harness/test-times/current-file.ts"],
+          // One bare kube-apiserver for the files that need no more (sharedControlPlane()).
+          globalSetup: ["harness/env/global-setup.ts"],
         },
       },
     ],

@@ -1,3 +1,4 @@
+// Needs real kube-apiserver (+ etcd): reset() restores what the server itself stores.
 // The shared control plane's reset() (harness/env/plane-reset.ts), on the run's shared
 // kube-apiserver: after a file has created objects of every kind the integration files
 // create (a Node, a namespace with a ConfigMap held by a finalizer, a ServiceAccount and a

@@ -4,7 +4,8 @@
 // "integration", "integration-heavy", "integration-lab" (real kube-apiserver, etcd, Kafka,
 // BMC emulators started by harness/env; `--project 'integration*'` takes all). Examples and
 // integration tests run one file at a time per lane (harness/test-lanes.ts: `make
-// test-integration` runs a heavy lane, labs included, beside a light lane).
+// test-integration` runs a heavy lane, labs included, beside a light lane). Shared
+// environments (one bare kube-apiserver, one Kafka) are reset after each file that uses them.
 // Every run also records each file's wall time and test cases, and the integration files'
 // environment starts (harness/test-times/): `make test` prints the table at its end.
 import { defineConfig } from "vitest/config";
@@ -15,6 +16,7 @@ import { GROUPS, INTEGRATION_GLOB, namedFiles, type SharedEnv } from "./harness/
 /** The vitest globalSetup that starts each shared environment for one invocation. */
 const GLOBAL_SETUP: Record<SharedEnv, string> = {
   kafka: "harness/env/kafka-global-setup.ts",
+  "control-plane": "harness/env/control-plane-global-setup.ts",
 };
 
 /** What every integration lane shares: one file at a time, each in its own process. */

@@ -9,7 +9,7 @@
 // (test/unit/harness/test-lanes.test.ts checks both against the tree).
 
 /** An environment one vitest invocation starts once and its files share, reset between them. */
-export type SharedEnv = "kafka";
+export type SharedEnv = "kafka" | "control-plane";
 
 /** A vitest project of integration files. */
 export interface FileGroup {
@@ -54,7 +54,7 @@ const HEAVY: Record<string, string> = {
 export const GROUPS: FileGroup[] = [
   { project: "integration-lab", files: LAB, shared: [] },
   { project: "integration-heavy", files: HEAVY, shared: ["kafka"] },
-  { project: "integration", shared: ["kafka"] },
+  { project: "integration", shared: ["kafka", "control-plane"] },
 ];
 
 /** The lanes, run at once. A lab never runs beside another lab or a heavy file. */

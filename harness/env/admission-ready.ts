@@ -6,7 +6,12 @@
 // after the others, that refuses one harmless request (a dry-run ConfigMap create, never
 // stored); once it refuses, the policies created before it are in force too, since the
 // apiserver reads them from the same watch streams, in order, in the same refresh. The
-// canary is deleted afterwards. Test infrastructure; it never talks to any server but the test one.
+// canary is deleted afterwards. waitAdmissionDeletionsInForce does the same after policies
+// were deleted (the canary refuses: the deletions before it are in force), with a canary
+// of a name of its own: for the moment its own deletion takes to be in force, it refuses
+// only that name, never the canary of a later waitAdmissionInForce.
+// Test infrastructure; it never talks to any server but the test one.
+import { randomBytes } from "node:crypto";
 import { AdmissionregistrationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { EnvError, sleep } from "./base.ts";
 
@@ -14,12 +19,16 @@ const CANARY = "fastfence-harness-admission-canary";
 const REFUSAL = "harness canary: admission policies are in force";
 
 /** Create the canary and wait until it refuses its request; then remove it. */
-export async function waitAdmissionInForce(kc: KubeConfig, timeoutMs = 30_000): Promise<void> {
+export async function waitAdmissionInForce(
+  kc: KubeConfig,
+  timeoutMs = 30_000,
+  canary = CANARY,
+): Promise<void> {
   const adm = kc.makeApiClient(AdmissionregistrationV1Api);
   const core = kc.makeApiClient(CoreV1Api);
   await adm.createValidatingAdmissionPolicy({
     body: {
-      metadata: { name: CANARY },
+      metadata: { name: canary },
       spec: {
         failurePolicy: "Fail",
         matchConstraints: {
@@ -27,12 +36,12 @@ export async function waitAdmissionInForce(kc: KubeConfig, timeoutMs = 30_000): 
             { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"] },
           ],
         },
-        validations: [{ expression: `object.metadata.name != '${CANARY}'`, message: REFUSAL }],
+        validations: [{ expression: `object.metadata.name != '${canary}'`, message: REFUSAL }],
       },
     },
   });
   await adm.createValidatingAdmissionPolicyBinding({
-    body: { metadata: { name: CANARY }, spec: { policyName: CANARY, validationActions: ["Deny"] } },
+    body: { metadata: { name: canary }, spec: { policyName: canary, validationActions: ["Deny"] } },
   });
   const t0 = Date.now();
   let last = "";
@@ -40,7 +49,7 @@ export async function waitAdmissionInForce(kc: KubeConfig, timeoutMs = 30_000): 
     try {
       await core.createNamespacedConfigMap({
         namespace: "default",
-        body: { metadata: { name: CANARY } },
+        body: { metadata: { name: canary } },
         dryRun: "All",
       });
       last = "the dry-run create was admitted";
@@ -53,6 +62,11 @@ export async function waitAdmissionInForce(kc: KubeConfig, timeoutMs = 30_000): 
       throw new EnvError(`admission policies not in force ${timeoutMs} ms after they were created (${last})`);
     await sleep(100);
   }
-  await adm.deleteValidatingAdmissionPolicyBinding({ name: CANARY });
-  await adm.deleteValidatingAdmissionPolicy({ name: CANARY });
+  await adm.deleteValidatingAdmissionPolicyBinding({ name: canary });
+  await adm.deleteValidatingAdmissionPolicy({ name: canary });
+}
+
+/** After policies or bindings were deleted: wait until the deletions are in force. */
+export function waitAdmissionDeletionsInForce(kc: KubeConfig, timeoutMs = 30_000): Promise<void> {
+  return waitAdmissionInForce(kc, timeoutMs, `${CANARY}-${randomBytes(4).toString("hex")}`);
 }

@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { BIN, EnvError } from "./base.ts";
-import { issueCert, kubeconfigYaml, makePki } from "./pki.ts";
+import { kubeconfigYaml, makePki, writeUserKubeconfig } from "./pki.ts";
 import { freePort } from "./ports.ts";
 import { httpOk, httpsOk } from "./probes.ts";
 import { ManagedProcess } from "./process.ts";
@@ -223,19 +223,8 @@ async function startControlPlaneNow(opts: ControlPlaneOptions = {}): Promise<Con
         ...(controllerManager ? { controllerManager } : {}),
         ...(scheduler ? { scheduler } : {}),
         timings,
-        async makeUserKubeconfig(user: string, groups: string[] = []): Promise<string> {
-          const base = `user-${user.replace(/[^A-Za-z0-9_.-]/g, "_")}`;
-          const subject = groups.map((g) => `/O=${g}`).join("") + `/CN=${user}`;
-          const c = await issueCert(
-            dir,
-            base,
-            subject,
-            "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
-          );
-          const path = join(dir, `${base}.kubeconfig`);
-          writeFileSync(path, kubeconfigYaml(server, pki.caCert, c.cert, c.key, user));
-          return path;
-        },
+        makeUserKubeconfig: (user: string, groups: string[] = []): Promise<string> =>
+          writeUserKubeconfig({ dir, server, caCert: pki.caCert, caKey: pki.caKey }, user, groups),
         stop: stopAll,
       };
     });

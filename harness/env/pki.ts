@@ -30,15 +30,16 @@ function randomSerial(): string {
 }
 
 /**
- * Issue a cert signed by the CA in `dir` (EC P-256, 2 days). Each cert gets a random
- * 127-bit serial: certs are issued concurrently, and openssl's shared serial file
- * (-CAcreateserial) is read and rewritten by each signer, so two at once could fail.
+ * Issue a cert signed by the CA in `dir` (EC P-256, 2 days), or by `ca` when given. Each
+ * cert gets a random 127-bit serial: certs are issued concurrently, and openssl's shared
+ * serial file (-CAcreateserial) is read and rewritten by each signer, so two at once could fail.
  */
 export async function issueCert(
   dir: string,
   base: string,
   subject: string,
   ext: string,
+  ca: { caCert: string; caKey: string } = { caCert: join(dir, "ca.crt"), caKey: join(dir, "ca.key") },
 ): Promise<{ cert: string; key: string }> {
   const key = join(dir, `${base}.key`);
   const csr = join(dir, `${base}.csr`);
@@ -58,7 +59,7 @@ export async function issueCert(
   );
   await openssl(
     dir,
-    ["x509", "-req", "-in", csr, "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key")].concat([
+    ["x509", "-req", "-in", csr, "-CA", ca.caCert, "-CAkey", ca.caKey].concat([
       "-set_serial",
       randomSerial(),
       "-days",
@@ -163,4 +164,30 @@ export function kubeconfigYaml(
     `current-context: ${cluster}`,
     "",
   ].join("\n");
+}
+
+/**
+ * Write a kubeconfig for `server` with a client cert (issued by the CA `caCert`/`caKey`)
+ * for `user` in `groups`, into `dir`; returns its path.
+ */
+export async function writeUserKubeconfig(
+  o: { dir: string; server: string; caCert: string; caKey: string },
+  user: string,
+  groups: string[] = [],
+): Promise<string> {
+  const base = `user-${user.replace(/[^A-Za-z0-9_.-]/g, "_")}`;
+  const subject = groups.map((g) => `/O=${g}`).join("") + `/CN=${user}`;
+  const c = await issueCert(
+    o.dir,
+    base,
+    subject,
+    "extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n",
+    {
+      caCert: o.caCert,
+      caKey: o.caKey,
+    },
+  );
+  const path = join(o.dir, `${base}.kubeconfig`);
+  writeFileSync(path, kubeconfigYaml(o.server, o.caCert, c.cert, c.key, user));
+  return path;
 }

@@ -19,7 +19,8 @@ import { KubeMetal3Api, rebootAnnotationKey, type BareMetalHostLike } from "../.
 import { Kube } from "../../infra/kube/client.ts";
 import { applyObjects, readManifests, shippedAccessControl } from "../../harness/env/apply.ts";
 import { ROOT, THIRD_PARTY_CRDS } from "../../harness/env/base.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -30,7 +31,7 @@ const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 const ADDRESS = "redfish+https://192.0.2.10/redfish/v1/Systems/1";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...readManifests(join(THIRD_PARTY_CRDS, "metal3.io")),

@@ -10,14 +10,15 @@ import { CustomObjectsApi } from "@kubernetes/client-node";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { resolvePolicy, type FencingPolicySpecInput } from "../../core/policy.ts";
 
 const G = { group: "fastfence.io", version: "v1alpha1", plural: "fencingpolicies" };
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   await applyObjects(cp.kubeConfig, readManifests(join(ROOT, "knative/base/crds")));
   return { custom: cp.kubeConfig.makeApiClient(CustomObjectsApi) };
 });

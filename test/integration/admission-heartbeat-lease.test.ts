@@ -21,13 +21,14 @@ import { formatWatchdogReport, parseWatchdogReport, WATCHDOG_ANNOTATION } from "
 import { Kube } from "../../infra/kube/client.ts";
 import { LeaseManager, MicroTime } from "../../infra/kube/lease.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { NODE_NAME_EXTRA, serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...shippedAccessControl(),

@@ -20,7 +20,8 @@ import { describe, expect, it } from "vitest";
 import { heartbeatLeaseName } from "../../core/decision.ts";
 import { MicroTime } from "../../infra/kube/lease.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { NODE_NAME_EXTRA } from "../../harness/kube/identity.ts";
@@ -28,7 +29,7 @@ import { NODE_NAME_EXTRA } from "../../harness/kube/identity.ts";
 const SOURCE = `system:serviceaccount:${NS}:fastfence-source`;
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...shippedAccessControl(),

@@ -15,13 +15,14 @@ import { FastfenceError } from "../../core/errors.ts";
 import { readLedger, writeLedger } from "../../infra/kube/admission-ledger.ts";
 import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   const as = async (stage: string) =>

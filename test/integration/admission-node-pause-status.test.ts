@@ -14,14 +14,15 @@ import { refusal } from "./refusal.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { Kube } from "../../infra/kube/client.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { kwokNodeObject } from "../../harness/kube/node.ts";
 
 const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   const core = kc.makeApiClient(CoreV1Api);

@@ -24,7 +24,8 @@ import { PROBE_ADDRESS_ANNOTATION } from "../../core/probe-address.ts";
 import { Kube } from "../../infra/kube/client.ts";
 import { NodeOps, OUT_OF_SERVICE_TAINT } from "../../infra/kube/nodes.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -34,7 +35,7 @@ const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 const OOS = OUT_OF_SERVICE_TAINT.key;
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   const core = kc.makeApiClient(CoreV1Api);

@@ -28,7 +28,8 @@ import {
 import { Kube } from "../../infra/kube/client.ts";
 import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -50,7 +51,7 @@ const FIELDS = { nodeName: "node-healthy", bootId: "boot-other" } as const;
 type Field = keyof typeof FIELDS;
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [...shippedAccessControl(), ...operatorRbacFromDocs()]);
   const kube = (k: KubeConfig) => new Kube(k, { requestTimeoutMs: 5000 });

@@ -7,7 +7,8 @@ import { CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, CoreV1Api } from 
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT, sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const NS = "fastfence-system";
@@ -15,7 +16,7 @@ const CONFIRM = `system:serviceaccount:${NS}:fastfence-confirm`;
 const G = { group: "fastfence.io", version: "v1alpha1", plural: "nodefences", namespace: NS };
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...readManifests(join(ROOT, "knative/base/crds")),

@@ -13,7 +13,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ARTIFACT_ROOT, ensureArtifact, PRODUCT_FOLDERS } from "../../harness/artifact.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { freePort } from "../../harness/env/ports.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy } from "../../harness/kube/fencing-policy.ts";
@@ -26,7 +27,7 @@ const b64 = (path: string) => readFileSync(path).toString("base64");
 const NO_KAFKA = "127.0.0.1:4";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   await applyObjects(cp.kubeConfig, shippedAccessControl());
   await createFencingPolicy(cp.kubeConfig.makeApiClient(CustomObjectsApi), {});
   // The sandbox hides the checkout and /tmp: its kubeconfig lives beside the artifacts, with

@@ -29,7 +29,7 @@ import { Kube } from "../../infra/kube/client.ts";
 import { createLogger } from "../../infra/log.ts";
 import { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
 import { startIpmiSim } from "../../harness/env/bmc-ipmi-sim.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { ipmitoolArgs } from "../../harness/env/ipmi-sim-config.ts";
 import { waitUntil } from "../../harness/env/wait.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
@@ -54,7 +54,7 @@ const log = createLogger("bmc-rotation-test", {
 });
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: NS } } });
   for (const name of ["bmc-redfish", "bmc-ipmi"])

@@ -16,7 +16,7 @@ import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
 import { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
 import { applyFastfenceCrds } from "../../harness/env/apply.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { freePort } from "../../harness/env/ports.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import {
@@ -31,7 +31,7 @@ const RIGHT = `pw-right-${Math.random().toString(36).slice(2)}`;
 const WRONG = `pw-wrong-${Math.random().toString(36).slice(2)}`;
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   const core = kc.makeApiClient(CoreV1Api);
   await applyFastfenceCrds(kc);

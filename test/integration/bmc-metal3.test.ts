@@ -27,7 +27,8 @@ import { Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { systemClock } from "../../core/clock.ts";
 import { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../../harness/env/index.ts";
+import { ROOT, THIRD_PARTY_CRDS } from "../../harness/env/index.ts";
+import { sharedControlPlane, type SharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const HOST_NS = "metal3";
@@ -37,7 +38,7 @@ const PASS = `Pw-${Math.random().toString(36).slice(2)}-metal3`;
 const BMH = { group: "metal3.io", version: "v1alpha1", plural: "baremetalhosts" };
 
 interface Env {
-  cp: ControlPlane;
+  cp: SharedControlPlane;
   kc: KubeConfig;
   kubeconfigPath: string;
   core: CoreV1Api;
@@ -49,7 +50,7 @@ interface Env {
 }
 
 const env = withEnv<Env>(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...readManifests(join(THIRD_PARTY_CRDS, "metal3.io")),

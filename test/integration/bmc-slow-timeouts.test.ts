@@ -24,7 +24,7 @@ import {
 import { BmcPowerExecutor } from "../../infra/fence/power.ts";
 import { Kube } from "../../infra/kube/client.ts";
 import { LabRedfishServer } from "../../harness/emulators/redfish/server.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const NS = "fastfence-system";
@@ -33,7 +33,7 @@ const USER = "fence";
 const PASS = "slow-bmc-pw-4x9";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: NS } } });
   await core.createNamespacedSecret({

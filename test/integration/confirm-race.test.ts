@@ -13,7 +13,8 @@
 //      Confirmed, the other Blocked with reason ControlPlaneQuorum.
 // Evidence is signed with each observer node's key, published on its heartbeat Lease by the
 // admin here (the heartbeat-Lease policy, which would require pod-bound source tokens, is
-// not applied: it is tested in admission-heartbeat-lease.test.ts).
+// not applied: it is tested in admission-heartbeat-lease.test.ts). (a) and (b) use the run's
+// shared API server one after the other, reset in between.
 import {
   CoordinationV1Api,
   CoreV1Api,
@@ -35,7 +36,9 @@ import { NodeOps } from "../../infra/kube/nodes.ts";
 import { PolicyReader } from "../../infra/kube/policy.ts";
 import { stageRunner } from "../../infra/runtime/stage-executor.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { sleep, startControlPlane } from "../../harness/env/index.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
+import type { EnvScope } from "../../harness/env/scope.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy, FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -74,11 +77,12 @@ class GatedKube extends Kube {
 }
 
 async function cluster(
+  scope: EnvScope,
   nodes: readonly string[],
   labels: Record<string, string>,
   spec: FencingPolicySpecInput,
 ) {
-  const cp = await startControlPlane();
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl({ skipPolicies: ["fastfence-heartbeat-lease"] }));
   const core = kc.makeApiClient(CoreV1Api);
@@ -179,17 +183,16 @@ const phaseOf = (all: NodeFence[], n: string) =>
   all.find((i) => i.metadata.name === incidentName(n, bootOf(n)))?.status;
 
 describe("two confirm replicas, two nodes, one slot (storm guard; real API server)", () => {
-  const env = withEnv(async (scope) => {
-    const c = await cluster(
+  const env = withEnv(async (scope) =>
+    cluster(
+      scope,
       ["a", "b", "c", "d"],
       {},
       policySpec({
         stormGuard: { maxConcurrentFenced: 1, maxFraction: 1 },
       }),
-    );
-    scope.add(c.cp);
-    return c;
-  });
+    ),
+  );
 
   it("a slot taken but not yet Confirmed is counted; then both on one ledger: the loser re-decides; each time one Confirmed, one Blocked (StormGuard)", async () => {
     const e = env();
@@ -232,18 +235,17 @@ describe("two confirm replicas, two nodes, one slot (storm guard; real API serve
 });
 
 describe("two confirm replicas, two control-plane nodes (etcd-quorum rule on its own; real API server)", () => {
-  const env = withEnv(async (scope) => {
-    const c = await cluster(
+  const env = withEnv(async (scope) =>
+    cluster(
+      scope,
       ["a", "b", "c"],
       { [CONTROL_PLANE]: "" },
       policySpec({
         stormGuard: { maxConcurrentFenced: 3, maxFraction: 1 },
         probe: { observersPerNode: 2 },
       }),
-    );
-    scope.add(c.cp);
-    return c;
-  });
+    ),
+  );
 
   it("one Confirmed, the other Blocked with ControlPlaneQuorum", async () => {
     const e = env();

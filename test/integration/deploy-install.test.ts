@@ -1,7 +1,8 @@
 // Needs real kube-apiserver, kubectl, kustomize: the documented install steps run as written.
-// make test-deploy: the documented install, for real. For each platform it starts a fresh
-// kube-apiserver holding only the prerequisites' CRDs (their operators, controllers and
-// webhooks do not run) and the namespaces that platform has before fastfence, then runs
+// make test-deploy: the documented install, for real. For each platform it takes the run's
+// shared kube-apiserver, reset to its state right after start, and gives it only the
+// prerequisites' CRDs (their operators, controllers and webhooks do not run) and the
+// namespaces that platform has before fastfence, then runs
 // the steps its doc marks (harness/install-doc.ts), in the doc's order, with the real
 // kustomize (inside kubectl) and the real kubectl (also as `oc`): the commands, the files
 // they name, and on OpenShift every YAML block of the page. The first error the API server
@@ -9,20 +10,13 @@
 // operator would have written (the Strimzi Secrets) and nothing else. Afterwards the
 // cluster holds no namespace the doc did not create, and every object the install
 // kustomization renders. The upstream cluster also takes metal3's optional Component once
-// metal3 is installed. It only talks to the throwaway control planes it starts.
+// metal3 is installed. It only talks to the throwaway control plane of the test run.
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, readFileSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  BIN,
-  ROOT,
-  THIRD_PARTY_CRDS,
-  makeTempDir,
-  removeTempDir,
-  startControlPlane,
-  type ControlPlane,
-} from "../../harness/env/index.ts";
+import { BIN, ROOT, THIRD_PARTY_CRDS, makeTempDir, removeTempDir } from "../../harness/env/index.ts";
+import { sharedControlPlane, type SharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { installSteps, type InstallStep } from "../../harness/install-doc.ts";
 import { parseYamlDocs, render, type KubeObject } from "../../harness/kustomize.ts";
 
@@ -69,14 +63,14 @@ for (const [name, platform] of Object.entries(PLATFORMS)) {
   describe(`deploy: ${platform.doc} installs ${name} for real`, () => {
     const markdown = readFileSync(join(ROOT, platform.doc), "utf8");
     const steps = installSteps(markdown, { applyEveryYaml: platform.applyEveryYaml });
-    let cp: ControlPlane;
+    let cp: SharedControlPlane;
     let work: string;
     let env: NodeJS.ProcessEnv;
     const kubectl = (args: string[], input?: string) =>
       execFileSync(join(BIN, "kubectl"), args, { cwd: work, env, encoding: "utf8", input, stdio: "pipe" });
 
     beforeAll(async () => {
-      cp = await startControlPlane();
+      cp = await sharedControlPlane();
       work = makeTempDir(`deploy-install-${name}-`);
       symlinkSync(ROOT, join(work, "fastfence")); // the checkout, beside the user's own files
       const bin = join(work, ".bin");

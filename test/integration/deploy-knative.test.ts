@@ -10,7 +10,7 @@
 // Operator's CRDs), which must also render onto each overlay. Then, per overlay, it really applies the RBAC objects
 // and asks the API server (SubjectAccessReview) every row of the table in docs/rbac.md,
 // and checks that every rule the manifests grant appears in that table. It never touches
-// anything but the throwaway control plane it starts, and stops it at the end.
+// anything but the test run's throwaway control plane, and resets it at the end.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -29,7 +29,8 @@ import {
   type ResponseContext,
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
-import { THIRD_PARTY_CRDS, startControlPlane, type ControlPlane } from "../../harness/env/index.ts";
+import { THIRD_PARTY_CRDS } from "../../harness/env/index.ts";
+import { sharedControlPlane, type SharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import {
   groupOf,
   objectId,
@@ -195,7 +196,7 @@ async function withRawBody<T>(o: unknown, fn: () => Promise<T>): Promise<T> {
 }
 
 describe("deploy: every overlay applies to a real kube-apiserver with the real CRDs", () => {
-  let cp: ControlPlane;
+  let cp: SharedControlPlane;
   let objects: KubernetesObjectApi;
   let core: CoreV1Api;
   let ext: ApiextensionsV1Api;
@@ -204,7 +205,7 @@ describe("deploy: every overlay applies to a real kube-apiserver with the real C
   const warnings: string[] = [];
 
   beforeAll(async () => {
-    cp = await startControlPlane();
+    cp = await sharedControlPlane();
     const kc = cp.kubeConfig;
     const cluster = kc.getCurrentCluster()!;
     objects = new KubernetesObjectApi(

@@ -23,7 +23,8 @@ import { heartbeatLeaseName } from "../../core/decision.ts";
 import { parseWatchdogReport, WATCHDOG_ANNOTATION } from "../../core/watchdog.ts";
 import { NODE_TIMEOUT_ANNOTATION, parseNodeTimeout } from "../../core/watchdog-status.ts";
 import { applyObjects, readManifests, shippedAccessControl } from "../../harness/env/apply.ts";
-import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -118,7 +119,7 @@ const SCC_ROLE = {
 };
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   const scc = readManifests(join(ROOT, "knative/overlays/openshift/scc.yaml"));
   await applyObjects(kc, [...shippedAccessControl(), SCC_ROLE, ...scc]);

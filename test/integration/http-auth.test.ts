@@ -31,7 +31,8 @@ import {
 } from "../../infra/runtime/http-auth.ts";
 import { startHttpRuntime } from "../../infra/runtime/http-runtime.ts";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, freePort, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT, freePort } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 const NS = "fastfence-system";
@@ -40,7 +41,7 @@ const SENDER = "detect-node-observed-oidc-eventing.knative.dev-trigger";
 const SENDER_USER = `system:serviceaccount:${NS}:${SENDER}`;
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: NS } } });
   for (const name of [SENDER, "intruder"])

@@ -18,7 +18,8 @@ import { loadRuntimeConfig } from "../../infra/config.ts";
 import { createLogger } from "../../infra/log.ts";
 import { hostFunction } from "../../app/host.ts";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { kwokNodeObject } from "../../harness/kube/node.ts";
 import { publishObserverKey, setNodeReady } from "../../harness/kube/observer.ts";
@@ -29,7 +30,7 @@ import { ObserverKey } from "../../source/observer-key.ts";
 const observerOfB = new ObserverKey();
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   await applyObjects(cp.kubeConfig, readManifests(join(ROOT, "knative/base/crds")));
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   await core.createNamespace({ body: { metadata: { name: "fastfence-system" } } });

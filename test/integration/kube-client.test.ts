@@ -18,11 +18,12 @@ import { emptyStatus, newIncident, transition } from "../../core/incident.ts";
 import { Kube as Kube, KubeApiError } from "../../infra/kube/client.ts";
 import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { applyObjects, readManifests } from "../../harness/env/apply.ts";
-import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
 describe("Kubernetes adapters (real kube-apiserver)", () => {
-  const env = withEnv(async (scope) => ({ cp: scope.add(await startControlPlane()) }));
+  const env = withEnv(async (scope) => ({ cp: scope.add(await sharedControlPlane()) }));
 
   it("API clients reuse their connections instead of a TLS handshake per request", async () => {
     const { cp } = env();

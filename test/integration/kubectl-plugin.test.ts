@@ -19,7 +19,8 @@ import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { BROKER_TOPIC } from "../../events/catalog.ts";
 import { kafkaUserName } from "../../events/kafka-acls.ts";
 import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
-import { ROOT, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { sharedKafka } from "../../harness/env/shared-kafka.ts";
 import { makeTempDir, removeTempDir } from "../../harness/env/registry.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
@@ -30,7 +31,7 @@ const KUBECTL = join(ROOT, ".cache/bin/kubectl");
 const GONE = "https://127.0.0.1:1";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kafka = scope.add(await sharedKafka());
   const core = cp.kubeConfig.makeApiClient(CoreV1Api);
   await core.createNode({ body: kwokNodeObject("node-b", "b0000000-bbbb") });

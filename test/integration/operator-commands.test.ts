@@ -34,7 +34,8 @@ import {
 } from "../../core/incident.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT, sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -63,7 +64,7 @@ function operatorRbacFromDocs(): KubernetesObject[] {
 }
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [...shippedAccessControl(), ...operatorRbacFromDocs()]);
   const core = kc.makeApiClient(CoreV1Api);

@@ -26,7 +26,8 @@ import type { FastfenceError } from "../../core/errors.ts";
 import type { FencingPolicySpecInput } from "../../core/policy.ts";
 import { stormGuard } from "../../core/rules.ts";
 import { applyObjects, readManifests, shippedAccessControl } from "../../harness/env/apply.ts";
-import { ROOT, sleep, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT, sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -41,7 +42,7 @@ const G = { group: "fastfence.io", version: "v1alpha1", plural: "fencingpolicies
 const CRD = "fencingpolicies.fastfence.io";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   const confirm = await serviceAccountKubeConfig(kc, {

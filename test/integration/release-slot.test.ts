@@ -24,7 +24,7 @@ import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { createLogger } from "../../infra/log.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { ROOT } from "../../harness/env/base.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { freePort } from "../../harness/env/ports.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy, FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
@@ -34,7 +34,7 @@ const sa = (stage: string) => `system:serviceaccount:${NS}:fastfence-${stage}`;
 const at = (s: number) => new Date(Date.now() - 60_000 + s * 1000).toISOString();
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   await createFencingPolicy(kc.makeApiClient(CustomObjectsApi), {

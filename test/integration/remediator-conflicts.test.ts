@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { conflictMessage } from "../../core/remediators.ts";
 import { applyObjects, readManifests, shippedAccessControl } from "../../harness/env/apply.ts";
-import { ROOT, THIRD_PARTY_CRDS, startControlPlane } from "../../harness/env/index.ts";
+import { ROOT, THIRD_PARTY_CRDS } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -39,7 +40,7 @@ const SNR = {
 };
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...shippedAccessControl(),

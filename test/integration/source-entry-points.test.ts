@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { makeTempDir } from "../../harness/env/registry.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy } from "../../harness/kube/fencing-policy.ts";
@@ -22,7 +22,7 @@ import { createLogger } from "../../infra/log.ts";
 import { labSourceEnv } from "../../lab/agent-env.ts";
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   await applyObjects(cp.kubeConfig, shippedAccessControl());
   await createFencingPolicy(cp.kubeConfig.makeApiClient(CustomObjectsApi), {});
   const dir = makeTempDir("entry-points");

@@ -20,7 +20,7 @@ import type { FencingPolicySpec, FencingPolicySpecInput } from "../../core/polic
 import { heartbeatLeaseDurationMs } from "../../core/rules.ts";
 import { parseWatchdogReport, WATCHDOG_ANNOTATION, type WatchdogReport } from "../../core/watchdog.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { createFencingPolicy, FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -53,7 +53,7 @@ const nullBus = {
 } as unknown as Bus;
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   const core = kc.makeApiClient(CoreV1Api);

@@ -20,7 +20,7 @@ import { OBSERVER_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
 import { parseVouches } from "../../core/vouch.ts";
 import { VOUCH_ANNOTATION } from "../../core/watchdog.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
-import { startControlPlane } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -41,7 +41,7 @@ const SETTINGS = { timeoutMs: 1_500, renewGraceMs: 800, petIntervalMs: 100 };
 const NODES = ["node-a", "node-b", "node-c"];
 
 const env = withEnv(async (scope) => {
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, shippedAccessControl());
   const leases = new Map<string, LeaseManager>();

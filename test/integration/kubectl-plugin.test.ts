@@ -143,6 +143,14 @@ describe("kubectl fastfence", () => {
   });
 
   it("--context real -n NS trace node-b: the Kubernetes Events of that cluster join the trace", async () => {
+    // Events of its own to read (the cases run in any order): node-b paused, then resumed.
+    for (const step of [
+      ["pause", "node-b", "--reason", "BIOS update, CHG-77"],
+      ["resume", "node-b"],
+    ]) {
+      const done = await kubectl("fastfence", "--context", "real", ...step);
+      expect(done.code, done.stderr).toBe(EXIT.ok);
+    }
     const ok = await kubectl(
       "fastfence",
       "--context",

@@ -49,8 +49,8 @@ test-kafka-clients: setup
 	  $(VITEST) run --project 'integration*' test/integration/bus-kafka.test.ts test/integration/bus-kafka-freeze.test.ts \
 	  test/integration/kafka-runtime-dlq.test.ts test/integration/kafka-runtime-flood.test.ts; rc=$$?; scripts/reap.sh; exit $$rc
 
-## test-deploy: the documented install steps applied for real (kustomize + kubectl) to fresh kube-apiservers with the
-## prerequisites' CRDs; every overlay dry-run-applied with the real CRDs; RBAC table confirmed
+## test-deploy: the documented install steps applied for real (kustomize + kubectl) to a kube-apiserver reset to its
+## state just after start, with the prerequisites' CRDs; every overlay dry-run-applied with the real CRDs; RBAC table confirmed
 test-deploy: setup
 	@node scripts/gen-config-reference.ts --check
 	@$(VITEST) run --project 'integration*' test/integration/deploy-

@@ -149,7 +149,6 @@ describe("lab up / down", () => {
     const t = Date.now();
     expect(await knock(ip, KUBELET_PORT, 1000), "a TCP connect to the proc-crashed node").toBe("refused");
     expect(Date.now() - t).toBeLessThan(500);
-    expect(nodeStatus("node-b").link).toBe("up");
   }, 240_000);
 
   it("down after a normal up leaves nothing behind", () => {

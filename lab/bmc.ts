@@ -2,10 +2,11 @@
 // emulator (in this process) or OpenIPMI ipmi_sim per node, and the power switch both
 // act through: power-on brings the node's link up (unless a partition cut it) and then
 // starts its launcher; power-off takes the link down and SIGKILLs every process of the
-// node's network namespace (an unpowered machine answers nothing). ipmi_sim asks for it through the power endpoint on
-// 127.0.0.1 (its chassis_control program), the Redfish emulator through its hooks. Every
-// action lands in the node's power log (the invariant checker's ground truth). It never
-// signals a process outside a lab node's namespace, nor listens beyond the lab addresses.
+// node's network namespace (an unpowered machine answers nothing). ipmi_sim asks for it
+// through the power endpoint on 127.0.0.1 (its chassis_control program), the Redfish
+// emulator through its hooks. Every action lands in the node's power log (the invariant
+// checker's ground truth). It never signals a process outside a lab node's namespace, nor
+// listens beyond the lab addresses.
 import { execFile } from "node:child_process";
 import { chmodSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";

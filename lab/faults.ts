@@ -145,8 +145,7 @@ export async function partition(lab: FaultTarget, name: string, kind = "partitio
 /**
  * power-loss: the node and its BMC die together (a PSU, PDU or chassis failure): the BMC
  * stops answering, then the node dies as in a silent crash (link down, every process
- * killed). Undo: `bmc-fault NODE --fault
- * none`, then `power-on NODE`.
+ * killed). Undo: `bmc-fault NODE --fault none`, then `power-on NODE`.
  */
 export async function powerLoss(lab: FaultTarget, name: string): Promise<number> {
   const t0 = Date.now();

@@ -106,7 +106,7 @@ const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
                                          --watchdog: an emulated watchdog per node;
                                          --second-level: Redfish nodes also get an IPMI level)
   down                                    tear everything down (also after a crash of the lab)
-  status                                  nodes, power, readiness, BMCs
+  status                                  nodes, power, link, readiness, BMCs
   crash NODE                              the node dies silently: its link down, every process
                                           SIGKILLed; nothing answers until power-off and power-on
   proc-crash NODE                         SIGKILL every process, link left up (the node's kernel

@@ -91,7 +91,11 @@ export function judge(j: JudgeInput): Verdict {
         reason: `${id} is held by ${form.pod}, which is no pod bound to a node in ${lease.namespace}`,
       };
     if (j.podNode !== node)
-      return { release: false, code: "OtherNode", reason: `${id} is held by pod ${form.pod} on ${j.podNode}` };
+      return {
+        release: false,
+        code: "OtherNode",
+        reason: `${id} is held by pod ${form.pod} on ${j.podNode}`,
+      };
   }
   const renewed = Date.parse(lease.renewTime ?? "");
   const proven = Date.parse(j.provenAt);
@@ -154,6 +158,14 @@ export interface LeaseOutcome {
   /** Skipped: the SkipCode; failed: "Conflict" (renewed each time), "Refused" or "Error". */
   code?: string;
   reason?: string;
+}
+
+/** What the handOffLeases action produced, fed back into fence's decide (core/decision.ts contract 4). */
+export interface HandoffResult {
+  kind: "leasesHandedOff";
+  node: string;
+  incident: string;
+  results: LeaseOutcome[];
 }
 
 /** A one-line summary of the outcomes, for logs and the decision's detail. */

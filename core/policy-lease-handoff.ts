@@ -28,7 +28,9 @@ export const LeaseHandoffEntrySchema = z
     // at most 8). Listing needs fence's ServiceAccount to list Leases there (docs/rbac.md).
     matchLabels: z.record(z.string(), z.string()).optional().meta({ maxProperties: MAX_MATCH_LABELS }),
   })
-  .refine((e) => (e.name === undefined) !== (e.matchLabels === undefined), { message: NAME_OR_LABELS.message })
+  .refine((e) => (e.name === undefined) !== (e.matchLabels === undefined), {
+    message: NAME_OR_LABELS.message,
+  })
   .meta({ "x-kubernetes-validations": [NAME_OR_LABELS] });
 export type LeaseHandoffEntry = z.infer<typeof LeaseHandoffEntrySchema>;
 

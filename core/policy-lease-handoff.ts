@@ -31,6 +31,10 @@ export const LeaseHandoffEntrySchema = z
   .refine((e) => (e.name === undefined) !== (e.matchLabels === undefined), {
     message: NAME_OR_LABELS.message,
   })
+  .refine((e) => Object.keys(e.matchLabels ?? {}).length <= MAX_MATCH_LABELS, {
+    path: ["matchLabels"],
+    message: `at most ${MAX_MATCH_LABELS} labels`,
+  })
   .meta({ "x-kubernetes-validations": [NAME_OR_LABELS] });
 export type LeaseHandoffEntry = z.infer<typeof LeaseHandoffEntrySchema>;
 

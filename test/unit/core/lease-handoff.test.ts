@@ -135,6 +135,9 @@ describe("the policy's leaseHandoff", () => {
     expect(bad({ namespace: "a", name: "x", matchLabels: { k: "v" } })).toBe(false);
     expect(bad({ namespace: "a" })).toBe(false);
     expect(bad({ name: "x" })).toBe(false);
+    const labels = (n: number) => Object.fromEntries([...Array(n).keys()].map((i) => [`k${i}`, "v"]));
+    expect(bad({ namespace: "a", matchLabels: labels(8) })).toBe(true);
+    expect(bad({ namespace: "a", matchLabels: labels(9) })).toBe(false);
   });
 });
 

@@ -1,4 +1,4 @@
-// Needs real kube-apiserver (+ etcd): the lease hand-off's RBAC, admission policies and guarded writes.
+// Needs real kube-apiserver (+ etcd): hand-off RBAC, admission policies, guarded Lease writes.
 // Leader hand-off (issue 46): after a proven power-off fence releases the Leases that the
 // fenced node's processes held (infra/kube/lease-handoff.ts), and the API server, under the
 // shipped RBAC and knative/base/admission/lease-handoff-policy.yaml, refuses that write to

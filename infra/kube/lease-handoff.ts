@@ -87,14 +87,16 @@ export class LeaseHandoff {
   private async run(plan: HandoffPlan, signal?: AbortSignal): Promise<LeaseOutcome[]> {
     const log = this.o.log.child({ incident: plan.incident, node: plan.node });
     const out: LeaseOutcome[] = [];
-    const found: V1Lease[] = [];
-    for (const e of plan.leases) {
-      try {
-        found.push(...(await this.read(e)));
-      } catch (err) {
-        out.push(failed({ namespace: e.namespace, name: e.name ?? "(selector)" }, "Error", err));
-      }
-    }
+    // The listed Leases are read at once (most do not exist on a given platform: 404, skipped).
+    const reads = await Promise.all(
+      plan.leases.map((e) =>
+        this.read(e).catch((err: unknown) => {
+          out.push(failed({ namespace: e.namespace, name: e.name ?? "(selector)" }, "Error", err));
+          return [];
+        }),
+      ),
+    );
+    const found = reads.flat();
     let recorded = false;
     for (const first of found) {
       if (signal?.aborted) break;
@@ -108,7 +110,15 @@ export class LeaseHandoff {
         const v = judge({ lease, node: plan.node, provenAt: plan.provenAt, podNode });
         if (!v.release) {
           if (v.code !== "NoHolder") log.info({ lease: `${lease.namespace}/${lease.name}` }, v.reason);
-          out.push({ ...lease, outcome: "skipped", code: v.code, reason: v.reason });
+          const { namespace, name, holder } = lease;
+          out.push({
+            namespace,
+            name,
+            ...(holder ? { holder } : {}),
+            outcome: "skipped",
+            code: v.code,
+            reason: v.reason,
+          });
           break;
         }
         try {

@@ -91,6 +91,7 @@ export class LeaseHandoff {
     const reads = await Promise.all(
       plan.leases.map((e) =>
         this.read(e).catch((err: unknown) => {
+          log.warn({ err, namespace: e.namespace, lease: e.name }, "cannot read a Lease to hand off");
           out.push(failed({ namespace: e.namespace, name: e.name ?? "(selector)" }, "Error", err));
           return [];
         }),

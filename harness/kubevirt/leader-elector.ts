@@ -45,11 +45,14 @@ function recordOf(l: V1Lease): LeaseRecord {
   };
 }
 
+/** A Lease's MicroTime: RFC 3339 with six fractional digits (the API server refuses three). */
+const microTime = (ms: number): Date => new Date(ms).toISOString().replace(/Z$/, "000Z") as unknown as Date;
+
 const specOf = (r: LeaseRecord): V1Lease["spec"] => ({
   holderIdentity: r.holderIdentity,
   leaseDurationSeconds: r.leaseDurationSeconds,
-  ...(r.acquireTimeMs !== undefined ? { acquireTime: new Date(r.acquireTimeMs) } : {}),
-  ...(r.renewTimeMs !== undefined ? { renewTime: new Date(r.renewTimeMs) } : {}),
+  ...(r.acquireTimeMs !== undefined ? { acquireTime: microTime(r.acquireTimeMs) } : {}),
+  ...(r.renewTimeMs !== undefined ? { renewTime: microTime(r.renewTimeMs) } : {}),
   leaseTransitions: r.leaseTransitions,
 });
 
@@ -57,7 +60,6 @@ export class LeaderElector {
   private state: ElectionState = initialState();
   private readonly o: ElectorOptions;
   private readonly api: CoordinationV1Api;
-  private lastRead: V1Lease | undefined;
 
   constructor(api: CoordinationV1Api, o: ElectorOptions) {
     checkConfig(o);
@@ -74,7 +76,6 @@ export class LeaderElector {
   private async read(): Promise<LeaseRead> {
     try {
       const l = await this.api.readNamespacedLease({ name: this.o.name, namespace: this.o.namespace });
-      this.lastRead = l;
       return { kind: "present", record: recordOf(l), resourceVersion: l.metadata?.resourceVersion ?? "" };
     } catch (err) {
       if (statusOf(err) === 404) return { kind: "absent" };
@@ -94,11 +95,7 @@ export class LeaderElector {
         await this.api.replaceNamespacedLease({
           name,
           namespace,
-          body: {
-            ...this.lastRead,
-            metadata: { ...this.lastRead?.metadata, name, resourceVersion: w.resourceVersion },
-            spec: specOf(w.record),
-          },
+          body: { metadata: { name, namespace, resourceVersion: w.resourceVersion }, spec: specOf(w.record) },
         });
       return true;
     } catch (err) {

@@ -11,8 +11,6 @@ export interface StandInVm {
   name: string;
   namespace: string;
   runStrategy: RunStrategy;
-  /** Node affinity preferred for the first placement (the test's "node A"); none: anywhere. */
-  preferNode?: string;
 }
 
 export async function createStandInVm(
@@ -41,22 +39,6 @@ export async function createStandInVm(
       spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: pv },
     },
   });
-  const affinity = vm.preferNode
-    ? {
-        nodeAffinity: {
-          preferredDuringSchedulingIgnoredDuringExecution: [
-            {
-              weight: 100,
-              preference: {
-                matchExpressions: [
-                  { key: "kubernetes.io/hostname", operator: "In", values: [vm.preferNode] },
-                ],
-              },
-            },
-          ],
-        },
-      }
-    : undefined;
   await api.custom.createNamespacedCustomObject({
     group: "kubevirt.io",
     version: "v1",
@@ -75,7 +57,6 @@ export async function createStandInVm(
               devices: { disks: [{ name: "disk", disk: { bus: "virtio" } }] },
               resources: { requests: { memory: "64Mi" } },
             },
-            ...(affinity ? { affinity } : {}),
             volumes: [{ name: "disk", persistentVolumeClaim: { claimName: pvc } }],
           },
         },

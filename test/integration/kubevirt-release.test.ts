@@ -1,4 +1,4 @@
-// Needs real kube-apiserver, scheduler, controller-manager, kwok: VMs restarted by the real scheduler.
+// Needs real kube-apiserver, scheduler, controller-manager, kwok: VMs placed by the real scheduler.
 // Issue 46: release restarts every VM. Two VMs (runStrategy Always and RerunOnFailure, each
 // with a PVC) run on node A under the leader-elected VM controller stand-in (harness/kubevirt/:
 // one replica as its own process, one in this process); node A dies, and fastfence's release

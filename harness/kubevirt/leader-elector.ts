@@ -1,7 +1,7 @@
 // Runs leader-election.pure.ts against a real coordination.k8s.io Lease: reads it, makes
 // the write the state machine asks for (create, or replace guarded by resourceVersion),
 // sleeps the delay it gives, and calls `lead` with a signal that aborts when leadership
-// is lost or the run is cancelled; on cancel it releases the Lease (ReleaseOnCancel).
+// is lost or the run is cancelled; on cancel, with releaseOnCancel, it releases the Lease.
 // Harness only (the VM controller stand-in); it never writes any Lease but its own.
 import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import {
@@ -23,6 +23,8 @@ import {
 export interface ElectorOptions extends ElectionConfig {
   namespace: string;
   name: string;
+  /** client-go's ReleaseOnCancel (default false, as virt-controller, which does not set it). */
+  releaseOnCancel?: boolean;
   /** Logged transitions (default: none). */
   log?: (msg: string) => void;
   now?: () => number;
@@ -142,7 +144,7 @@ export class LeaderElector {
     }
     leader?.abort();
     await leading;
-    if (this.state.leading) {
+    if (this.state.leading && this.o.releaseOnCancel) {
       try {
         const w = release(this.state, this.o, this.now(), await this.read());
         if (w && (await this.write(w)))
@@ -150,8 +152,8 @@ export class LeaderElector {
       } catch (err) {
         this.o.log?.(`release: ${(err as Error).message}`);
       }
-      this.state = stopLeading(this.state);
     }
+    this.state = stopLeading(this.state);
   }
 }
 

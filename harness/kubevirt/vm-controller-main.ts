@@ -1,9 +1,10 @@
 // The VM controller stand-in as a process: `node harness/kubevirt/vm-controller-main.ts
 // --kubeconfig FILE --identity NAME [--lease-namespace kubevirt] [--lease-name virt-controller]
 // [--namespaces a,b] [--lease-duration-s 15] [--renew-deadline-s 10] [--retry-period-s 2]
-// [--interval-ms 100]`. It campaigns for the Lease like KubeVirt's virt-controller (its
-// defaults: 15 s / 10 s / 2 s) and runs the VM and VMI steps while it leads; SIGTERM or
-// SIGINT releases the Lease and exits. One replica per process (the lab runs one per node).
+// [--interval-ms 100] [--release-on-cancel]`. It campaigns for the Lease like KubeVirt's
+// virt-controller (its defaults: 15 s / 10 s / 2 s) and runs the VM and VMI steps while it
+// leads; SIGTERM or SIGINT exits, releasing the Lease only with --release-on-cancel
+// (virt-controller does not release: its Lease lapses). One replica per process (the lab runs one per node).
 // Harness only, never the product; it talks only to the API server of its kubeconfig.
 import { parseArgs } from "node:util";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
@@ -21,6 +22,7 @@ export interface StandInOptions {
   renewDeadlineMs: number;
   retryPeriodMs: number;
   intervalMs: number;
+  releaseOnCancel: boolean;
 }
 
 export class UsageError extends Error {
@@ -49,6 +51,7 @@ export function parseStandInArgs(argv: string[]): StandInOptions {
       },
       "retry-period-s": { type: "string", default: String(VIRT_CONTROLLER_DEFAULTS.retryPeriodMs / 1000) },
       "interval-ms": { type: "string", default: "100" },
+      "release-on-cancel": { type: "boolean", default: false },
     },
     strict: true,
   });
@@ -70,6 +73,7 @@ export function parseStandInArgs(argv: string[]): StandInOptions {
     renewDeadlineMs: num("renew-deadline-s", values["renew-deadline-s"], 1000),
     retryPeriodMs: num("retry-period-s", values["retry-period-s"], 1000),
     intervalMs: num("interval-ms", values["interval-ms"], 1),
+    releaseOnCancel: values["release-on-cancel"],
   };
 }
 
@@ -98,6 +102,7 @@ export async function runStandIn(
     leaseDurationMs: o.leaseDurationMs,
     renewDeadlineMs: o.renewDeadlineMs,
     retryPeriodMs: o.retryPeriodMs,
+    releaseOnCancel: o.releaseOnCancel,
     log,
   });
   await elector.run(signal, (leading) => controller.run(leading));

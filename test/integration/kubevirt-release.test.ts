@@ -6,7 +6,7 @@
 // VolumeAttachments) brings both back Running on another node with a new VMI, while a watch
 // records that no VM ever had two launcher pods or two VMIs. The old release (deleting the
 // VMI) leaves a RerunOnFailure VM stopped, which the stand-in shows too. Last, the leading
-// replica is stopped: it releases the Lease and the other takes over.
+// replica is stopped: with --release-on-cancel it releases the Lease and the other takes over.
 import { describe, expect, it } from "vitest";
 import {
   CoordinationV1Api,
@@ -138,6 +138,7 @@ const env = withEnv(async (scope) => {
         `--kubeconfig=${cp.kubeconfigPath}`,
         "--identity=vm-controller-1",
         `--namespaces=${NS}`,
+        "--release-on-cancel",
       ],
       dir,
     }),
@@ -158,6 +159,7 @@ const env = withEnv(async (scope) => {
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
       intervalMs: 100,
+      releaseOnCancel: true,
     },
     stop2.signal,
     () => undefined,

@@ -265,7 +265,8 @@ export const NodeFenceStatusSchema = z.object({
       taint: z.string(),
       podsDeleted: z.int().min(0),
       volumeAttachmentsDeleted: z.int().min(0),
-      vmisDeleted: z.int().min(0),
+      /** virt-launcher pods force-deleted (one per VMI that ran on the node). */
+      vmLaunchersDeleted: z.int().min(0),
     })
     .optional(),
   /** Boot ID the node came back with (recover). */

@@ -167,11 +167,13 @@ export const WorkloadsReleasedSchema = z
     taint: z.string(),
     podsDeleted: z.int().min(0),
     volumeAttachmentsDeleted: z.int().min(0),
-    vmisDeleted: z.int().min(0),
+    vmLaunchersDeleted: z.int().min(0),
     powerOffConfirmedAt: Time,
     releasedAt: Time,
   })
-  .describe("Out-of-service taint set and the node's pods, VolumeAttachments and VMIs deleted.");
+  .describe(
+    "Out-of-service taint set and the node's pods, VolumeAttachments and VM launcher pods deleted (KubeVirt then restarts the VMs).",
+  );
 
 export const NodeRecoveredSchema = z
   .object({

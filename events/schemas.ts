@@ -167,7 +167,9 @@ export const WorkloadsReleasedSchema = z
     taint: z.string(),
     podsDeleted: z.int().min(0),
     volumeAttachmentsDeleted: z.int().min(0),
-    vmLaunchersDeleted: z.int().min(0),
+    /** 0 in an event of an earlier build, whose release deleted VMIs instead (vmisDeleted). */
+    vmLaunchersDeleted: z.int().min(0).default(0),
+    vmisDeleted: z.int().min(0).optional(),
     powerOffConfirmedAt: Time,
     releasedAt: Time,
   })

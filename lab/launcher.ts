@@ -3,11 +3,12 @@
 // power-on hook). At each start it writes a fresh boot ID into the Node status (a new
 // incarnation), then starts the node's processes: the kubelet-port listener, kwok for
 // this node, a Kafka broker and one node agent (event source + one replica of every
-// function). It never restarts a process that died (a crash stays a crash until the
+// function); with the compact plane, before all of them, its etcd member, API server,
+// controller manager and scheduler (lab/compact-plane.ts). It never restarts a process that died (a crash stays a crash until the
 // power is cycled); killing it (power-off) takes every process of the namespace with it.
 // On each start it hands the node Lease to the new kwok (as a rebooted kubelet renews its own).
 // It only talks to the lab API endpoint on the host bridge.
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
@@ -21,6 +22,12 @@ export interface LauncherConfig {
   listenerPort: number;
   api: { host: string; port: number; ca: string; cert: string; key: string; servername: string };
   processes: { name: string; argv: string[]; env?: Record<string, string> }[];
+  /** Compact plane: etcd, kube-apiserver, controller manager, scheduler; started first. */
+  controlPlane?: { name: string; argv: string[] }[];
+  /** Set in the node's own UTS namespace (leader-election identities name the node). */
+  hostname?: string;
+  /** An API path to wait for (200) before the kubelet's work and the other processes. */
+  gate?: string;
 }
 
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as LauncherConfig;
@@ -97,6 +104,9 @@ function start(name: string, argv: string[], env: Record<string, string> = {}): 
 
 async function main(): Promise<void> {
   for (const f of ["agent.json", "boot.json"]) rmSync(join(cfg.dir, f), { force: true });
+  if (cfg.hostname) spawnSync("hostname", [cfg.hostname], { stdio: "ignore" });
+  // A control-plane node's static pods come first: the rest of the node needs the API.
+  for (const p of cfg.controlPlane ?? []) start(p.name, p.argv);
   // The kubelet port first: accepts and closes, with a normal listen backlog, so a frozen
   // node's kernel still completes handshakes as a real one does; the probe tells it from a
   // live one because nothing answers (source/tcp-probe.ts).
@@ -107,6 +117,9 @@ async function main(): Promise<void> {
   ]);
   // Like a kubelet, announce the new incarnation only once the kubelet port answers.
   for (let i = 0; i < 100 && !(await canConnect()); i++) await new Promise((r) => setTimeout(r, 50));
+  // With the compact plane, wait until the API answers and the lab has seeded the cluster
+  // (at the first power-on), however long that takes.
+  if (cfg.gate) while ((await api("GET", cfg.gate)).status !== 200) await sleep(250);
   // A kubelet keeps its Lease holder identity across reboots and renews at once; kwok's
   // identity is per process, so hand the new kwok the Lease (else it waits for expiry).
   await api("DELETE", leasePath());

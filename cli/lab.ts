@@ -206,7 +206,7 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
   closeSync(fd);
   child.unref();
   progress(`lab controller pid ${child.pid}, log ${logPath}`);
-  const deadline = Date.now() + 240_000;
+  const deadline = Date.now() + 360_000; // the compact plane starts before the rest
   let shown = 0;
   for (;;) {
     await new Promise((r) => setTimeout(r, 500));

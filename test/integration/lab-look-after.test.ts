@@ -86,7 +86,7 @@ describe.skipIf(!root)("the look after the power-off (lab, lying Redfish BMC + h
   let core: CoreV1Api;
 
   beforeAll(() => {
-    cli("up", "--second-level");
+    cli("up", "--second-level", "--control-plane", "host"); // its bounds assume the host control plane
     const kc = new KubeConfig();
     kc.loadFromFile(readState()!.kubeconfig!);
     custom = kc.makeApiClient(CustomObjectsApi);

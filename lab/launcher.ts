@@ -4,8 +4,10 @@
 // incarnation), then starts the node's processes: the kubelet-port listener, kwok for
 // this node, a Kafka broker and one node agent (event source + one replica of every
 // function); with the compact plane, before all of them, its etcd member, API server,
-// controller manager and scheduler (lab/compact-plane.ts). It never restarts a process that died (a crash stays a crash until the
-// power is cycled); killing it (power-off) takes every process of the namespace with it.
+// controller manager and scheduler (lab/compact-plane.ts), which it restarts as a kubelet
+// restarts static pods while the node's kwok runs (startStatic). It never restarts any other
+// process that died, nor anything once kwok is dead (a crash stays a crash until the power
+// is cycled); killing it (power-off) takes every process of the namespace with it.
 // On each start it hands the node Lease to the new kwok (as a rebooted kubelet renews its own).
 // It only talks to the lab API endpoint on the host bridge.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -90,7 +92,7 @@ function canConnect(): Promise<boolean> {
   });
 }
 
-function start(name: string, argv: string[], env: Record<string, string> = {}): void {
+function start(name: string, argv: string[], env: Record<string, string> = {}): ChildProcess {
   const fd = openSync(join(cfg.dir, `${name}.log`), "a");
   const c = spawn(argv[0]!, argv.slice(1), {
     stdio: ["ignore", fd, fd],
@@ -100,13 +102,34 @@ function start(name: string, argv: string[], env: Record<string, string> = {}): 
   closeSync(fd);
   c.once("error", () => undefined);
   children.push(c);
+  return c;
+}
+
+const running = (c: ChildProcess | undefined) =>
+  c !== undefined && c.exitCode === null && c.signalCode === null;
+let kubelet: ChildProcess | undefined;
+
+/**
+ * A control-plane process is a static pod: when it exits while the node's kubelet (kwok)
+ * runs, or before the kubelet started, it is started again with the kubelet's back-off (1 s,
+ * then 10 s doubling to 5 min), as a controller manager that lost its Lease is. A crash
+ * kills the kubelet too, so a crashed node restarts nothing.
+ */
+function startStatic(name: string, argv: string[], restarts = 0): void {
+  const c = start(name, argv);
+  c.once("exit", () => {
+    const delay = restarts === 0 ? 1000 : Math.min(300_000, 10_000 * 2 ** (restarts - 1));
+    setTimeout(() => {
+      if (kubelet === undefined || running(kubelet)) startStatic(name, argv, restarts + 1);
+    }, delay);
+  });
 }
 
 async function main(): Promise<void> {
   for (const f of ["agent.json", "boot.json"]) rmSync(join(cfg.dir, f), { force: true });
   if (cfg.hostname) spawnSync("hostname", [cfg.hostname], { stdio: "ignore" });
   // A control-plane node's static pods come first: the rest of the node needs the API.
-  for (const p of cfg.controlPlane ?? []) start(p.name, p.argv);
+  for (const p of cfg.controlPlane ?? []) startStatic(p.name, p.argv);
   // The kubelet port first: accepts and closes, with a normal listen backlog, so a frozen
   // node's kernel still completes handshakes as a real one does; the probe tells it from a
   // live one because nothing answers (source/tcp-probe.ts).
@@ -123,7 +146,10 @@ async function main(): Promise<void> {
   // A kubelet keeps its Lease holder identity across reboots and renews at once; kwok's
   // identity is per process, so hand the new kwok the Lease (else it waits for expiry).
   await api("DELETE", leasePath());
-  for (const p of cfg.processes) start(p.name, p.argv, p.env);
+  for (const p of cfg.processes) {
+    const c = start(p.name, p.argv, p.env);
+    if (p.name === "kwok") kubelet = c;
+  }
   for (let i = 0; i < 100; i++) {
     const l = await api("GET", leasePath());
     const spec = l.json?.spec as { holderIdentity?: string; renewTime?: string } | undefined;

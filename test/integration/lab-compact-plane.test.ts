@@ -41,7 +41,7 @@ async function control(path: string, q: Record<string, string> = {}): Promise<Re
 interface Member {
   name: string;
   ip: string;
-  etcd: { up: boolean; id?: string; leader: boolean };
+  etcd: { up: boolean; id?: string; leader: boolean; leaderChanges?: number };
   apiserver: { ready: boolean };
   controllerManager: { running: boolean; role: string };
   scheduler: { running: boolean; role: string };
@@ -208,5 +208,8 @@ describe.skipIf(!root)("the compact control plane (lab)", () => {
       namespace: "default",
       body: { metadata: { name: "after-rejoin" } },
     });
+    // leader changes each member saw since its start (1 = its first election): for the report
+    const changes = status().nodes.map((n) => `${n.name} ${n.etcd.leaderChanges ?? "?"}`);
+    console.log(`etcd leader changes after the rejoin: ${changes.join(", ")}`);
   }, 400_000);
 });

@@ -122,7 +122,7 @@ describe.skipIf(!root)("the compact control plane (lab)", () => {
     ]);
     expect(s.apiBackends.every((b) => b.up)).toBe(true);
     // the lease endpoint reconciler: every live API server is in the `kubernetes` slice
-    expect(await apiAddresses()).toEqual(s.nodes.map((n) => [n.ip]).sort());
+    expect(await apiAddresses()).toEqual(s.nodes.map((n) => n.ip).sort());
   });
 
   it("the etcd leader's node crashes: the survivors keep quorum and a working API; it rejoins after power-on", async () => {

@@ -46,7 +46,9 @@ function startOtherLab(): Promise<ChildProcess> {
   });
 }
 
-describe("one lab per machine", () => {
+// In the order written, also under --sequence.shuffle: the second case kills the holder the
+// first one started.
+describe("one lab per machine", { shuffle: false }, () => {
   it("while another process holds the machine, a claim, Lab.up and `lab up` fail naming it and touch nothing", async () => {
     expect(bridgeExists(), `${BRIDGE} exists before the test: a lab is running here`).toBe(false);
     const stateBefore = existsSync(STATE_PATH);

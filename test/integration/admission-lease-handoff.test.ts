@@ -14,6 +14,7 @@ import { describe, expect, it } from "vitest";
 import { refusal } from "./refusal.ts";
 import {
   FENCED_NODES_CONFIGMAP,
+  fencedNodeValue,
   HANDOFF_HOLDER_ANNOTATION,
   HANDOFF_INCIDENT_ANNOTATION,
   HANDOFF_NODE_ANNOTATION,
@@ -89,6 +90,23 @@ function plan(node: string, incident: string, provenAgoMs = 1000): HandoffPlan {
 /** The fenced-nodes ConfigMap as the install ships it (empty). */
 const fencedNodesConfigMap = () =>
   shippedAccessControl().find((o) => o.kind === "ConfigMap" && o.metadata?.name === FENCED_NODES_CONFIGMAP)!;
+
+/**
+ * Lists `node` as fenced by `incident` (power-off proven `agoMs` ago), as fence does, so the
+ * fenced-nodes rule passes a release of a Lease renewed before that and a case sees only the
+ * rule it tests refuse (when two policies refuse, the API server names one of them).
+ */
+async function listFenced(node: string, incident: string, agoMs = 1000): Promise<void> {
+  const core = env().fence.makeApiClient(CoreV1Api);
+  const cm = await core.readNamespacedConfigMap({ name: FENCED_NODES_CONFIGMAP, namespace: NS });
+  const value = fencedNodeValue(incident, new Date(Date.now() - agoMs).toISOString());
+  await core.replaceNamespacedConfigMap({
+    name: FENCED_NODES_CONFIGMAP,
+    namespace: NS,
+    body: { ...cm, data: { ...cm.data, [node]: value } },
+  });
+  await sleep(1000); // the policy's param informer sees it
+}
 
 const handoff = (kube = new Kube(env().fence, { requestTimeoutMs: 5000 })) =>
   new LeaseHandoff(kube, { namespace: NS, log, component: "fence", instance: "fence-test" });
@@ -188,6 +206,7 @@ describe("leader hand-off on the real API server", () => {
   });
 
   it("refuses fence's release of a holder on another node than the one it names", async () => {
+    await listFenced("node-a", "nf-node-a-1");
     const l = await held("kube-scheduler", "node-b_0b6f2c1e-3333-4c1a-9a55-000000000003", 5000);
     const r = await refusal(replace(env().fence, releaseBody(l, "node-a", "nf-node-a-1")));
     expect(r?.status).toBe(403);
@@ -212,6 +231,7 @@ describe("leader hand-off on the real API server", () => {
   });
 
   it("refuses fence anything but the release: taking the Lease for itself", async () => {
+    await listFenced("node-a", "nf-node-a-4");
     const l = await held("kube-scheduler", "node-a_0b6f2c1e-6666-4c1a-9a55-000000000006", 5000);
     const body = releaseBody(l, "node-a", "nf-node-a-4");
     body.spec = { ...body.spec, holderIdentity: "fence-0" };

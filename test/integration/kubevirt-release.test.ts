@@ -224,7 +224,10 @@ const setUnschedulable = (nodes: string[], unschedulable: boolean) =>
     ),
   );
 
-describe("release restarts KubeVirt VMs of both run strategies (VM controller stand-in)", () => {
+const RELEASE = "release restarts KubeVirt VMs of both run strategies (VM controller stand-in)";
+// In the order written, also under --sequence.shuffle: the later cases wait for their VMs on
+// kv-b or kv-c, the nodes left once the first case killed kv-a; the last stops replica 1.
+describe(RELEASE, { shuffle: false }, () => {
   it("Always and RerunOnFailure VMs on a dead node come back Running elsewhere with a new VMI", async () => {
     const { kwok, nodes, recorder } = env();
     // Place both on kv-a: the others cordoned while they start.

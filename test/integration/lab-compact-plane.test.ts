@@ -1,4 +1,4 @@
-// Needs real lab, etcd, kube-apiserver: a control-plane node dies and the survivors' API and etcd quorum are real.
+// Needs real lab, etcd, kube-apiserver: a control-plane node dies; survivors keep API and quorum.
 // The compact control plane (issue 45, item 2): `lab up` runs one etcd member, API server,
 // controller manager and scheduler on each of the three nodes, behind the lab's API load
 // balancer. `lab status -o json` names each node's members and their roles (etcd leader,

@@ -9,6 +9,13 @@ import { InvalidInputError } from "./errors.ts";
 export const DISCOVER_KEYWORD = "auto";
 /** The Service whose EndpointSlice lists the API servers (lease endpoint reconciler). */
 export const API_SLICE = { namespace: "default", name: "kubernetes" } as const;
+/**
+ * The name a discovered address's serving certificate is checked against (and sent as SNI)
+ * when the kubeconfig gives no tls-server-name: the slice's addresses are the backends of
+ * this Service, and every API server's serving cert for it carries the name (kubeadm's,
+ * OpenShift's service-network cert, k3s's), where node IPs often are not.
+ */
+export const API_SERVICE_NAME = "kubernetes.default.svc";
 
 export interface KubeEndpointsSetting {
   /** Follow the `default/kubernetes` EndpointSlice. */

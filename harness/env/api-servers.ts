@@ -55,17 +55,27 @@ export interface ApiServers {
   port: number;
   dir: string;
   servers: ApiServer[];
-  /** An admin client for `server` (the kubeconfig's server is that URL). */
-  kubeConfigFor(server: string): KubeConfig;
+  /**
+   * An admin client for `server` (the kubeconfig's server is that URL), checking its
+   * certificate against `tlsServerName` when given.
+   */
+  kubeConfigFor(server: string, tlsServerName?: string): KubeConfig;
   /** Starts one more API server on the next free address; resolves once it is ready. */
   add(): Promise<ApiServer>;
   stop(): Promise<void>;
 }
 
-/** etcd plus `count` API servers (count ≤ 8), each ready (/readyz) before this resolves. */
+/** The name every API server's serving cert carries (pki.ts), for clients that check by name. */
+export const SERVICE_NAME = "kubernetes.default.svc";
+
+/**
+ * etcd plus `count` API servers (count ≤ 8), each ready (/readyz) before this resolves.
+ * `certIps`: which addresses the shared serving cert carries ("every", default, or "first":
+ * only the first server's, so the others verify only by SERVICE_NAME).
+ */
 export async function startApiServers(
   count: number,
-  o: { readyTimeoutMs?: number } = {},
+  o: { readyTimeoutMs?: number; certIps?: "every" | "first" } = {},
 ): Promise<ApiServers> {
   if (count < 1 || count > API_SERVER_IPS.length)
     throw new EnvError(`startApiServers: count must be 1 … ${API_SERVER_IPS.length} (is ${count})`);
@@ -94,12 +104,13 @@ export async function startApiServers(
       ],
     });
     scope.add({ stop: () => etcd.stop() });
-    const pki = await makePki(dir, API_SERVER_IPS);
+    const pki = await makePki(dir, o.certIps === "first" ? API_SERVER_IPS.slice(0, 1) : API_SERVER_IPS);
     await etcd.waitReady(() => httpOk(`${etcdUrl}/health`), timeout);
     const tls = {
       ca: readFileSync(pki.caCert),
       cert: readFileSync(pki.adminCert),
       key: readFileSync(pki.adminKey),
+      servername: SERVICE_NAME,
     };
     const servers: ApiServer[] = [];
     const start = async (): Promise<ApiServer> => {
@@ -117,11 +128,12 @@ export async function startApiServers(
       return s;
     };
     for (let i = 0; i < count; i++) await start();
-    const kubeConfigFor = (server: string): KubeConfig => {
-      const path = join(dir, `admin-${new URL(server).hostname}.kubeconfig`);
-      writeFileSync(path, kubeconfigYaml(server, pki.caCert, pki.adminCert, pki.adminKey, "admin"), {
-        mode: 0o600,
+    const kubeConfigFor = (server: string, tlsServerName?: string): KubeConfig => {
+      const path = join(dir, `admin-${new URL(server).hostname}-${tlsServerName ?? "ip"}.kubeconfig`);
+      const yaml = kubeconfigYaml(server, pki.caCert, pki.adminCert, pki.adminKey, "admin", {
+        ...(tlsServerName !== undefined && { tlsServerName }),
       });
+      writeFileSync(path, yaml, { mode: 0o600 });
       const kc = new KubeConfig();
       kc.loadFromFile(path);
       return kc;

@@ -4,7 +4,8 @@
 // the API server URLs it lists (core/kube-endpoints.ts urlsFromSlice) to the client's
 // failover list. It never blocks or retries a request (a request uses the last list it
 // has), never adds a URL the slice does not list, and a failed read keeps the last list
-// and is logged once per failing spell, not per request or per read.
+// and is logged once per failing spell, not per request or per read. (The client checks a
+// discovered address's certificate as kubernetes.default.svc, core/kube-endpoints.ts.)
 import {
   DEFAULT_REFRESH,
   earlyRefreshDue,

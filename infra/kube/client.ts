@@ -21,6 +21,7 @@ import {
 } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
 import {
+  API_SERVICE_NAME,
   API_SLICE,
   candidateList,
   parseKubeEndpointsSetting,
@@ -178,9 +179,14 @@ export class Kube {
     if (apis) return apis;
     const kc = this.kubeConfig;
     const cluster = kc.getCurrentCluster()!;
+    // A discovered address is checked as the Service's name, a configured one as itself.
+    const discovered = server !== this.main && !this.configured.includes(server);
+    const tlsServerName = discovered ? (cluster.tlsServerName ?? API_SERVICE_NAME) : cluster.tlsServerName;
     const k = new KubeConfig();
     k.loadFromOptions({
-      clusters: kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server } : c)),
+      clusters: kc.clusters.map((c) =>
+        c.name === cluster.name ? { ...c, server, ...(tlsServerName !== undefined && { tlsServerName }) } : c,
+      ),
       users: kc.users,
       contexts: kc.contexts,
       currentContext: kc.currentContext,

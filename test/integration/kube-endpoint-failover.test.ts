@@ -1,4 +1,4 @@
-// Needs real kube-apiservers (3-4 over one etcd, own netns): failover while the slice lists a dead one.
+// Needs real kube-apiservers (3-4, one etcd, own netns): failover while the slice lists a dead one.
 // A compact cluster's pods reach the API through the `kubernetes` Service, whose EndpointSlice
 // (written by the API servers' lease endpoint reconciler) keeps listing a dead API server for
 // up to ~25 s (lease TTL 15 s + reconcile interval 10 s). fastfence's client with
@@ -9,7 +9,10 @@
 //
 // The API servers are real and share etcd, PKI and service-account keys; each has its own
 // address in a network namespace of the test's own (harness/env/api-servers.ts: the API
-// server refuses loopback addresses in that slice). Faults:
+// server refuses loopback addresses in that slice). Their serving cert carries only the
+// first server's address and the Service's names, as OpenShift's service-network cert carries
+// no node address: the client checks a discovered address as kubernetes.default.svc.
+// Faults:
 // - SIGSTOP: the process still holds its port, the kernel completes TCP handshakes and
 //   nothing answers (the pooled connection's next request hangs): the client's deadline is
 //   what gets it out.
@@ -19,7 +22,7 @@
 import { DiscoveryV1Api } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { API_SLICE, urlsFromSlice } from "../../core/kube-endpoints.ts";
-import { startApiServers, type ApiServers } from "../../harness/env/api-servers.ts";
+import { SERVICE_NAME, startApiServers, type ApiServers } from "../../harness/env/api-servers.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { Kube } from "../../infra/kube/client.ts";
 import { createLogger } from "../../infra/log.ts";
@@ -29,9 +32,9 @@ const BOUND_MS = TIMEOUT_MS + 500;
 const FAST = { intervalMs: 1000, retryMs: 500, minSpacingMs: 500 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The slice's URLs as an API server other than `not` reports them. */
-async function sliceUrls(env: ApiServers, via: string): Promise<string[]> {
-  const d = env.kubeConfigFor(via).makeApiClient(DiscoveryV1Api);
+/** The slice's URLs as API server `via` reports them (its cert checked as the Service's name by default). */
+async function sliceUrls(env: ApiServers, via: string, byName = true): Promise<string[]> {
+  const d = env.kubeConfigFor(via, byName ? SERVICE_NAME : undefined).makeApiClient(DiscoveryV1Api);
   return urlsFromSlice(await d.readNamespacedEndpointSlice({ ...API_SLICE }));
 }
 
@@ -60,7 +63,7 @@ async function write(kube: Kube): Promise<{ ms: number; server: string | undefin
 }
 
 describe("API endpoint discovery and failover (real kube-apiservers)", () => {
-  const env = withEnv(async (scope) => scope.add(await startApiServers(3)));
+  const env = withEnv(async (scope) => scope.add(await startApiServers(3, { certIps: "first" })));
   const log = createLogger("kube-endpoint-failover", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" });
 
   it("a write whose API server was SIGSTOPped completes on another within the timeout + 0.5 s", async () => {
@@ -75,6 +78,13 @@ describe("API endpoint discovery and failover (real kube-apiservers)", () => {
         40_000,
       ),
     ).toEqual(all);
+
+    // b's address is not in its cert: a client checking the address itself is refused.
+    const refused = await sliceUrls(e, b.url, false).then(
+      () => undefined,
+      (err: unknown) => err as { cause?: { code?: string } },
+    );
+    expect(refused?.cause?.code).toBe("ERR_TLS_CERT_ALTNAME_INVALID");
 
     const kube = new Kube(e.kubeConfigFor(a.url), {
       requestTimeoutMs: TIMEOUT_MS,
@@ -144,7 +154,7 @@ describe("API endpoint discovery and failover (real kube-apiservers)", () => {
     const e = env();
     const [a, b] = [e.servers[0]!, e.servers[1]!]; // a was killed by the previous case
     expect(a.proc.running).toBe(false);
-    const kube = new Kube(e.kubeConfigFor(b.url), {
+    const kube = new Kube(e.kubeConfigFor(b.url, SERVICE_NAME), {
       requestTimeoutMs: TIMEOUT_MS,
       discover: true,
       discoveryPolicy: FAST,

@@ -58,10 +58,11 @@ export const RuntimeConfigSchema = z
     // Default: unset, the kubeconfig's server only. The shipped manifests set `auto`: the
     // Service keeps balancing new connections to a dead API server for up to ~25 s (its lease
     // TTL 15 s + reconcile 10 s); with `auto` a request reaches a live one after one timeout.
-    // Trade-offs: each API server's serving cert must carry its own IP address (kubeadm's do;
-    // where they do not, every direct address fails TLS and only the Service is used), one
-    // GET of the slice per replica every 10 s, and a new API server is used only once the
-    // slice lists it and the next read saw it (≤ 10 s).
+    // A discovered address's certificate is checked as `kubernetes.default.svc` (or the
+    // kubeconfig's tls-server-name): every API server's cert for the Service carries that
+    // name, node IPs need not be in it; a configured URL is checked as itself. Trade-offs:
+    // one GET of the slice per replica every 10 s, and a new API server is used only once
+    // the slice lists it and the next read saw it (≤ 10 s).
     FASTFENCE_KUBE_ENDPOINTS: z
       .string()
       .optional()

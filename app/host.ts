@@ -28,7 +28,7 @@ import {
   type RuntimeConfig,
 } from "../infra/config.ts";
 import { BmcPowerExecutor, startHeartbeatWatch } from "../infra/fence/power.ts";
-import { Kube } from "../infra/kube/client.ts";
+import { Kube, kubeEndpointsOptions } from "../infra/kube/client.ts";
 import { IncidentStore } from "../infra/kube/incidents.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
 import { NodeOps } from "../infra/kube/nodes.ts";
@@ -131,10 +131,8 @@ export async function hostFunction(opts: {
   const metrics = createFunctionMetrics({ defaultMetrics: opts.processMetrics ?? !opts.bus });
   const kube = new Kube(opts.kubeConfig, {
     requestTimeoutMs: config.FASTFENCE_KUBE_TIMEOUT_MS,
-    extraEndpoints: (config.FASTFENCE_KUBE_ENDPOINTS ?? "")
-      .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean),
+    ...kubeEndpointsOptions(config.FASTFENCE_KUBE_ENDPOINTS),
+    log,
   });
   const ns = config.FASTFENCE_NAMESPACE;
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
@@ -294,8 +292,10 @@ export async function hostFunction(opts: {
     ready: Promise.resolve(),
     metrics,
     port: rt.port,
-    stop: () =>
-      stopReplica({ rt, reconciler, report, ownBus: ownBus ? b : undefined, tracing }, { clock, log }),
+    stop: () => {
+      kube.close();
+      return stopReplica({ rt, reconciler, report, ownBus: ownBus ? b : undefined, tracing }, { clock, log });
+    },
   };
 }
 

@@ -11,7 +11,7 @@ import type { FencingPolicySpec } from "../core/policy.ts";
 import { createKafkaBus, type KafkaBus } from "../infra/bus/kafka-bus.ts";
 import type { KafkaBusConfig } from "../infra/bus/kafka-config.ts";
 import type { RuntimeConfig } from "../infra/config.ts";
-import { Kube } from "../infra/kube/client.ts";
+import { Kube, kubeEndpointsOptions } from "../infra/kube/client.ts";
 import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger, type Logger } from "../infra/log.ts";
 import {
@@ -113,7 +113,12 @@ export async function hostEventSource(opts: {
   if (!config.FASTFENCE_KAFKA_BROKERS)
     throw new FastfenceError("FF_INVALID_CONFIG", "the event source needs Kafka: FASTFENCE_KAFKA_BROKERS");
   const clock = opts.clock ?? systemClock;
-  const reader = new PolicyReader(new Kube(opts.kubeConfig), config.FASTFENCE_POLICY, undefined, { log });
+  const kube = new Kube(opts.kubeConfig, {
+    requestTimeoutMs: config.FASTFENCE_KUBE_TIMEOUT_MS,
+    ...kubeEndpointsOptions(config.FASTFENCE_KUBE_ENDPOINTS),
+    log,
+  });
+  const reader = new PolicyReader(kube, config.FASTFENCE_POLICY, undefined, { log });
   const policy = await reader.get(clock.now());
   const busConfig = kafkaBusSettings(config, sourceClientId(config.FASTFENCE_REPLICA), log);
   const settings = eventSourceSettings(config, policy, busConfig);
@@ -137,11 +142,13 @@ export async function hostEventSource(opts: {
       ready: source.ready,
       stop: async () => {
         follower.stop();
+        kube.close();
         await source.stop().catch(() => undefined);
         await bus.close().catch(() => undefined);
       },
     };
   } catch (err) {
+    kube.close();
     await bus.close().catch(() => undefined);
     throw err;
   }

@@ -13,7 +13,7 @@
 import { existsSync } from "node:fs";
 import { delimiter } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
-import { Kube, type KubeClientConfig } from "../infra/kube/client.ts";
+import { Kube, kubeEndpointsOptions, type KubeClientConfig } from "../infra/kube/client.ts";
 import { UsageError } from "./args.ts";
 
 /** What the flags say; undefined: not given. */
@@ -146,13 +146,7 @@ export function connectKube(
 ): Kube {
   const kc = loadKubeConfig(command, flags, env);
   const named = flags.kubeconfig !== undefined || flags.context !== undefined;
-  const extra = named
-    ? []
-    : (env.FASTFENCE_KUBE_ENDPOINTS ?? "")
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean);
-  return new Kube(kc, { extraEndpoints: extra, ...cfg });
+  return new Kube(kc, { ...(named ? {} : kubeEndpointsOptions(env.FASTFENCE_KUBE_ENDPOINTS)), ...cfg });
 }
 
 /** What the kube target is, for a message: "context NAME (https://server)". */

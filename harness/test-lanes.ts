@@ -49,6 +49,7 @@ const HEAVY: Record<string, string> = {
   "test/integration/bus-kafka-idle-producer.test.ts": "3-broker clusters, broker faults",
   "test/integration/kafkajs-request-timeout.test.ts": "3-broker clusters, timed request faults",
   "test/integration/kafkajs-stop-frozen.test.ts": "a frozen broker, timed stop",
+  "test/integration/kube-endpoint-failover.test.ts": "3-4 API servers, timed failover bound",
   "test/integration/standalone-checkout.test.ts": "clones and sets up a checkout",
 };
 

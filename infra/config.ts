@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import type { Self } from "../core/decision.ts";
 import { InvalidInputError } from "../core/errors.ts";
+import { parseKubeEndpointsSetting } from "../core/kube-endpoints.ts";
 import { ROUND_RECORD_MARGIN_MS } from "../core/policy.ts";
 import { AGENT_DEFAULT_RENEW_GRACE_MS } from "../core/watchdog.ts";
 import { SAMPLERS } from "./tracing.ts";
@@ -48,8 +49,33 @@ export const RuntimeConfigSchema = z
     // Identities allowed to confirm incidents, comma-separated (fence acts only on those, S6).
     // Default "system:serviceaccount:<namespace>:fastfence-confirm".
     FASTFENCE_TRUSTED_CONFIRMERS: z.string().optional(),
-    // Extra API server URLs tried when the kubeconfig's does not answer (stall source 4).
-    FASTFENCE_KUBE_ENDPOINTS: z.string().optional(),
+    // API servers a request may fail over to when the kubeconfig's server (in a pod, the
+    // `kubernetes` Service address) does not connect or answer within FASTFENCE_KUBE_TIMEOUT_MS
+    // (stall source 4): comma-separated https:// URLs (same CA and credentials) and/or `auto`:
+    // every API server the `default/kubernetes` EndpointSlice lists, read by name in the
+    // background every 10 s and soon after a failover (needs `get` on it, RBAC
+    // api-endpoints.yaml). A request that connected and got an HTTP answer is never retried.
+    // Default: unset, the kubeconfig's server only. The shipped manifests set `auto`: the
+    // Service keeps balancing new connections to a dead API server for up to ~25 s (its lease
+    // TTL 15 s + reconcile 10 s); with `auto` a request reaches a live one after one timeout.
+    // A discovered address's certificate is checked as `kubernetes.default.svc` (or the
+    // kubeconfig's tls-server-name): every API server's cert for the Service carries that
+    // name, node IPs need not be in it; a configured URL is checked as itself. Trade-offs:
+    // one GET of the slice per replica every 10 s, and a new API server is used only once
+    // the slice lists it and the next read saw it (≤ 10 s).
+    FASTFENCE_KUBE_ENDPOINTS: z
+      .string()
+      .optional()
+      .superRefine((v, ctx) => {
+        try {
+          parseKubeEndpointsSetting(v);
+        } catch (err) {
+          ctx.addIssue({
+            code: "custom",
+            message: (err as Error).message.replace(/^FASTFENCE_KUBE_ENDPOINTS: /, ""),
+          });
+        }
+      }),
     // Deadline of one Kubernetes API request (per endpoint), ms. Default 2000. Shorter fails
     // over sooner. At most 2500: the status writes before and after a fencing round must fit
     // the round's fixed 5000 ms recording margin (core/policy.ts ROUND_RECORD_MARGIN_MS), and

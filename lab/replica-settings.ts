@@ -2,7 +2,7 @@
 // command mode and environment are its Knative Service's in the rendered vanilla overlay
 // (literal values, and the keys of the fastfence-runtime ConfigMap it references), not kept
 // by hand beside the manifests. Only the settings that say where things are in this
-// environment (ENVIRONMENT_SETTINGS: Kafka's and the API server's addresses, credential
+// environment (ENVIRONMENT_SETTINGS: Kafka's addresses, credential
 // files, namespace, log level) are the lab's own; the lab-only differences are
 // LAB_ONLY_STAGES, each with its reason (docs/lab.md "What the lab runs").
 // test/unit/lab/replica-settings.test.ts fails when the lab and the manifests drift apart.
@@ -16,7 +16,9 @@ export const LAB_OVERLAY = join(KNATIVE_DIR, "overlays/vanilla");
 /**
  * Settings that name this environment rather than choose a behaviour: the lab sets them
  * itself (its brokers' addresses, its credential files laid out like the Secret mounts, its
- * API server, its log level), so they are not taken from the manifests.
+ * log level), so they are not taken from the manifests. FASTFENCE_KUBE_ENDPOINTS is not
+ * among them: the manifests ship `auto` (follow the `kubernetes` EndpointSlice), which names
+ * no address, so the lab's stages fail over across its API servers as shipped.
  */
 export const ENVIRONMENT_SETTINGS: readonly string[] = [
   "FASTFENCE_NAMESPACE",
@@ -24,7 +26,6 @@ export const ENVIRONMENT_SETTINGS: readonly string[] = [
   "FASTFENCE_KAFKA_CA_FILE",
   "FASTFENCE_KAFKA_USERNAME",
   "FASTFENCE_KAFKA_PASSWORD_FILE",
-  "FASTFENCE_KUBE_ENDPOINTS",
   "FASTFENCE_LOG_LEVEL",
   "FASTFENCE_METAL3_NAMESPACES",
 ];

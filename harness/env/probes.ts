@@ -18,7 +18,7 @@ export function httpOk(url: string): Promise<boolean> {
 
 export function httpsOk(
   url: string,
-  tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; insecure?: boolean },
+  tls: { ca?: Buffer; cert?: Buffer; key?: Buffer; insecure?: boolean; servername?: string },
 ): Promise<boolean> {
   return new Promise((res) => {
     const req = httpsGet(
@@ -29,6 +29,7 @@ export function httpsOk(
         cert: tls.cert,
         key: tls.key,
         rejectUnauthorized: !tls.insecure,
+        ...(tls.servername !== undefined && { servername: tls.servername }),
       },
       (r) => {
         r.resume();

@@ -2,14 +2,17 @@
 // critical path (stall source 4 in the brief): every request has a short deadline, and
 // several API server endpoints can be given so a request that times out or cannot
 // connect is retried on the next endpoint instead of waiting on a dead node's API
-// server. HTTP answers (404, 409, ...) are never retried here: a 409 is the optimistic
-// concurrency control doing its job. Never logs request bodies or credentials.
+// server. With discovery on (FASTFENCE_KUBE_ENDPOINTS=auto, api-endpoints.ts) the list
+// follows the `default/kubernetes` EndpointSlice. HTTP answers (404, 409, ...) are never
+// retried here: a 409 is the optimistic concurrency control doing its job. Never logs
+// request bodies or credentials.
 import {
   ApiException,
   AuthenticationV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  DiscoveryV1Api,
   KubeConfig,
   StorageV1Api,
   type Middleware,
@@ -17,6 +20,17 @@ import {
   type ResponseContext,
 } from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
+import {
+  API_SERVICE_NAME,
+  API_SLICE,
+  candidateList,
+  parseKubeEndpointsSetting,
+  suspectsAt,
+  tryOrder,
+} from "../../core/kube-endpoints.ts";
+import type { RefreshPolicy } from "../../core/kube-endpoints.ts";
+import { createLogger, type Logger } from "../log.ts";
+import { ApiEndpointDiscovery } from "./api-endpoints.ts";
 import { pooledConfiguration } from "./pooled-auth.ts";
 
 export interface KubeClientConfig {
@@ -31,6 +45,23 @@ export interface KubeClientConfig {
    * when one does not answer. Default: none (only the kubeconfig's server).
    */
   extraEndpoints?: readonly string[];
+  /**
+   * Also try the API servers the `default/kubernetes` EndpointSlice lists, read in the
+   * background (api-endpoints.ts). Default false. Needs `get` on that slice.
+   */
+  discover?: boolean;
+  /** When the slice is read (default core/kube-endpoints.ts DEFAULT_REFRESH). */
+  discoveryPolicy?: RefreshPolicy;
+  /** For discovery's log lines. Default: a "kube" logger. */
+  log?: Logger;
+}
+
+/** FASTFENCE_KUBE_ENDPOINTS as client options; a bad entry is an error naming it. */
+export function kubeEndpointsOptions(
+  value: string | undefined,
+): Pick<KubeClientConfig, "extraEndpoints" | "discover"> {
+  const s = parseKubeEndpointsSetting(value);
+  return { extraEndpoints: s.urls, discover: s.discover };
 }
 
 export interface KubeApis {
@@ -38,6 +69,8 @@ export interface KubeApis {
   coordination: CoordinationV1Api;
   storage: StorageV1Api;
   custom: CustomObjectsApi;
+  /** EndpointSlices: the API servers' own (discovery). */
+  discovery: DiscoveryV1Api;
   /** Who the caller is (SelfSubjectReview); the CLI's operator actions name their requester. */
   authentication: AuthenticationV1Api;
 }
@@ -80,46 +113,102 @@ function timeoutMiddleware(ms: number): Middleware {
 
 export class Kube {
   readonly kubeConfig: KubeConfig;
-  private readonly endpoints: { server: string; apis: KubeApis }[];
-  private current = 0;
+  private readonly main: string;
+  private readonly configured: readonly string[];
+  private readonly timeout: number;
+  private candidates: readonly string[];
+  private readonly apis = new Map<string, KubeApis>();
+  private lastGood: string | undefined;
+  /** When each endpoint last failed to connect or answer (cleared when it answers). */
+  private readonly failedAt = new Map<string, number>();
+  private readonly discovery: ApiEndpointDiscovery | undefined;
 
   constructor(kc: KubeConfig, cfg: KubeClientConfig = {}) {
     this.kubeConfig = kc;
-    const timeout = cfg.requestTimeoutMs ?? 2000;
+    this.timeout = cfg.requestTimeoutMs ?? 2000;
     const main = kc.getCurrentCluster();
     if (!main) throw new FastfenceError("FF_INVALID_CONFIG", "kubeconfig has no current cluster");
-    const servers = [main.server, ...(cfg.extraEndpoints ?? []).filter((s) => s !== main.server)];
-    this.endpoints = servers.map((server) => {
-      const k = new KubeConfig();
-      k.loadFromOptions({
-        clusters: kc.clusters.map((c) => (c.name === main.name ? { ...c, server } : c)),
-        users: kc.users,
-        contexts: kc.contexts,
-        currentContext: kc.currentContext,
+    this.main = main.server;
+    this.configured = cfg.extraEndpoints ?? [];
+    this.candidates = candidateList(this.main, this.configured, []);
+    if (cfg.discover) {
+      this.discovery = new ApiEndpointDiscovery({
+        read: () =>
+          this.call("read the kubernetes EndpointSlice", (a) =>
+            a.discovery.readNamespacedEndpointSlice({ name: API_SLICE.name, namespace: API_SLICE.namespace }),
+          ),
+        onChange: (urls) => this.follow(urls),
+        log: cfg.log ?? createLogger("kube"),
+        ...(cfg.discoveryPolicy && { policy: cfg.discoveryPolicy }),
       });
-      const config = pooledConfiguration(k, server, [timeoutMiddleware(timeout)]);
-      return {
-        server,
-        apis: {
-          core: new CoreV1Api(config),
-          coordination: new CoordinationV1Api(config),
-          storage: new StorageV1Api(config),
-          custom: new CustomObjectsApi(config),
-          authentication: new AuthenticationV1Api(config),
-        },
-      };
+      this.discovery.start();
+    }
+  }
+
+  /** The API server URLs a request may try now, in list order. */
+  get servers(): readonly string[] {
+    return this.candidates;
+  }
+
+  /** The server the last successful request went to. */
+  get lastServer(): string | undefined {
+    return this.lastGood;
+  }
+
+  /** Resolves once discovery's first read ended (at once without discovery). */
+  async discoveryReady(): Promise<void> {
+    await this.discovery?.ready();
+  }
+
+  /** Stops discovery's background reads (its timer never holds the process open anyway). */
+  close(): void {
+    this.discovery?.stop();
+  }
+
+  private follow(discovered: readonly string[]): void {
+    this.candidates = candidateList(this.main, this.configured, discovered);
+    for (const server of this.apis.keys())
+      if (!this.candidates.includes(server)) {
+        this.apis.delete(server);
+        this.failedAt.delete(server);
+      }
+  }
+
+  private apisFor(server: string): KubeApis {
+    let apis = this.apis.get(server);
+    if (apis) return apis;
+    const kc = this.kubeConfig;
+    const cluster = kc.getCurrentCluster()!;
+    // A discovered address is checked as the Service's name, a configured one as itself.
+    const discovered = server !== this.main && !this.configured.includes(server);
+    const tlsServerName = discovered ? (cluster.tlsServerName ?? API_SERVICE_NAME) : cluster.tlsServerName;
+    const k = new KubeConfig();
+    k.loadFromOptions({
+      clusters: kc.clusters.map((c) =>
+        c.name === cluster.name ? { ...c, server, ...(tlsServerName !== undefined && { tlsServerName }) } : c,
+      ),
+      users: kc.users,
+      contexts: kc.contexts,
+      currentContext: kc.currentContext,
     });
+    const config = pooledConfiguration(k, server, [timeoutMiddleware(this.timeout)]);
+    apis = {
+      core: new CoreV1Api(config),
+      coordination: new CoordinationV1Api(config),
+      storage: new StorageV1Api(config),
+      custom: new CustomObjectsApi(config),
+      discovery: new DiscoveryV1Api(config),
+      authentication: new AuthenticationV1Api(config),
+    };
+    this.apis.set(server, apis);
+    return apis;
   }
 
   /** Loads the in-cluster config, or $KUBECONFIG / ~/.kube/config. */
   static fromEnvironment(cfg: KubeClientConfig = {}): Kube {
     const kc = new KubeConfig();
     kc.loadFromDefault();
-    const extra = (process.env.FASTFENCE_KUBE_ENDPOINTS ?? "")
-      .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean);
-    return new Kube(kc, { extraEndpoints: extra, ...cfg });
+    return new Kube(kc, { ...kubeEndpointsOptions(process.env.FASTFENCE_KUBE_ENDPOINTS), ...cfg });
   }
 
   /**
@@ -128,20 +217,22 @@ export class Kube {
    */
   async call<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
     let lastErr: unknown;
-    for (let i = 0; i < this.endpoints.length; i++) {
-      const idx = (this.current + i) % this.endpoints.length;
-      const ep = this.endpoints[idx]!;
+    const order = tryOrder(this.candidates, this.lastGood, suspectsAt(this.failedAt, Date.now()));
+    for (const [i, server] of order.entries()) {
       try {
-        const r = await fn(ep.apis);
-        this.current = idx;
+        const r = await fn(this.apisFor(server));
+        this.lastGood = server;
+        this.failedAt.delete(server);
+        if (i > 0) this.discovery?.requestEarly();
         return r;
       } catch (err) {
         if (err instanceof ApiException) throw new KubeApiError(err.code, what, parseBody(err.body), err);
+        this.failedAt.set(server, Date.now());
         lastErr = err;
       }
     }
-    const tried = this.endpoints.map((e) => e.server).join(", ");
-    throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered (${tried})`, {
+    this.discovery?.requestEarly();
+    throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered (${order.join(", ")})`, {
       cause: lastErr,
       retriable: true,
     });

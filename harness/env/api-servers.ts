@@ -1,0 +1,187 @@
+// Several kube-apiservers over one etcd, as on a compact cluster, for the client failover
+// tests: one etcd, then API servers sharing its PKI (one serving cert carrying every
+// address) and service-account keys, each bound to its own address on one shared port and
+// advertising it with the lease endpoint reconciler, so the `default/kubernetes`
+// EndpointSlice lists the live ones as in a real cluster. The API server refuses loopback
+// addresses in that slice, so the servers run in a network namespace of their own, reached
+// from here over a veth pair (10.78.N.0/24, N from this process's pid; etcd listens on the
+// host end). Must never listen outside that pair or outlive the process that started it.
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { BIN, EnvError } from "./base.ts";
+import { kubeconfigYaml, makePki, type Pki } from "./pki.ts";
+import { freePort } from "./ports.ts";
+import { httpOk, httpsOk } from "./probes.ts";
+import { ManagedProcess } from "./process.ts";
+import { spawnSync } from "node:child_process";
+import { deleteNetns, makeNetns, makeTempDir, removeTempDir } from "./registry.ts";
+import { EnvScope } from "./scope.ts";
+
+const SUBNET = `10.78.${process.pid % 250}`;
+/** The addresses API servers may take (.2 … .9 of this process's veth subnet). */
+export const API_SERVER_IPS = ["2", "3", "4", "5", "6", "7", "8", "9"].map((n) => `${SUBNET}.${n}`);
+const HOST_END = `${SUBNET}.1`;
+/** The port every API server listens on, in its namespace. */
+const API_PORT = 6443;
+
+function runIp(args: string[]): void {
+  const r = spawnSync("ip", args, { encoding: "utf8" });
+  if (r.status !== 0) throw new EnvError(`ip ${args.join(" ")} failed: ${r.stderr}`);
+}
+
+/** A namespace holding every API server address, linked to this one by a veth pair. */
+function makeApiNetns(scope: EnvScope): string {
+  const ns = makeNetns("apis");
+  scope.add({ stop: async () => deleteNetns(ns) }); // deleting it deletes the pair
+  const host = `ffa${process.pid % 100_000}h`;
+  runIp(["link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", ns]);
+  runIp(["addr", "add", `${HOST_END}/24`, "dev", host]);
+  runIp(["link", "set", host, "up"]);
+  for (const a of API_SERVER_IPS) runIp(["-n", ns, "addr", "add", `${a}/24`, "dev", "eth0"]);
+  runIp(["-n", ns, "link", "set", "eth0", "up"]);
+  return ns;
+}
+
+export interface ApiServer {
+  ip: string;
+  /** https://10.78.N.M:6443 */
+  url: string;
+  proc: ManagedProcess;
+}
+
+export interface ApiServers {
+  etcdUrl: string;
+  port: number;
+  dir: string;
+  servers: ApiServer[];
+  /**
+   * An admin client for `server` (the kubeconfig's server is that URL), checking its
+   * certificate against `tlsServerName` when given.
+   */
+  kubeConfigFor(server: string, tlsServerName?: string): KubeConfig;
+  /** Starts one more API server on the next free address; resolves once it is ready. */
+  add(): Promise<ApiServer>;
+  stop(): Promise<void>;
+}
+
+/** The name every API server's serving cert carries (pki.ts), for clients that check by name. */
+export const SERVICE_NAME = "kubernetes.default.svc";
+
+/**
+ * etcd plus `count` API servers (count ≤ 8), each ready (/readyz) before this resolves.
+ * `certIps`: which addresses the shared serving cert carries ("every", default, or "first":
+ * only the first server's, so the others verify only by SERVICE_NAME).
+ */
+export async function startApiServers(
+  count: number,
+  o: { readyTimeoutMs?: number; certIps?: "every" | "first" } = {},
+): Promise<ApiServers> {
+  if (count < 1 || count > API_SERVER_IPS.length)
+    throw new EnvError(`startApiServers: count must be 1 … ${API_SERVER_IPS.length} (is ${count})`);
+  const timeout = o.readyTimeoutMs ?? 60_000;
+  const dir = makeTempDir("apiservers");
+  const scope = new EnvScope();
+  scope.add({ stop: async () => removeTempDir(dir) });
+  try {
+    const ns = makeApiNetns(scope);
+    const [clientPort, peerPort, port] = [await freePort(), await freePort(), API_PORT];
+    const etcdUrl = `http://${HOST_END}:${clientPort}`;
+    const etcd = ManagedProcess.spawn({
+      name: "etcd",
+      command: join(BIN, "etcd"),
+      dir,
+      args: [
+        "--name=default",
+        `--data-dir=${join(dir, "etcd-data")}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+      ],
+    });
+    scope.add({ stop: () => etcd.stop() });
+    const pki = await makePki(dir, o.certIps === "first" ? API_SERVER_IPS.slice(0, 1) : API_SERVER_IPS);
+    await etcd.waitReady(() => httpOk(`${etcdUrl}/health`), timeout);
+    const tls = {
+      ca: readFileSync(pki.caCert),
+      cert: readFileSync(pki.adminCert),
+      key: readFileSync(pki.adminKey),
+      servername: SERVICE_NAME,
+    };
+    const servers: ApiServer[] = [];
+    const start = async (): Promise<ApiServer> => {
+      const addr = API_SERVER_IPS[servers.length];
+      if (!addr)
+        throw new EnvError(`no loopback address left for another API server (${servers.length} running)`);
+      const s = {
+        ip: addr,
+        url: `https://${addr}:${port}`,
+        proc: spawnApiServer(ns, dir, pki, etcdUrl, addr, port),
+      };
+      servers.push(s);
+      scope.add({ stop: () => s.proc.stop() });
+      await s.proc.waitReady(() => httpsOk(`${s.url}/readyz`, tls), timeout);
+      return s;
+    };
+    for (let i = 0; i < count; i++) await start();
+    const kubeConfigFor = (server: string, tlsServerName?: string): KubeConfig => {
+      const path = join(dir, `admin-${new URL(server).hostname}-${tlsServerName ?? "ip"}.kubeconfig`);
+      const yaml = kubeconfigYaml(server, pki.caCert, pki.adminCert, pki.adminKey, "admin", {
+        ...(tlsServerName !== undefined && { tlsServerName }),
+      });
+      writeFileSync(path, yaml, { mode: 0o600 });
+      const kc = new KubeConfig();
+      kc.loadFromFile(path);
+      return kc;
+    };
+    return { etcdUrl, port, dir, servers, kubeConfigFor, add: start, stop: () => scope.stopAll() };
+  } catch (err) {
+    await scope.stopAll().catch(() => undefined);
+    if (err instanceof EnvError) throw err;
+    throw new EnvError("API servers failed to start", { cause: err });
+  }
+}
+
+function spawnApiServer(
+  ns: string,
+  dir: string,
+  pki: Pki,
+  etcdUrl: string,
+  ip: string,
+  port: number,
+): ManagedProcess {
+  // `ip netns exec` execs the server: the process (group) is the server's own.
+  return ManagedProcess.spawn({
+    name: `kube-apiserver-${ip}`,
+    command: "ip",
+    dir,
+    args: [
+      "netns",
+      "exec",
+      ns,
+      join(BIN, "kube-apiserver"),
+      `--etcd-servers=${etcdUrl}`,
+      `--bind-address=${ip}`,
+      `--advertise-address=${ip}`,
+      `--secure-port=${port}`,
+      "--endpoint-reconciler-type=lease",
+      `--cert-dir=${join(dir, `certs-${ip}`)}`,
+      `--tls-cert-file=${pki.servingCert}`,
+      `--tls-private-key-file=${pki.servingKey}`,
+      `--client-ca-file=${pki.caCert}`,
+      `--service-account-key-file=${pki.saPub}`,
+      `--service-account-signing-key-file=${pki.saKey}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      "--api-audiences=https://kubernetes.default.svc.cluster.local",
+      "--authorization-mode=Node,RBAC",
+      "--service-cluster-ip-range=10.96.0.0/16",
+      "--disable-admission-plugins=ServiceAccount",
+      "--profiling=false",
+      "--enable-priority-and-fairness=false",
+    ],
+  });
+}

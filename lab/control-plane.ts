@@ -1,7 +1,8 @@
 // The lab's control plane and what is seeded into it: etcd, kube-apiserver,
 // controller-manager and scheduler on the host (harness/env/controlplane.ts, every process
 // recorded in state.json), the API relay that lets the nodes reach it on the lab bridge
-// (10.77.0.1:6443), the nodes' kubeconfig, the CRDs, the fastfence namespace and one Node
+// (10.77.0.1:6443), the nodes' kubeconfig, the CRDs, the fastfence namespace, the shipped
+// ServiceAccounts, RBAC and admission policies (lab/shipped-access.ts) and one Node
 // object per simulated node. It only ever talks to the lab's own API server.
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -15,6 +16,7 @@ import { waitUntil } from "../harness/env/wait.ts";
 import { kwokNodeObject } from "../harness/kube/node.ts";
 import { PROBE_ADDRESS_ANNOTATION } from "../source/event-source.ts";
 import { HOST_IP, LAB_RUN, record, type LabState } from "./state.ts";
+import { applyLabAccess } from "./shipped-access.ts";
 import { API_PORT, KUBELET_PORT, NAMESPACE, type LabNode, type LabOptions } from "./types.ts";
 
 /** Start the control plane and record its processes and temp dir in the state. */
@@ -80,10 +82,20 @@ export function writeNodeKubeconfig(cp: ControlPlane): string {
   return path;
 }
 
-/** CRDs, the fastfence namespace, and a Node object (with its status) per lab node. */
-export async function seedCluster(cp: ControlPlane, core: CoreV1Api, nodes: LabNode[]): Promise<void> {
+/**
+ * CRDs, the fastfence namespace, the shipped access control (lab/shipped-access.ts; returns
+ * what the lab state records of it), and a Node object (with its status) per lab node.
+ */
+export async function seedCluster(
+  cp: ControlPlane,
+  core: CoreV1Api,
+  nodes: LabNode[],
+  log: (line: string) => void,
+): Promise<LabState["access"]> {
   await applyFastfenceCrds(cp.kubeConfig);
   await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+  // fastfence runs as shipped: its ServiceAccounts, RBAC and admission policies.
+  const access = await applyLabAccess(cp.kubeConfig, log);
   for (const x of nodes) {
     const obj = kwokNodeObject(x.name, randomUUID(), {
       labels: { "node-role.kubernetes.io/control-plane": "" },
@@ -108,4 +120,5 @@ export async function seedCluster(cp: ControlPlane, core: CoreV1Api, nodes: LabN
       "lab: ",
     );
   }
+  return access;
 }

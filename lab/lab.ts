@@ -161,7 +161,7 @@ export class Lab {
     s.kubeconfig = cp.kubeconfigPath;
     const nodeKubeconfig = writeNodeKubeconfig(cp);
 
-    await seedCluster(cp, this.core, this.nodes);
+    s.access = await seedCluster(cp, this.core, this.nodes, this.log);
     this.brokers = bootstrapOf(this.nodes.map((x) => ({ id: x.index + 1, ip: x.ip, dir: "" })));
     s.brokers = this.brokers;
     await this.seedFencing(n);

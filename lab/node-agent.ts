@@ -4,8 +4,10 @@
 // directory the lab hands it), exactly like `fastfence run` and `fastfence source`, with the
 // settings its Knative Service ships (lab/replica-settings.ts); each replica connects to
 // Kafka as its own component's user, from the Secret-like credential files of lab/kafka.ts
-// (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
-// it first creates the topics and the manifests' KafkaUser ACLs. It also
+// (FASTFENCE_KAFKA_* settings, as the manifests set them), and to the API server as its
+// component's shipped ServiceAccount (lab/replica-identity.ts; the agent mints the tokens
+// with the lab's credentials, as a kubelet does). As the lab's admin it first creates the
+// topics and the manifests' KafkaUser ACLs. It also
 // serves a tiny control endpoint on a Unix socket in the node dir (AGENT_SOCKET: out of
 // band, so a partitioned node still takes it) for the "function-only crash" fault (stops
 // chosen replicas while the node stays healthy), its replicas' metrics on the node's
@@ -26,6 +28,9 @@ import { createLogger } from "../infra/log.ts";
 import type { HostedEventSource, HostedFunction } from "../app/index.ts";
 import { pipelineTopics } from "../app/host.ts";
 import { labStageEnv, shippedStages } from "./replica-settings.ts";
+import { forgetEarlierBoots, replicaKubeConfig } from "./replica-identity.ts";
+import { whoAmI } from "../infra/kube/whoami.ts";
+import { randomUUID } from "node:crypto";
 import { labComponentEnv, labSourceEnv, type AgentConfig } from "./agent-env.ts";
 import { AGENT_SOCKET, type AgentStatus } from "./types.ts";
 
@@ -75,8 +80,29 @@ async function stopReplicas(r: Replicas): Promise<void> {
 }
 
 /** The node's event source (with its watchdog agent, when the lab gives one), as `fastfence source` starts it. */
-const startSource = (kc: KubeConfig): Promise<HostedEventSource> =>
-  startSourceFromEnv(app, labSourceEnv(cfg), kc, log.child({ component: "event-source" }));
+const startSource = async (kc: KubeConfig): Promise<HostedEventSource> =>
+  startSourceFromEnv(
+    app,
+    labSourceEnv(cfg),
+    await identity(kc, "event-source"),
+    log.child({ component: "event-source" }),
+  );
+
+/** This boot's name in its identity Pods (a new one at every power-on). */
+const boot = randomUUID().slice(0, 8);
+
+/**
+ * A replica's own identity: its shipped ServiceAccount's token (lab/replica-identity.ts),
+ * minted with the agent's lab credentials as the kubelet mints a pod's; recorded in
+ * agent.json as the API server names it.
+ */
+async function identity(kc: KubeConfig, component: Component): Promise<KubeConfig> {
+  const own = await replicaKubeConfig(kc, { namespace: cfg.namespace, node: cfg.node, component, boot });
+  const who = await whoAmI(new Kube(own));
+  status.identities = { ...status.identities, [component]: who.username };
+  save();
+  return own;
+}
 
 /**
  * One function replica: the stage's Service settings from the rendered manifests
@@ -92,7 +118,7 @@ async function startFunction(kc: KubeConfig, fn: string): Promise<HostedFunction
       ...labComponentEnv(cfg, fn as Component),
       FASTFENCE_REPLICA: `${fn}-${cfg.node}`,
     }),
-    kubeConfig: kc,
+    kubeConfig: await identity(kc, fn as Component),
     log: log.child({ component: fn }),
     processMetrics: false, // five stages share this process
   });
@@ -149,6 +175,8 @@ async function main(): Promise<void> {
   step("creating ACLs");
   const users = readKafkaUsers();
   await retry("acls", () => applyKafkaAcls(cfg.brokers, adminSecurity, users));
+  step("forgetting earlier boots' identities");
+  await retry("identities", () => forgetEarlierBoots(kc, cfg.namespace, cfg.node));
   step("reading the FencingPolicy");
   // Only once it exists: every replica reads it at start.
   await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));

@@ -83,3 +83,10 @@ export async function applyLabAccess(
   log(`access control: ${access.objects.length} objects of ${overlay} (render ${access.renderHash})`);
   return { overlay, renderHash: access.renderHash };
 }
+
+/** The report's line naming the identities and policies a lab ran under. */
+export function accessLine(a: { overlay: string; renderHash: string } | undefined): string {
+  return a
+    ? `Every fastfence process ran as its ServiceAccount under the RBAC and admission policies of ${a.overlay} (render sha256:${a.renderHash}…).`
+    : "Ran with no shipped access control recorded (a lab from before lab/shipped-access.ts).";
+}

@@ -43,6 +43,7 @@ import { recordOpenIncidents } from "../infra/runtime/incident-gauges.ts";
 import { startBackground } from "./background.ts";
 import { createFunctionMetrics, type FunctionMetrics } from "../infra/metrics.ts";
 import type { CatalogView } from "../infra/runtime/dispatch.ts";
+import { LeaseHandoff } from "../infra/kube/lease-handoff.ts";
 import { stageRunner, type StageAdapters, type StageRunner } from "../infra/runtime/stage-executor.ts";
 import { startReconciler } from "../infra/runtime/reconciler.ts";
 import { startHttpRuntime } from "../infra/runtime/http-runtime.ts";
@@ -139,6 +140,7 @@ export async function hostFunction(opts: {
   const metal3 = new KubeMetal3Api(kube, { namespaces: metal3Namespaces(config) });
   const remediators = new RemediatorReader(kube);
   const heartbeats = def.name === "fence" ? startHeartbeatWatch(kube, ns, log) : undefined;
+  const who = { component: def.name, instance: config.FASTFENCE_REPLICA };
   const adapters: StageAdapters = {
     kube,
     incidents: new IncidentStore(kube, ns),
@@ -156,12 +158,8 @@ export async function hostFunction(opts: {
     }),
     power: new BmcPowerExecutor(kube, ns, clock, metal3, { log, metrics, ...(heartbeats && { heartbeats }) }),
     metal3,
-    events: new IncidentEventRecorder(kube, {
-      component: def.name,
-      instance: config.FASTFENCE_REPLICA,
-      log,
-      metrics,
-    }),
+    ...(def.name === "fence" && { handoff: new LeaseHandoff(kube, { namespace: ns, log, ...who }) }),
+    events: new IncidentEventRecorder(kube, { ...who, log, metrics }),
     planned: new PlannedReader(kube, {
       remediators: (n, now) => remediators.conflictsFor(n, now).then((cs) => cs.map(describeConflict)),
       warm: (now) => remediators.snapshot(now, true),

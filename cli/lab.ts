@@ -1,4 +1,4 @@
-// `fastfence lab up|down|status|crash|hang|resume|partition|heal|partial|bmc-fault|power-loss|isolate|fn-crash|power-on`:
+// `fastfence lab up|down|status|crash|proc-crash|hang|resume|partition|heal|partial|bmc-fault|power-loss|isolate|fn-crash|power-on`:
 // drives the simulated compact cluster (lab/). `up` starts the lab controller daemon
 // (lab/controller.ts) detached and waits until it is ready; the fault commands talk to
 // its loopback control endpoint; `down` asks it to stop and then removes whatever
@@ -33,6 +33,7 @@ export const LAB_OPTION_VALUES = { bmc: BMC_KINDS, mode: PARTIAL_MODES, fault: B
 /** Subcommands that take just a NODE. */
 const NODE_ACTIONS = [
   "crash",
+  "proc-crash",
   "hang",
   "resume",
   "partition",
@@ -105,10 +106,14 @@ const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
                                          --watchdog: an emulated watchdog per node;
                                          --second-level: Redfish nodes also get an IPMI level)
   down                                    tear everything down (also after a crash of the lab)
-  status                                  nodes, power, readiness, BMCs
-  crash NODE                              SIGKILL every process of the node (power stays On)
+  status                                  nodes, power, link, readiness, BMCs
+  crash NODE                              the node dies silently: its link down, every process
+                                          SIGKILLed; nothing answers until power-off and power-on
+  proc-crash NODE                         SIGKILL every process, link left up (the node's kernel
+                                          still answers: TCP resets); power stays On
   hang NODE | resume NODE                 SIGSTOP / SIGCONT every process of the node
-  partition NODE | heal NODE              the node's link down / up (heal also clears partial partitions)
+  partition NODE | heal NODE              the node's link down / up (heal also clears partial
+                                          partitions; a crashed node stays dark until power-on)
   partial NODE --mode peers|api           reaches the API but not its peers (peers), or the reverse (api)
   power-loss NODE                         the node and its BMC die together (undo: bmc-fault none, power-on)
   isolate NODE                            cut off from peers, API and BMC, still running (undo: heal, bmc-fault none)

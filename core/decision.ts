@@ -23,6 +23,7 @@ import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
 import type { ProbeTarget } from "./probe-address.ts";
 import type { WatchdogPlan } from "./watchdog.ts";
 import type { IgnoreCode, RejectCode } from "./reasons.ts";
+import type { HandoffPlan, HandoffResult } from "./lease-handoff.ts";
 
 /**
  * An event a decision asks to publish once its actions succeeded; the runtime wraps it in a
@@ -219,12 +220,10 @@ export interface ReleaseCounts {
   vmisDeleted: number;
 }
 
-/**
- * The result of an action, fed back into the stage that asked for it (contract point 4).
- * `powerOff`: every attempt of the round, in order. `released`: what the deletes removed.
- */
+// The result of an action, fed back into the stage that asked for it (contract point 4). `powerOff`:
+// every attempt of the round, in order. `released`: what the deletes removed. handOffLeases: HandoffResult.
 export type ActionResult =
-  { kind: "powerOff"; attempts: Attempt[] } | { kind: "released"; counts: ReleaseCounts };
+  { kind: "powerOff"; attempts: Attempt[] } | { kind: "released"; counts: ReleaseCounts } | HandoffResult;
 
 export interface DecideInput<E = unknown> {
   event: E;
@@ -299,6 +298,7 @@ export type Action =
     }
   | { kind: "powerOn"; node: string; incident: string; levels: ResolvedFencingLevel[] }
   | { kind: "markFencedOff"; node: string; value: string } // fence: the fenced-off fact (core/fenced-off.ts)
+  | { kind: "handOffLeases"; plan: HandoffPlan } // after S1: release the node's Leases (core/lease-handoff.ts)
   | { kind: "setTaint"; node: string; taint: Taint }
   | { kind: "removeTaint"; node: string; taint: Taint }
   /** Force-delete every pod bound to the node (gracePeriodSeconds 0); result: count. */

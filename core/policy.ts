@@ -18,6 +18,7 @@ import {
 } from "./timeout-chain.ts";
 import { PlannedWorkSettingsSchema, POLICY_MODES } from "./policy-planned.ts";
 import { LookAfterSettingsSchema } from "./policy-look-after.ts";
+import { LeaseHandoffSettingsSchema } from "./policy-lease-handoff.ts";
 import { entryForNode, LEVELS_OR_WATCHDOG, WatchdogLevelSchema } from "./policy-watchdog.ts";
 
 export { watchdogForNode, type WatchdogLevel } from "./policy-watchdog.ts";
@@ -352,6 +353,7 @@ export const FencingPolicySpecSchema = z
     timeouts: TimeoutSettingsSchema,
     reconcile: ReconcileSettingsSchema,
     lookAfter: LookAfterSettingsSchema,
+    leaseHandoff: LeaseHandoffSettingsSchema,
   })
   .superRefine((spec, ctx) => {
     const t = spec.timeouts;

@@ -1,10 +1,12 @@
 // BMC emulation for the lab nodes, on the host side of the bridge: the lab Redfish
 // emulator (in this process) or OpenIPMI ipmi_sim per node, and the power switch both
-// act through: power-on starts the node's launcher, power-off SIGKILLs every process of
-// the node's network namespace. ipmi_sim asks for it through the power endpoint on
-// 127.0.0.1 (its chassis_control program), the Redfish emulator through its hooks. Every
-// action lands in the node's power log (the invariant checker's ground truth). It never
-// signals a process outside a lab node's namespace, nor listens beyond the lab addresses.
+// act through: power-on brings the node's link up (unless a partition cut it) and then
+// starts its launcher; power-off takes the link down and SIGKILLs every process of the
+// node's network namespace (an unpowered machine answers nothing). ipmi_sim asks for it
+// through the power endpoint on 127.0.0.1 (its chassis_control program), the Redfish
+// emulator through its hooks. Every action lands in the node's power log (the invariant
+// checker's ground truth). It never signals a process outside a lab node's namespace, nor
+// listens beyond the lab addresses.
 import { execFile } from "node:child_process";
 import { chmodSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
@@ -17,6 +19,7 @@ import { ManagedProcess } from "../harness/env/process.ts";
 import { waitUntil } from "../harness/env/wait.ts";
 import type { CoreV1Api } from "@kubernetes/client-node";
 import { createBmcSecret, type FencingLevelInput } from "../harness/kube/fencing-policy.ts";
+import { linkEvent } from "./faults.ts";
 import { nodeProcesses } from "./topology.ts";
 import { HOST_IP, pidsInNetns, procAlive, record, signalPids, type LabState } from "./state.ts";
 import type { LabNode } from "./types.ts";
@@ -187,9 +190,15 @@ export class LabBmcs {
     return "Unknown";
   }
 
-  /** Power-on (Redfish emulator hook, or the lab starting a Redfish node). */
+  /**
+   * Power-on (Redfish emulator hook, ipmi_sim through the power endpoint, the lab): the
+   * link first (a silent crash or power-off left it down; a partition keeps it down until
+   * its heal), then the launcher, whose first act is to reach the API.
+   */
   async startLauncher(x: LabNode, by: "bmc" | "lab"): Promise<void> {
     if (x.launcher?.running) return;
+    await linkEvent(x, "power-on");
+    if (x.launcher?.running) return; // started by a concurrent power-on meanwhile
     this.ctx.powerSwitched?.(x);
     x.launcher = ManagedProcess.spawn({
       name: `node-${x.name}`,
@@ -205,9 +214,14 @@ export class LabBmcs {
     this.ctx.save();
   }
 
-  /** Power-off (Redfish hook): SIGKILL every process of the node's namespace, wait until gone. */
+  /**
+   * Power-off (Redfish hook, ipmi_sim through the power endpoint, the lab): the link down,
+   * then SIGKILL every process of the node's namespace, wait until gone. The link stays
+   * down until power-on.
+   */
   async killNode(x: LabNode, by: "bmc" | "lab"): Promise<void> {
     x.powerLog.push({ at: Date.now(), action: "off", by });
+    await linkEvent(x, "power-off");
     for (let i = 0; i < 100; i++) {
       const pids = pidsInNetns(x.netns);
       if (pids.length === 0) break;

@@ -1,11 +1,11 @@
 // The lab controller daemon behind `fastfence lab up`: brings the lab up in this process
 // (it owns the control plane, the Redfish BMC emulators, ipmi_sim and the API relay),
 // then serves a small control endpoint on 127.0.0.1 (port recorded in state.json) for
-// the other `fastfence lab` commands: status, crash, hang, resume, partition, heal,
-// partial, bmc-fault, power-loss, isolate, fn-crash, power-on, down. On SIGTERM/SIGINT or POST /down it tears
+// the other `fastfence lab` commands: status, crash, proc-crash, hang, resume, partition,
+// heal, partial, bmc-fault, power-loss, isolate, fn-crash, power-on, down. On SIGTERM/SIGINT or POST /down it tears
 // everything down and exits. Never listens beyond loopback for control.
 import { createServer } from "node:http";
-import { isolate, powerLoss } from "./faults.ts";
+import { isolate, powerLoss, procCrash } from "./faults.ts";
 import { Lab, type BmcFault } from "./lab.ts";
 import { readState, tearDownOnSignals, writeState } from "./state.ts";
 import { SCENARIOS } from "./scenarios.ts";
@@ -52,6 +52,7 @@ async function main(): Promise<void> {
   const routes: Record<string, Handler> = {
     "/status": async () => await l.status(),
     "/crash": async (q) => ({ at: await l.crash(need(q, "node")) }),
+    "/proc-crash": async (q) => ({ at: await procCrash(l, need(q, "node")) }),
     "/hang": async (q) => ({ at: l.hang(need(q, "node")) }),
     "/resume": async (q) => ({ at: l.resume(need(q, "node")) }),
     "/partition": async (q) => ({ at: await l.partition(need(q, "node")) }),

@@ -1,4 +1,4 @@
-// `make demo`: bring up the 3-node lab (IPMI and Redfish BMCs mixed), crash the node
+// `make demo`: bring up the 3-node lab (IPMI and Redfish BMCs mixed), crash (silently) the node
 // that hosts the most of the pipeline (most Kafka partition leaders, plus its event
 // source and function replicas), show the incident live, print its trace from the event
 // log, write a Markdown + SVG report under .cache/reports/, tear down, and print one
@@ -60,7 +60,7 @@ async function main(): Promise<number> {
     "warming up 3 s, then putting a Deployment pod, a StatefulSet pod with an RWO volume + VolumeAttachment and a VM on the victim",
   );
   await new Promise((r) => setTimeout(r, 3000));
-  say(`CRASH ${victim}: SIGKILL every process of the node (power stays On)`);
+  say(`CRASH ${victim}: its link down and every process SIGKILLed — it answers nothing (power stays On)`);
   const r: TrialResult = await runTrial(lab, "crash", {
     trial: 1,
     victim,
@@ -101,7 +101,7 @@ async function main(): Promise<number> {
     `Lab: 3 simulated nodes (network + PID namespaces), real etcd / kube-apiserver / controller-manager / scheduler, 3 KRaft brokers (RF 3, min ISR 2), kwok kubelets, BMCs: ${lab.nodes.map((n) => `${n.name} ${n.bmc}`).join(", ")}.`,
     artifactLine(lab.state.artifact),
     accessLine(lab.state.access),
-    `Victim: ${victim}, leader of ${meta.leaders[x.index + 1] ?? 0} pipeline partitions, with one event-source replica and one replica of every function.`,
+    `Victim: ${victim}, leader of ${meta.leaders[x.index + 1] ?? 0} pipeline partitions, with one event-source replica and one replica of every function. The crash is silent (its link down, then every process killed: no TCP reset, no ICMP), as a dead machine (docs/lab.md, "crash and proc-crash").`,
     "",
     "| milestone | ms from the crash | goal |",
     "|---|---:|---:|",

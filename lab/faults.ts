@@ -1,16 +1,20 @@
-// Fault injection on lab nodes: crash (SIGKILL every process but the launcher; power stays
-// on), hang/resume (SIGSTOP/SIGCONT the node's PID namespace), full partition/heal (the
-// host-side veth down/up), partial partitions (blackhole routes inside the node's
-// namespace), BMC faults, power-loss (node and BMC die together), isolate (node cut off
-// from peers, API and BMC, still running), a broker kill (SIGKILL of the node's Kafka broker
-// alone; the launcher does not restart it) and a function-only crash on a healthy node (its
-// agent's control socket, lab/node-agent.ts). Each fault is noted with its time. It never
-// signals a process outside a lab node's namespace, and never fences or powers anything off
-// itself.
+// Fault injection on lab nodes: crash (the machine dies silently: its link down, then
+// SIGKILL every process but the launcher; nothing answers until power-off and power-on),
+// proc-crash (the same SIGKILL with the link left up: the node's kernel still answers with
+// TCP resets), hang/resume (SIGSTOP/SIGCONT the node's PID namespace), full
+// partition/heal (the host-side veth down/up), partial partitions (blackhole routes inside
+// the node's namespace), BMC faults, power-loss (node and BMC die together), isolate (node
+// cut off from peers, API and BMC, still running), a broker kill (SIGKILL of the node's
+// Kafka broker alone; the launcher does not restart it) and a function-only crash on a
+// healthy node (its agent's control socket, lab/node-agent.ts). The link follows
+// lab/link-state.ts (a heal never lights a dark machine). Each fault is noted with its
+// time. It never signals a process outside a lab node's namespace, and never fences or
+// powers anything off itself.
 import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { sleep } from "../harness/env/base.ts";
+import { LINK_UP, linkAfter, linkUp, type LinkEvent } from "./link-state.ts";
 import { blackhole, setLink } from "./net.ts";
 import { HOST_IP, signalPids } from "./state.ts";
 import { nodeProcesses } from "./topology.ts";
@@ -33,20 +37,61 @@ function everyProcess(x: LabNode): number[] {
   return [...(p.launcher ? [p.launcher] : []), ...p.others];
 }
 
+/** The last link change queued per node: changes apply one after another, in order. */
+const linkChains = new WeakMap<LabNode, Promise<void>>();
+
 /**
- * crash: SIGKILL every process of the node; the "hardware" (launcher) and power stay on.
- * `kind` names it in the fault notes (the emulated watchdog's reset is "watchdog-reset").
+ * Record a link event on the node (lab/link-state.ts) and set its host-side veth to match.
+ * Changes to one node run in order, each reading the flags when it runs, so the last one
+ * leaves the link as the flags say even when events overlap.
  */
-export async function crash(lab: FaultTarget, name: string, kind = "crash"): Promise<number> {
-  const t0 = Date.now();
-  const x = lab.node(name);
+export function linkEvent(x: LabNode, e: LinkEvent): Promise<void> {
+  x.link = linkAfter(x.link ?? LINK_UP, e);
+  const run = (linkChains.get(x) ?? Promise.resolve())
+    .catch(() => undefined)
+    .then(() => setLink(x.veth, linkUp(x.link ?? LINK_UP)));
+  linkChains.set(x, run);
+  return run;
+}
+
+/** SIGKILL every process of the node but its launcher, until none is left. */
+async function killAllButLauncher(x: LabNode): Promise<void> {
   for (let i = 0; i < 50; i++) {
     const { others } = nodeProcesses(x.netns);
     if (others.length === 0) break;
     signalPids(others, "SIGKILL");
     await sleep(10);
   }
+}
+
+/**
+ * crash: the machine dies silently. Its link goes down first (one `ip` call, a few ms), then
+ * every process of the node is SIGKILLed, so not even a dying socket's FIN or reset leaves
+ * it: survivors see connect and request timeouts, as from a dead or panicked machine. The
+ * "hardware" (launcher) and power stay on; the link stays down (a heal does not bring it
+ * back) until the node is powered off and on. `kind` names it in the fault notes (the
+ * emulated watchdog's reset is "watchdog-reset", a power-loss "power-loss"); its time is
+ * taken before the link goes down.
+ */
+export async function crash(lab: FaultTarget, name: string, kind = "crash"): Promise<number> {
+  const t0 = Date.now();
+  const x = lab.node(name);
+  await linkEvent(x, "crash");
+  await killAllButLauncher(x);
   note(lab, x, kind, t0);
+  return t0;
+}
+
+/**
+ * proc-crash: SIGKILL every process of the node with its link left up (the lab's crash before
+ * issue 45): the node's kernel still answers, so survivors get a TCP reset at once from its
+ * address. Power stays on; a power-off and power-on bring it back.
+ */
+export async function procCrash(lab: FaultTarget, name: string): Promise<number> {
+  const t0 = Date.now();
+  const x = lab.node(name);
+  await killAllButLauncher(x);
+  note(lab, x, "proc-crash", t0);
   return t0;
 }
 
@@ -92,15 +137,15 @@ export function resume(lab: FaultTarget, name: string): number {
 
 export async function partition(lab: FaultTarget, name: string, kind = "partition"): Promise<number> {
   const t0 = Date.now();
-  await setLink(lab.node(name).veth, false);
+  await linkEvent(lab.node(name), "partition");
   note(lab, lab.node(name), kind, t0);
   return t0;
 }
 
 /**
  * power-loss: the node and its BMC die together (a PSU, PDU or chassis failure): the BMC
- * stops answering, then every process of the node is killed. Undo: `bmc-fault NODE --fault
- * none`, then `power-on NODE`.
+ * stops answering, then the node dies as in a silent crash (link down, every process
+ * killed). Undo: `bmc-fault NODE --fault none`, then `power-on NODE`.
  */
 export async function powerLoss(lab: FaultTarget, name: string): Promise<number> {
   const t0 = Date.now();
@@ -121,9 +166,13 @@ export async function isolate(lab: FaultTarget, name: string): Promise<number> {
   return t0;
 }
 
+/**
+ * heal: undo a partition (and partial partitions). The link comes back only if the machine
+ * is not dark: a silently crashed node stays silent until it is powered on.
+ */
 export async function heal(lab: FaultTarget, name: string): Promise<number> {
   const x = lab.node(name);
-  await setLink(x.veth, true);
+  await linkEvent(x, "heal");
   await blackhole(x.netns, [HOST_IP, ...peersOf(lab, x)], false);
   return Date.now();
 }

@@ -1,16 +1,16 @@
 // The lab: a simulated compact bare-metal cluster on one machine, and its controller
 // object. This module orchestrates; the parts do the work: topology.ts (bridge, node
 // namespaces), control-plane.ts (etcd, kube-apiserver, controller-manager, scheduler on
-// the host, the API relay 10.77.0.1:6443 the nodes use, CRDs and Node objects),
-// kafka.ts (one broker per node), node-launch.ts (what a node runs at power-on: its
-// launcher as PID 1 of its own PID namespace, with kwok, the kubelet-port listener, the
-// broker and the node agent), bmc.ts (a Redfish emulator or ipmi_sim per node and the
-// power switch) and faults.ts (crash, hang/resume, partition/heal, partial partitions,
-// BMC faults, function-only crash). Everything made is recorded in .cache/lab/state.json
-// first (state.ts), so any process can tear it down. One lab per machine: it claims the
-// machine before making anything (machine-claim.ts). It never touches a namespace, link
-// or process that is not a lab's own and sends traffic only to loopback and to the lab's
-// own namespaces.
+// the host, the API relay 10.77.0.1:6443 the nodes use, CRDs and Node objects), kafka.ts
+// (one broker per node), node-launch.ts (what a node runs at power-on: its launcher as PID
+// 1 of its own PID namespace, with kwok, the kubelet-port listener, the broker and the node
+// agent), bmc.ts (a Redfish emulator or ipmi_sim per node and the power switch) and
+// faults.ts (crash, proc-crash, hang/resume, partition/heal, partial partitions, BMC
+// faults, function-only crash; the link per link-state.ts). Everything made is recorded in
+// .cache/lab/state.json first (state.ts), so any process can tear it down. One lab per
+// machine: it claims the machine before making anything (machine-claim.ts). It never
+// touches a namespace, link or process that is not a lab's own and sends traffic only to
+// loopback and to the lab's own namespaces.
 import {
   AppsV1Api,
   CoordinationV1Api,
@@ -30,6 +30,7 @@ import { WaitAbandoned, waitUntil } from "../harness/env/wait.ts";
 import { createBmcSecret, createFencingPolicy, redfishLevel } from "../harness/kube/fencing-policy.ts";
 import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
 import { LabBmcs } from "./bmc.ts";
+import { describeLink } from "./link-state.ts";
 import { seedCluster, startLabControlPlane, startRelay, writeNodeKubeconfig } from "./control-plane.ts";
 import * as faults from "./faults.ts";
 import {
@@ -269,7 +270,6 @@ export class Lab {
   }
 
   // ---- power (bmc.ts)
-
   /** Power state as the node's BMC reports it. */
   powerState(name: string): Promise<string> {
     return this.bmcs.powerState(this.node(name));
@@ -286,8 +286,7 @@ export class Lab {
     return this.bmcs.ipmitool(x, args);
   }
 
-  // ---- faults (faults.ts)
-
+  // ---- faults (faults.ts; proc-crash is faults.procCrash)
   crash(name: string): Promise<number> {
     return faults.crash(this, name);
   }
@@ -360,6 +359,7 @@ export class Lab {
         ip: x.ip,
         bmc: `${x.bmc} ${HOST_IP}:${x.bmcPort}`,
         power: await this.powerState(x.name),
+        link: describeLink(x.link),
         processes: p.others.length + (p.launcher ? 1 : 0),
         ready: o?.status?.conditions?.find((c) => c.type === "Ready")?.status ?? "?",
         bootId: o?.status?.nodeInfo?.bootID?.slice(0, 8),

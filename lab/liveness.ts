@@ -1,6 +1,7 @@
 // The liveness checker of `make chaos`: after a schedule (lab/chaos-schedule.ts), did
 // everything that had to finish finish in time? Two rules, each with its bound stated from
-// the policy in force (never tuned to pass):
+// the policy in force (never tuned to pass; detection assumes a silent node, whose probes
+// each wait their whole timeout):
 //  L1 a node that stayed broken (crashed, or hung / partitioned and never resumed), whose
 //     BMC answered and whose peers could observe it, is Released within
 //     T + detection + 2 rounds (round + backoff) + the Lease (a driver that died) +
@@ -19,7 +20,7 @@ import type { Schedule } from "./chaos-schedule.ts";
 
 /** The policy's timings the bounds are built from, ms. */
 export interface Timings {
-  /** Probe misses to a suspicion, plus one evidence window to corroborate it. */
+  /** Probe misses of a silent node to a suspicion, plus one evidence window to corroborate it. */
   detectMs: number;
   roundMs: number;
   backoffMs: number;
@@ -33,10 +34,23 @@ export interface Timings {
 /** Allowance for the release (taint, deletes, one status write). */
 const RELEASE_MS = 5_000;
 
+/**
+ * How long an observer takes, at the most, to count `misses` probe misses of a node that
+ * answers nothing (the lab's crash is silent): each probe waits its whole timeout T, and the
+ * prober skips the ticks (every interval I) that come while its probe is in flight, so a
+ * probe starts every P = (floor(T / I) + 1) × I; the first one that sees the death starts
+ * within P of it. So misses × P + T. A node that refuses at once (proc-crash) needs only
+ * misses × I; the bound takes the silent case.
+ */
+export function silentMissesMs(probe: { intervalMs: number; timeoutMs: number }, misses: number): number {
+  const period = (Math.floor(probe.timeoutMs / probe.intervalMs) + 1) * probe.intervalMs;
+  return misses * period + probe.timeoutMs;
+}
+
 export function timingsOf(p: FencingPolicySpec): Timings {
   return {
     detectMs:
-      p.probe.intervalMs * p.suspicion.missThreshold +
+      silentMissesMs(p.probe, p.suspicion.missThreshold) +
       p.suspicion.minSuspectMs +
       p.corroboration.evidenceWindowMs,
     roundMs: p.timeouts.powerOffTimeoutMs,

@@ -5,12 +5,13 @@
 // function-only crash stops come from the function registry. Declarations and fault
 // calls only; it never fences anything itself.
 import { stageNames } from "../functions/registry.ts";
-import { isolate, powerLoss } from "./faults.ts";
+import { isolate, powerLoss, procCrash } from "./faults.ts";
 import { hangMidRound } from "./hang-mid-round.ts";
 import type { Lab } from "./lab.ts";
 
 export type Scenario =
   | "crash"
+  | "proc-crash"
   | "hang"
   | "hang-mid-round"
   | "partition"
@@ -47,11 +48,21 @@ const ALL_FUNCTIONS = stageNames();
 const heal = (lab: Lab, victim: string) => lab.heal(victim);
 
 export const SCENARIOS: Readonly<Record<Scenario, ScenarioSpec>> = {
+  // The machine dies silently (link down, every process killed): what the headline numbers use.
   crash: {
     faulted: true,
     baseline: false,
     followMs: 30_000,
     fault: (lab, victim) => lab.crash(victim),
+    powerCycle: true,
+  },
+  // The lab's crash before issue 45: processes killed, link up, so survivors get resets at
+  // once. Only on request (bench --scenarios proc-crash), to compare with the silent crash.
+  "proc-crash": {
+    faulted: true,
+    baseline: false,
+    followMs: 30_000,
+    fault: (lab, victim) => procCrash(lab, victim),
     powerCycle: true,
   },
   hang: {
@@ -129,6 +140,7 @@ export const SCENARIOS: Readonly<Record<Scenario, ScenarioSpec>> = {
     },
     powerCycle: true,
   },
+  // Kubernetes alone after the same silent crash.
   "baseline-crash": {
     faulted: true,
     baseline: true,

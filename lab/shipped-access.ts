@@ -15,10 +15,16 @@ import { KNATIVE_DIR, buildYaml, groupOf, parseYamlDocs, type KubeObject } from 
 /** The overlay whose identities and policies the lab runs under: the customer's platform. */
 export const ACCESS_OVERLAY = join(KNATIVE_DIR, "overlays/openshift");
 
-/** What of the render is access control (group/kind), applied in this order. */
+/**
+ * What of the render is access control (group/kind), applied in this order: with the
+ * identities and their rules, the objects the install creates for the rules to guard (the
+ * admission ledger Lease, the fenced-nodes ConfigMap a policy reads as its param).
+ */
 export const ACCESS_KINDS: readonly string[] = [
   "/Namespace",
   "/ServiceAccount",
+  "/ConfigMap",
+  "coordination.k8s.io/Lease",
   "rbac.authorization.k8s.io/ClusterRole",
   "rbac.authorization.k8s.io/ClusterRoleBinding",
   "rbac.authorization.k8s.io/Role",

@@ -1,6 +1,7 @@
 // The reset step of a trial: put the lab back so the next trial starts from a healthy
 // cluster. Undo the fault (resume, heal), power the victim back on if it was fenced (or
-// power-cycle it when the scenario broke its processes), delete the trial's workloads,
+// power-cycle it when the scenario broke its processes; the power-on also brings back the
+// link a silent crash took down, lab/link-state.ts), delete the trial's workloads,
 // then wait until the victim is Ready, untainted, its agent ready, every broker back and
 // no incident about it open; a victim fenced again while it rebooted is powered on again
 // and counted. It only drives the lab; it never fences anything itself.

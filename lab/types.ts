@@ -5,6 +5,7 @@ import type { FencingPolicySpecInput } from "../core/policy.ts";
 import type { LabRedfishServer } from "../harness/emulators/redfish/server.ts";
 import type { ManagedProcess } from "../harness/env/process.ts";
 import { FASTFENCE_NAMESPACE } from "../harness/kube/fencing-policy.ts";
+import type { LinkFlags } from "./link-state.ts";
 import type { NodeRecord } from "./state.ts";
 import type { LabTimeouts } from "./timeouts.ts";
 
@@ -77,6 +78,11 @@ export interface LabNode extends NodeRecord {
   powerLog: PowerAction[];
   /** IPMI nodes: a lab-initiated power action (reset) is pending, so log it as "lab". */
   labAction?: boolean;
+  /**
+   * Why its link is down, if it is (lab/link-state.ts): the machine is dark (silent crash,
+   * power-off) or the network cut it off (partition). Unset: up, as built.
+   */
+  link?: LinkFlags;
 }
 
 /** A fault the lab injected (node, kind, ms epoch). */

@@ -3,9 +3,9 @@
 // node's watchdog agent opens as its device (infra/watchdog/device.ts). It behaves as the
 // kernel's: the first write arms it, every write pets it, a "V" disarms it (the agent
 // writes it only on a graceful stop, right before closing); a close without "V" leaves it
-// armed. `lab hang` stops the petter but not this timer, and when it expires every
-// process of the node is killed (the lab's "reset"; the node stays down until its BMC
-// powers it on again). The agent accepts the FIFO only in the explicit emulation mode
+// armed. `lab hang` stops the petter but not this timer, and when it expires the node dies
+// as in a silent crash (the lab's "reset": its link down, every process killed; it stays
+// down and silent until its BMC powers it off and on again, lab/link-state.ts). The agent accepts the FIFO only in the explicit emulation mode
 // (FASTFENCE_WATCHDOG_EMULATION=lab-fifo, with the timeout given), which labWatchdogConfig
 // sets and no shipped overlay can. Never touches the machine's real /dev/watchdog.
 import { execFileSync } from "node:child_process";
@@ -111,14 +111,14 @@ export function labWatchdogConfig(x: LabNode): WatchdogAgentConfig {
   return { devicePath: fifoOf(x), ...LAB_WATCHDOG, emulation: "lab-fifo" };
 }
 
-/** One started emulated watchdog per node, by node name; expiry kills the node's processes (noted "watchdog-reset"). */
+/** One started emulated watchdog per node, by node name; expiry is a silent crash (noted "watchdog-reset"). */
 export function startLabWatchdogs(
   lab: FaultTarget,
   log: (line: string) => void,
 ): Map<string, EmulatedWatchdog> {
   const started = lab.nodes.map((x) => {
     const wd = new EmulatedWatchdog(fifoOf(x), LAB_WATCHDOG.timeoutMs, () => {
-      log(`watchdog of ${x.name} expired: killing its processes (watchdog-reset)`);
+      log(`watchdog of ${x.name} expired: its link down, its processes killed (watchdog-reset)`);
       void crash(lab, x.name, "watchdog-reset");
     });
     wd.start();

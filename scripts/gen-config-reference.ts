@@ -59,6 +59,9 @@ const OBJECT_AT: Record<string, string> = {
   "fencing.nodes[].watchdog": "WatchdogLevelSchema",
   remediation: "RemediationSettingsSchema",
   timeouts: "TimeoutSettingsSchema",
+  leaseHandoff: "LeaseHandoffSettingsSchema",
+  "leaseHandoff.leases[]": "LeaseHandoffEntrySchema",
+  "leaseHandoff.additionalLeases[]": "LeaseHandoffEntrySchema",
 };
 
 /** One line for the sections whose schema constant carries a doc comment, not a field comment. */
@@ -85,6 +88,8 @@ const SECTION_DOCS: Record<string, string> = {
     "The look after the power-off (fence's reconciler, [safety.md](safety.md#the-look-after-the-power-off)); kept in core/policy-look-after.ts.",
   "lookAfter.windowMs":
     "How long after a read-back Off fence keeps looking for the node's heartbeat with the incident's boot ID (a renewal proves the BMC's Off false: alarm BMCLied, then the next level). Unit: ms. Default 300000 (5 min); 0 turns it off. Longer catches a node that resumes late, at one view read per reconcile interval per fenced incident while it lasts.",
+  leaseHandoff:
+    "Leader hand-off after a proven power-off (fence; [safety.md](safety.md#leader-hand-off-after-a-proven-power-off)): the Leases whose holder on the fenced node fence releases as client-go's own release would, so a standby leads at its next retry; kept in core/policy-lease-handoff.ts.",
   timeouts:
     "The timeout chain of a fencing round: BMC call < level timeoutMs ≤ round (powerOffTimeoutMs) < round + 5000 ms recording margin < fencing Lease. Checked at apply (CEL) and when read ([tuning.md](tuning.md#timeouts-that-add-up)).",
 };
@@ -150,6 +155,7 @@ export function generate(): string {
   const comments = new Map([
     ...fieldComments(readFileSync(join(ROOT, "core/policy.ts"), "utf8")),
     ...fieldComments(readFileSync(join(ROOT, "core/policy-watchdog.ts"), "utf8")),
+    ...fieldComments(readFileSync(join(ROOT, "core/policy-lease-handoff.ts"), "utf8")),
   ]);
   const rows: Row[] = [];
   walk(schema, "", comments, rows);

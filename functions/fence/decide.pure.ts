@@ -40,6 +40,7 @@ import { targetMismatch } from "../../core/incident-target.ts";
 import { markFencedOff as markOff } from "../../core/fenced-off.ts";
 import { watchdogExpired, watchdogFencedMessage, watchdogPlan } from "./watchdog-level.pure.ts";
 import { escalationDue, liedLevels } from "./look-after.pure.ts";
+import { handoffActions, onHandoffResult } from "./handoff.pure.ts";
 
 export { liveHolder } from "../../core/decision.ts";
 export { failedData } from "./hold.pure.ts";
@@ -168,6 +169,7 @@ export function onOwnNode(self: Self, inc: NodeFence): boolean {
 /** Decides on the result of the power-off the last decision asked for (input.result). */
 export function onResult(input: DecideInput<unknown>): Decision {
   const { view, now, self, result } = input;
+  if (result?.kind === "leasesHandedOff") return onHandoffResult(result);
   if (result?.kind !== "powerOff" || !view.incident)
     return rejected("ViewMismatch", `fence cannot decide on a ${result?.kind ?? "missing"} result here`);
   return onPowerOffResult({
@@ -359,7 +361,12 @@ export function onPowerOffResult(input: PowerOffResultInput): Decision {
     };
     return processed(
       `${inc.spec.nodeName} powered off (read back Off)`,
-      [markOff(inc), { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status }, release],
+      [
+        markOff(inc),
+        { kind: "updateIncidentStatus", name, expectedResourceVersion: rv, status },
+        ...handoffActions(inc, policy, at), // the node's leaders' Leases (S1 makes it safe)
+        release,
+      ],
       [outgoing(EVENT_TYPES.nodeFenced, inc.spec.nodeName, name, data)],
     );
   }

@@ -30,6 +30,7 @@ import { KubeApiError, type Kube } from "../kube/client.ts";
 import { writeLedger } from "../kube/admission-ledger.ts";
 import type { IncidentStore } from "../kube/incidents.ts";
 import type { LeaseManager } from "../kube/lease.ts";
+import type { LeaseHandoff } from "../kube/lease-handoff.ts";
 import { OUT_OF_SERVICE_TAINT, type NodeOps } from "../kube/nodes.ts";
 import type { IncidentEventRecorder } from "../kube/incident-events.ts";
 import type { PlannedReader } from "../kube/planned.ts";
@@ -57,6 +58,8 @@ export interface StageAdapters {
   planned?: PlannedReader;
   /** metal3 BareMetalHost access (discovery input of fence/recover), scoped to the configured namespaces. */
   metal3?: Metal3Api;
+  /** fence: releases a fenced node's leaders' Leases (handOffLeases); absent: nothing is handed off. */
+  handoff?: Pick<LeaseHandoff, "handOff">;
 }
 
 /** What the executor knows of the deployment, handed to every decision in the view. */
@@ -243,6 +246,21 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
         case "markFencedOff":
           await ad.nodes.setFencedOff(a.node, a.value);
           break;
+        case "handOffLeases": {
+          // Best effort, never throws; its outcomes go back to decide (contract 4).
+          const results = ad.handoff ? await ad.handoff.handOff(a.plan, ctx.signal) : [];
+          const after = { ...view, incident: last };
+          const result = {
+            kind: "leasesHandedOff",
+            node: a.plan.node,
+            incident: a.plan.incident,
+            results,
+          } as const;
+          const r = await execute(decideOn(after, ctx.clock.now(), result), after, decideOn, ctx, leases);
+          emit.push(...r.emit);
+          details.push(...r.details);
+          break;
+        }
         case "setTaint":
           await ad.nodes.setTaint(a.node, { ...OUT_OF_SERVICE_TAINT, ...a.taint }, true);
           // A release with every delete turned off by the policy is still a release.

@@ -3,11 +3,15 @@
 // namespaces, veths, the bridge, listening ports, temp and run dirs, state.json — both
 // after a normal run and after the lab controller was SIGKILLed (then `lab down` from a
 // fresh process cleans up from .cache/lab/state.json alone). On the way, a node cut off
-// from the host takes a function-only crash through its agent's control socket.
+// from the host takes a function-only crash through its agent's control socket, and a
+// crash is silent (no TCP reset from the dead node, a heal does not change that) until the
+// node was powered off (fastfence fences it) and on, while a proc-crash still resets.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { KUBELET_PORT } from "../../lab/types.ts";
 import {
   LAB_RUN,
   ROOT,
@@ -57,14 +61,41 @@ function assertClean(before: { pid: number; start: number }[], s: LabState): voi
   if (s.controller) expect(existsSync(join(ROOT, ".cache/run", `${s.controller.pid}.json`))).toBe(false);
 }
 
+/** What a TCP connect to host:port meets within ms: an answer, a reset, or nothing. */
+function knock(host: string, port: number, ms: number): Promise<"connected" | "refused" | "silent" | string> {
+  return new Promise((resolve) => {
+    const sock = connect({ host, port });
+    const done = (r: string) => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(r);
+    };
+    const timer = setTimeout(() => done("silent"), ms);
+    sock.once("connect", () => done("connected"));
+    sock.once("error", (e: NodeJS.ErrnoException) =>
+      done(e.code === "ECONNREFUSED" ? "refused" : (e.code ?? "error")),
+    );
+  });
+}
+
+const nodeStatus = (name: string) => {
+  const st = cli("status", "-o", "json");
+  expect(st.status, st.stderr).toBe(0);
+  const doc = JSON.parse(st.stdout) as { nodes: { name: string; ip: string; power: string; link: string }[] };
+  return doc.nodes.find((n) => n.name === name)!;
+};
+
 describe("lab up / down", () => {
-  it("down after a normal up leaves nothing behind", () => {
+  let s: LabState;
+  let before: { pid: number; start: number }[] = [];
+
+  it("up; a node cut off from the host still takes a function-only crash", () => {
     const up = cli("up");
     expect(up.status, up.stdout + up.stderr).toBe(0);
-    const s = readState()!;
+    s = readState()!;
     expect(s.phase).toBe("ready");
     expect(s.netns.length).toBe(3);
-    const before = snapshot(s);
+    before = snapshot(s);
     expect(before.length).toBeGreaterThan(10);
     const st = cli("status", "-o", "json");
     expect(st.status, st.stderr).toBe(0);
@@ -87,6 +118,40 @@ describe("lab up / down", () => {
     const bad = cli("fn-crash", "node-c", "--restart-after-ms", "soon");
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toMatch(/--restart-after-ms needs a whole number of ms >= 0, not "soon"/);
+    expect(cli("heal", "node-c").status).toBe(0);
+  });
+
+  it("crash is silent until power-off and power-on (a heal does not light it); proc-crash resets", async () => {
+    const ip = nodeStatus("node-b").ip;
+    expect(await knock(ip, KUBELET_PORT, 1000), "node-b's kubelet port before the crash").toBe("connected");
+    const crash = cli("crash", "node-b");
+    expect(crash.status, crash.stderr).toBe(0);
+    // No reset, no ICMP: the connect meets nothing for a whole second.
+    expect(await knock(ip, KUBELET_PORT, 1000), "a TCP connect to the crashed node").toBe("silent");
+    expect(nodeStatus("node-b").link).toBe("down (dark)");
+    expect(cli("heal", "node-b").status).toBe(0);
+    expect(await knock(ip, KUBELET_PORT, 1000), "the crashed node after a heal").toBe("silent");
+    // fastfence fences it (its BMC powers it off); off, it is as silent.
+    const fencedBy = Date.now() + 90_000;
+    while (nodeStatus("node-b").power !== "Off" && Date.now() < fencedBy) spawnSync("sleep", ["1"]);
+    expect(nodeStatus("node-b").power, "node-b fenced (powered off) by fastfence").toBe("Off");
+    expect(await knock(ip, KUBELET_PORT, 1000), "the fenced node").toBe("silent");
+    const on = cli("power-on", "node-b");
+    expect(on.status, on.stderr).toBe(0);
+    expect(nodeStatus("node-b").link).toBe("up");
+    const answersBy = Date.now() + 60_000;
+    let after = await knock(ip, KUBELET_PORT, 1000);
+    while (after !== "connected" && Date.now() < answersBy) after = await knock(ip, KUBELET_PORT, 1000);
+    expect(after, "node-b's kubelet port after power-on").toBe("connected");
+    // proc-crash: the processes die, the link stays up: the node's kernel refuses at once.
+    const pc = cli("proc-crash", "node-b");
+    expect(pc.status, pc.stderr).toBe(0);
+    const t = Date.now();
+    expect(await knock(ip, KUBELET_PORT, 1000), "a TCP connect to the proc-crashed node").toBe("refused");
+    expect(Date.now() - t).toBeLessThan(500);
+  }, 240_000);
+
+  it("down after a normal up leaves nothing behind", () => {
     const down = cli("down");
     expect(down.status, down.stderr).toBe(0);
     assertClean(before, s);

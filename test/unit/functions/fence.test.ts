@@ -321,10 +321,11 @@ describe("fence.decide on a power-off result (S1)", () => {
   ];
   test.each(table)("%s", (_n, attempts, phase, code) => {
     const d = run(attempts);
-    // a proven power-off writes the fenced-off fact on the Node first (core/fenced-off.ts)
+    // a proven power-off writes the fenced-off fact on the Node first (core/fenced-off.ts), then
+    // hands off the node's leaders' Leases (functions/fence/handoff.pure.ts)
     expect(d.actions.map((a) => a.kind)).toEqual(
       phase === "FencedOff"
-        ? ["markFencedOff", "updateIncidentStatus", "releaseLease"]
+        ? ["markFencedOff", "updateIncidentStatus", "handOffLeases", "releaseLease"]
         : ["updateIncidentStatus", "releaseLease"],
     );
     if (phase === "FencedOff") expect(d.actions[0]).toMatchObject({ kind: "markFencedOff", node: "a" });

@@ -14,7 +14,7 @@ import {
   scheduleFor,
   type Schedule,
 } from "../../../lab/chaos-schedule.ts";
-import { checkLiveness, timingsOf, type Timings } from "../../../lab/liveness.ts";
+import { checkLiveness, silentMissesMs, timingsOf, type Timings } from "../../../lab/liveness.ts";
 import { LAB_TIMEOUTS, SLOW_BMC_TIMEOUTS } from "../../../lab/timeouts.ts";
 
 const NODES = [
@@ -360,5 +360,20 @@ describe("liveness checker", () => {
     const t = timingsOf(resolvePolicy({ reconcile: { intervalMs: 1_000, stalledAfterMs: 500 } }));
     expect(t.reconcileMs).toBe(1_700);
     expect(t.maxRounds).toBe(3);
+  });
+
+  test("detection waits out every probe's timeout: a silent node answers nothing", () => {
+    // The lab's probe: every 100 ms, 150 ms timeout; a probe in flight skips the next tick,
+    // so one starts every 200 ms; three misses within 3 × 200 + 150 ms.
+    expect(silentMissesMs({ intervalMs: 100, timeoutMs: 150 }, 3)).toBe(750);
+    // A timeout of exactly one interval still skips that tick (the probe is in flight).
+    expect(silentMissesMs({ intervalMs: 100, timeoutMs: 100 }, 3)).toBe(700);
+    expect(silentMissesMs({ intervalMs: 200, timeoutMs: 50 }, 3)).toBe(650);
+    const p = resolvePolicy({
+      probe: { intervalMs: 100, timeoutMs: 150 },
+      suspicion: { missThreshold: 3, minSuspectMs: 250 },
+      corroboration: { evidenceWindowMs: 5_000 },
+    });
+    expect(timingsOf(p).detectMs).toBe(750 + 250 + 5_000);
   });
 });

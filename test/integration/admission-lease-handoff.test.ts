@@ -1,0 +1,275 @@
+// Needs real kube-apiserver (+ etcd): hand-off RBAC, admission policies, guarded Lease writes.
+// Leader hand-off (issue 46): after a proven power-off fence releases the Leases that the
+// fenced node's processes held (infra/kube/lease-handoff.ts), and the API server, under the
+// shipped RBAC and knative/base/admission/lease-handoff-policy.yaml, refuses that write to
+// every other identity, for a holder on a live node, for a node not listed as fenced, and
+// for anything but client-go's release. Here, on a real API server: a Lease held from a node
+// without a fenced incident is never touched; another stage's identity and fence's writes for
+// other Leases are refused with the policy's message; a Lease its holder renews between
+// fence's read and write is not taken (409, read again, judged again); a `<node>_<uuid>`
+// holder and a pod holder on the fenced node are released, with an Event; and the
+// controller manager's own renewals pass, even with the fenced-nodes ConfigMap gone.
+import { CoordinationV1Api, CoreV1Api, KubeConfig, type V1Lease } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { refusal } from "./refusal.ts";
+import {
+  FENCED_NODES_CONFIGMAP,
+  HANDOFF_HOLDER_ANNOTATION,
+  HANDOFF_INCIDENT_ANNOTATION,
+  HANDOFF_NODE_ANNOTATION,
+  type HandoffPlan,
+} from "../../core/lease-handoff.ts";
+import { DEFAULT_HANDOFF_LEASES } from "../../core/policy-lease-handoff.ts";
+import { Kube, type KubeApis } from "../../infra/kube/client.ts";
+import { LeaseHandoff } from "../../infra/kube/lease-handoff.ts";
+import { MicroTime } from "../../infra/kube/lease.ts";
+import { createLogger } from "../../infra/log.ts";
+import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
+import { sleep } from "../../harness/env/index.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
+import { withEnv } from "../../harness/env/with-env.ts";
+import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
+import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
+
+const KS = "kube-system";
+const KV = "kubevirt";
+
+const env = withEnv(async (scope) => {
+  const cp = scope.add(await sharedControlPlane());
+  const kc = cp.kubeConfig;
+  await applyObjects(kc, [
+    ...shippedAccessControl(),
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: KV } },
+    ...["node-a", "node-b", "node-c"].map((name) => ({ apiVersion: "v1", kind: "Node", metadata: { name } })),
+  ] as Parameters<typeof applyObjects>[1]);
+  const sa = (serviceAccount: string) => serviceAccountKubeConfig(kc, { namespace: NS, serviceAccount });
+  const fence = await sa("fastfence-fence");
+  const remediate = await sa("fastfence-remediate-workloads");
+  const kcmPath = await cp.makeUserKubeconfig("system:kube-controller-manager");
+  const kcm = new KubeConfig(); // client cert of the controller manager's user (bootstrap RBAC)
+  kcm.loadFromFile(kcmPath);
+  await sleep(1500); // the policies' type checking and bindings settle in the apiserver
+  return { kc, fence, remediate, kcm };
+});
+
+const log = createLogger("fence", { level: process.env.FASTFENCE_TEST_LOG ?? "warn" });
+/** Epoch ms of a Lease time (the client gives a Date or the wire's string). */
+const at = (v: unknown) => (v instanceof Date ? v.getTime() : Date.parse(String(v)));
+const coord = (kc: KubeConfig) => kc.makeApiClient(CoordinationV1Api);
+const read = (name: string, namespace = KS) => coord(env().kc).readNamespacedLease({ name, namespace });
+
+/** A held Lease, as its holder's client-go would have written it, last renewed `agoMs` ago. */
+async function held(name: string, holder: string, agoMs: number, namespace = KS): Promise<V1Lease> {
+  const at = new MicroTime(Date.now() - agoMs);
+  const body: V1Lease = {
+    metadata: { name, namespace },
+    spec: {
+      holderIdentity: holder,
+      leaseDurationSeconds: 15,
+      acquireTime: at,
+      renewTime: at,
+      leaseTransitions: 2,
+    },
+  };
+  await coord(env().kc)
+    .deleteNamespacedLease({ name, namespace })
+    .catch(() => undefined);
+  return coord(env().kc).createNamespacedLease({ namespace, body });
+}
+
+function plan(node: string, incident: string, provenAgoMs = 1000): HandoffPlan {
+  return {
+    node,
+    incident,
+    provenAt: new Date(Date.now() - provenAgoMs).toISOString(),
+    leases: DEFAULT_HANDOFF_LEASES,
+  };
+}
+
+const handoff = (kube = new Kube(env().fence, { requestTimeoutMs: 5000 })) =>
+  new LeaseHandoff(kube, { namespace: NS, log, component: "fence", instance: "fence-test" });
+
+/** The release fence would write for `plan` on the Lease as read (what the policy must judge). */
+function releaseBody(l: V1Lease, node: string, incident: string): V1Lease {
+  const now = new MicroTime(Date.now());
+  const spec = { ...l.spec, leaseDurationSeconds: 1, acquireTime: now, renewTime: now };
+  delete spec.holderIdentity;
+  return {
+    ...l,
+    metadata: {
+      ...l.metadata,
+      annotations: {
+        [HANDOFF_NODE_ANNOTATION]: node,
+        [HANDOFF_INCIDENT_ANNOTATION]: incident,
+        [HANDOFF_HOLDER_ANNOTATION]: l.spec?.holderIdentity ?? "",
+      },
+    },
+    spec,
+  };
+}
+
+const replace = (kc: KubeConfig, body: V1Lease) =>
+  coord(kc).replaceNamespacedLease({
+    name: body.metadata!.name!,
+    namespace: body.metadata!.namespace!,
+    body,
+  });
+
+async function handedOffEvents(incident: string): Promise<string[]> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const evs = await env().kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: NS });
+    const msgs = evs.items
+      .filter((e) => e.reason === "LeaseHandedOff" && e.involvedObject.name === incident)
+      .map((e) => e.message ?? "");
+    if (msgs.length || Date.now() > deadline) return msgs;
+    await sleep(100);
+  }
+}
+
+describe("leader hand-off on the real API server", () => {
+  it("releases a <node>_<uuid> holder on the fenced node as client-go does, with an Event", async () => {
+    const before = await held("kube-controller-manager", "node-a_0b6f2c1e-1111-4c1a-9a55-000000000001", 5000);
+    const rs = await handoff().handOff(plan("node-a", "nf-node-a-1"));
+    expect(rs).toContainEqual(
+      expect.objectContaining({ name: "kube-controller-manager", outcome: "released" }),
+    );
+    const after = await read("kube-controller-manager");
+    expect(after.spec?.holderIdentity ?? "").toBe("");
+    expect(after.spec?.leaseDurationSeconds).toBe(1);
+    expect(after.spec?.leaseTransitions).toBe(2);
+    expect(at(after.spec?.renewTime)).toBe(at(after.spec?.acquireTime));
+    expect(at(after.spec?.renewTime)).toBeGreaterThan(at(before.spec?.renewTime)); // never backdated
+    expect(after.metadata?.annotations?.[HANDOFF_NODE_ANNOTATION]).toBe("node-a");
+    const cm = await env()
+      .kc.makeApiClient(CoreV1Api)
+      .readNamespacedConfigMap({ name: FENCED_NODES_CONFIGMAP, namespace: NS });
+    expect(cm.data?.["node-a"]).toMatch(/^nf-node-a-1\//);
+    expect((await handedOffEvents("nf-node-a-1")).join("\n")).toContain(
+      "kube-system/kube-controller-manager",
+    );
+  });
+
+  it("releases a pod holder whose pod runs on the fenced node, and no other", async () => {
+    const core = env().kc.makeApiClient(CoreV1Api);
+    for (const [name, nodeName] of [
+      ["virt-controller-7d9f-aaaaa", "node-a"],
+      ["virt-operator-5c4b-bbbbb", "node-b"],
+    ])
+      await core.createNamespacedPod({
+        namespace: KV,
+        body: {
+          metadata: { name },
+          spec: { nodeName, containers: [{ name: "c", image: "registry.invalid/x:none" }] },
+        },
+      });
+    await held("virt-controller", "virt-controller-7d9f-aaaaa", 5000, KV);
+    const other = await held("virt-operator", "virt-operator-5c4b-bbbbb", 5000, KV);
+    const rs = await handoff().handOff(plan("node-a", "nf-node-a-2"));
+    expect(rs).toContainEqual(expect.objectContaining({ name: "virt-controller", outcome: "released" }));
+    expect(rs).toContainEqual(
+      expect.objectContaining({ name: "virt-operator", outcome: "skipped", code: "OtherNode" }),
+    );
+    expect((await read("virt-controller", KV)).spec?.holderIdentity ?? "").toBe("");
+    expect((await read("virt-operator", KV)).metadata?.resourceVersion).toBe(other.metadata?.resourceVersion);
+  });
+
+  it("never touches a Lease held from a node without a fenced incident", async () => {
+    const l = await held("kube-scheduler", "node-b_0b6f2c1e-2222-4c1a-9a55-000000000002", 5000);
+    const rs = await handoff().handOff(plan("node-a", "nf-node-a-3"));
+    expect(rs).toContainEqual(
+      expect.objectContaining({ name: "kube-scheduler", outcome: "skipped", code: "OtherNode" }),
+    );
+    expect((await read("kube-scheduler")).metadata?.resourceVersion).toBe(l.metadata?.resourceVersion);
+  });
+
+  it("refuses fence's release of a holder on another node than the one it names", async () => {
+    const l = await held("kube-scheduler", "node-b_0b6f2c1e-3333-4c1a-9a55-000000000003", 5000);
+    const r = await refusal(replace(env().fence, releaseBody(l, "node-a", "nf-node-a-1")));
+    expect(r?.status).toBe(403);
+    expect(r?.message).toContain("for a holder on the fenced node it names");
+    expect((await read("kube-scheduler")).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
+  });
+
+  it("refuses fence's release for a node not listed as fenced (a live node)", async () => {
+    const l = await held("kube-scheduler", "node-c_0b6f2c1e-4444-4c1a-9a55-000000000004", 5000);
+    const r = await refusal(replace(env().fence, releaseBody(l, "node-c", "nf-node-c-1")));
+    expect(r?.status).toBe(403);
+    expect(r?.message).toContain("when node node-c is listed as fenced by incident nf-node-c-1");
+    expect((await read("kube-scheduler")).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
+  });
+
+  it("refuses fence's release of a Lease renewed after the power-off was proven", async () => {
+    await handoff().handOff(plan("node-a", "nf-node-a-4", 60_000)); // node-a listed, proven a minute ago
+    const l = await held("kube-scheduler", "node-a_0b6f2c1e-5555-4c1a-9a55-000000000005", 1000);
+    const r = await refusal(replace(env().fence, releaseBody(l, "node-a", "nf-node-a-4")));
+    expect(r?.status).toBe(403);
+    expect(r?.message).toContain("last renewed before that power-off was proven");
+  });
+
+  it("refuses fence anything but the release: taking the Lease for itself", async () => {
+    const l = await held("kube-scheduler", "node-a_0b6f2c1e-6666-4c1a-9a55-000000000006", 5000);
+    const body = releaseBody(l, "node-a", "nf-node-a-4");
+    body.spec = { ...body.spec, holderIdentity: "fence-0" };
+    const r = await refusal(replace(env().fence, body));
+    expect(r?.status).toBe(403);
+    expect(r?.message).toContain("fence may only release Lease kube-system/kube-scheduler as client-go does");
+  });
+
+  it("refuses the hand-off write to another stage's identity", async () => {
+    const l = await held("kube-controller-manager", "node-a_0b6f2c1e-7777-4c1a-9a55-000000000007", 5000);
+    const r = await refusal(replace(env().remediate, releaseBody(l, "node-a", "nf-node-a-1")));
+    expect(r?.status).toBe(403);
+    expect((await read("kube-controller-manager")).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
+  });
+
+  it("does not take a Lease its holder renews between fence's read and write (guard)", async () => {
+    const holder = "node-a_0b6f2c1e-8888-4c1a-9a55-000000000008";
+    await held("kube-controller-manager", holder, 5000);
+    let renewed: V1Lease | undefined;
+    // The holder renews right before fence's write: a real renewal on the real API server.
+    class RenewFirst extends Kube {
+      override async call<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+        if (what.startsWith("release lease kube-system/kube-controller-manager") && !renewed) {
+          const cur = await read("kube-controller-manager");
+          renewed = await replace(env().kc, {
+            ...cur,
+            spec: { ...cur.spec, renewTime: new MicroTime(Date.now()) },
+          });
+        }
+        return super.call(what, fn);
+      }
+    }
+    const rs = await handoff(new RenewFirst(env().fence, { requestTimeoutMs: 5000 })).handOff(
+      plan("node-a", "nf-node-a-5"),
+    );
+    expect(renewed).toBeDefined();
+    expect(rs).toContainEqual(
+      expect.objectContaining({
+        name: "kube-controller-manager",
+        outcome: "skipped",
+        code: "RenewedAfterProof",
+      }),
+    );
+    const after = await read("kube-controller-manager");
+    expect(after.spec?.holderIdentity).toBe(holder);
+    expect(after.metadata?.resourceVersion).toBe(renewed!.metadata?.resourceVersion);
+  });
+
+  it("leaves the controller manager's own leader election alone, even without the fenced-nodes ConfigMap", async () => {
+    const l = await held("kube-controller-manager", "node-b_0b6f2c1e-9999-4c1a-9a55-000000000009", 1000);
+    const renew = async () => {
+      const cur = await coord(env().kcm).readNamespacedLease({
+        name: "kube-controller-manager",
+        namespace: KS,
+      });
+      return replace(env().kcm, { ...cur, spec: { ...cur.spec, renewTime: new MicroTime(Date.now()) } });
+    };
+    expect((await renew()).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
+    await env()
+      .kc.makeApiClient(CoreV1Api)
+      .deleteNamespacedConfigMap({ name: FENCED_NODES_CONFIGMAP, namespace: NS });
+    await sleep(500);
+    expect((await renew()).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
+  });
+});

@@ -27,7 +27,6 @@ function runLane(lane: Lane, prefix: string): Promise<number> {
     const child = spawn(process.execPath, [VITEST, "run", "--passWithNoTests", ...projects, ...extra], {
       cwd: ROOT,
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, FASTFENCE_TEST_LANE: lane.name },
     });
     for (const [from, to] of [
       [child.stdout, process.stdout],

@@ -96,8 +96,9 @@ describe("heartbeat Lease admission: a node's event source writes only its own L
 
   it("node A's token cannot renew or re-annotate node B's existing Lease (the key registry)", async () => {
     const { sourceA, sourceB, kc } = env();
-    const bApi = sourceB.makeApiClient(CoordinationV1Api);
-    await bApi.createNamespacedLease({ namespace: NS, body: leaseBody("node-b", "source-node-b") });
+    // node B's event source holds its Lease (created, or renewed if another case made it)
+    const own = await leases(sourceB).acquire(heartbeatLeaseName("node-b"), "source-node-b", Date.now());
+    expect(own.acquired).toBe(true);
     const aApi = sourceA.makeApiClient(CoordinationV1Api);
     // keeping node B's heartbeat alive on its behalf (same holder: LeaseManager renews)
     const renew = await refusal(
@@ -174,8 +175,10 @@ describe("heartbeat Lease admission: a node's event source writes only its own L
   });
 
   it("a token without a node claim, another stage on the node, and the admin are all refused", async () => {
-    const { sourceUnbound, fenceA, kc } = env();
+    const { sourceA, sourceUnbound, fenceA, kc } = env();
     const name = heartbeatLeaseName("node-a");
+    // node A's Lease exists, held by its event source (the cases run in any order)
+    expect((await leases(sourceA).acquire(name, "source-node-a", Date.now())).acquired).toBe(true);
     const unbound = await refusal(
       leases(sourceUnbound).acquire(heartbeatLeaseName("node-c"), "x", Date.now()),
     );

@@ -8,7 +8,7 @@
 // the Lease empty and update its other fields (re-applying the manifests); a ledger confirm
 // cannot parse is an error that names it, never an empty ledger.
 import { CoordinationV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { ADMISSION_LEDGER_ANNOTATION, ADMISSION_LEDGER_LEASE } from "../../core/admission-ledger.ts";
 import type { AdmittedEntry } from "../../core/decision.ts";
 import { FastfenceError } from "../../core/errors.ts";
@@ -57,7 +57,25 @@ async function rawWrite(k: KubeConfig, value: string) {
   });
 }
 
+/** The shipped Lease as the manifests have it (empty: no ledger annotation). */
+const shippedLedger = () =>
+  shippedAccessControl().filter((o) => o.kind === "Lease" && o.metadata?.name === ADMISSION_LEDGER_LEASE);
+
 describe("the admission ledger (real API server, shipped RBAC and admission policies)", () => {
+  // Each case starts from the Lease as shipped (the cases run in any order): the admin
+  // deletes whatever an earlier case left and applies the shipped Lease again.
+  beforeEach(async () => {
+    const admin = env().admin.makeApiClient(CoordinationV1Api);
+    await admin
+      .deleteNamespacedLease({ name: ADMISSION_LEDGER_LEASE, namespace: NS })
+      .catch((err: unknown) => {
+        if ((err as { code?: number }).code !== 404) throw err;
+      });
+    const shipped = shippedLedger();
+    expect(shipped).toHaveLength(1);
+    await applyObjects(env().admin, shipped);
+  });
+
   it("ships empty; confirm writes it guarded by resourceVersion; a stale write and a second create are 409s", async () => {
     const confirm = kube(env().confirm);
     const shipped = await readLedger(confirm, NS);
@@ -85,6 +103,10 @@ describe("the admission ledger (real API server, shipped RBAC and admission poli
   });
 
   it("fence (RBAC update on every Lease of the namespace) and the admin cannot change the ledger", async () => {
+    // confirm has admitted one incident: the ledger fence and the admin then try to change
+    const confirm = kube(env().confirm);
+    const shipped = await readLedger(confirm, NS);
+    await writeLedger(confirm, NS, shipped.resourceVersion, { "node-a-1": entry("node-a") });
     for (const who of ["fence", "admin"] as const) {
       const k = kube(env()[who]);
       const cur = await readLedger(k, NS);

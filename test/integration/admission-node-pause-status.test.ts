@@ -9,7 +9,7 @@
 // through `nodes/status`, with the shipped CRDs, RBAC and admission policies. On 7091606
 // the policy matched `nodes` only and the write was admitted; it now covers `nodes/status`.
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
-import { describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { refusal } from "./refusal.ts";
 import { PAUSE_ANNOTATION } from "../../core/planned.ts";
 import { Kube } from "../../infra/kube/client.ts";
@@ -43,6 +43,15 @@ const annotation = async (key = PAUSE_ANNOTATION) =>
   (await env().core.readNode({ name: "node-b" })).metadata?.annotations?.[key];
 
 describe("a node's pause annotation through nodes/status", () => {
+  // Each case starts with node-b not paused (the cases run in any order): the admin removes
+  // an annotation an earlier case set.
+  beforeEach(async () => {
+    await env().core.patchNode(
+      { name: "node-b", body: { metadata: { annotations: { [PAUSE_ANNOTATION]: null } } } },
+      merge,
+    );
+  });
+
   it("the status subresource keeps metadata (premise): another annotation set through it is stored", async () => {
     expect(await refusal(patchStatus({ "example.com/other": "y" }))).toBeUndefined();
     expect(await annotation("example.com/other")).toBe("y");

@@ -107,8 +107,11 @@ describe("S6 admission policy: status.confirmedBy is the writer's own identity",
   });
 
   it("denies changing who confirmed an existing incident", async () => {
-    const { intruder } = env();
-    const err = await writeStatus(intruder, "node-a-b1", status("mallory")).then(
+    const { confirm, intruder } = env();
+    // an incident confirm has recorded itself on (its own: the cases run in any order)
+    await create(confirm, "node-c-b1");
+    await writeStatus(confirm, "node-c-b1", status(CONFIRM));
+    const err = await writeStatus(intruder, "node-c-b1", status("mallory")).then(
       () => undefined,
       (e: { code?: number }) => e,
     );

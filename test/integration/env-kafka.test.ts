@@ -67,13 +67,23 @@ describe("test env: Kafka broker lifecycle", () => {
     const { kafka } = env();
     const broker = kafka.brokers[0];
     if (!broker) throw new Error("no broker");
+    // data of its own to survive the kill (the cases run in any order)
+    const a0 = admin(kafka);
+    await a0.connect();
+    try {
+      expect(
+        await a0.createTopics({ topics: [{ topic: "env-sigkill", numPartitions: 1 }], waitForLeaders: true }),
+      ).toBe(true);
+    } finally {
+      await a0.disconnect();
+    }
     await broker.kill();
     expect(isListening(broker.port)).toBe(false);
     await broker.start();
     const a = admin(kafka);
     await a.connect();
     try {
-      expect(await a.listTopics()).toContain("env-lifecycle");
+      expect(await a.listTopics()).toContain("env-sigkill");
     } finally {
       await a.disconnect();
     }

@@ -239,6 +239,17 @@ describe("HTTP runtime (Knative Functions contract)", () => {
 
   it("serves health and metrics", async () => {
     const base = env().url;
+    // Its own deliveries (the cases run in any order): a valid observation and an invalid one.
+    const post = (ev: unknown) =>
+      fetch(base, {
+        method: "POST",
+        headers: { "content-type": "application/cloudevents+json", ...env().auth },
+        body: JSON.stringify(ev),
+      });
+    expect((await post(observed(1))).status).toBe(204);
+    const invalid = observed(5) as unknown as { data: Record<string, unknown> };
+    invalid.data.consecutiveMisses = -3;
+    expect((await post(invalid)).status).toBe(400);
     expect((await fetch(`${base}health/readiness`)).status).toBe(200);
     const metrics = await (await fetch(`${base}metrics`)).text();
     expect(metrics).toMatch(

@@ -307,7 +307,14 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
       clientId: "acl-confirm",
       security: kafka.clientSecurity("confirm"),
     });
+    const source = createKafkaBus({
+      brokers: kafka.bootstrap,
+      clientId: "acl-audit-source",
+      security: kafka.clientSecurity("event-source"),
+    });
     try {
+      // an observation of its own to read (the cases run in any order)
+      await source.publish(TOPICS.observations, [observation(5)]);
       const recs = await audit.readAll([TOPICS.observations, TOPICS.deadLetter], { timeoutMs: 15_000 });
       expect(recs.some((r) => r.topic === TOPICS.observations)).toBe(true);
       const err = await rejection(audit.publish(TOPICS.observations, [observation(4)]));
@@ -317,7 +324,7 @@ describe("Kafka authorization (the KafkaUsers' ACLs)", () => {
       );
       expect(kafkaTypes(create).some((t) => t.endsWith("_AUTHORIZATION_FAILED"))).toBe(true);
     } finally {
-      await Promise.all([audit.close(), confirm.close()]);
+      await Promise.all([audit.close(), confirm.close(), source.close()]);
     }
   });
 });

@@ -241,7 +241,10 @@ describe("fastfence pause / resume", () => {
   });
 });
 
-describe("fastfence fence", () => {
+// In the order written, also under --sequence.shuffle: the incidents the first cases create
+// (node-b's request by alice, node-c's and node-d's) are the ones the later cases try to
+// change or withdraw, and node-e has no incident until the --wait case creates it.
+describe("fastfence fence", { shuffle: false }, () => {
   const nameB = incidentName("node-b", BOOT["node-b"]);
 
   it("creates the NodeFence in the requester's own name, with Events; a repeat writes nothing", async () => {

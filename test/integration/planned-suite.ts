@@ -55,9 +55,8 @@ export const FENCED_BY_MS = 5_000;
 export const PLANNED_TTL_MS = 2_500;
 export const HOLDING: Phase[] = ["Suspected", "Blocked"];
 
-let started = 0;
 /** When the running scenario began (epoch ms). */
-export const scenarioStart = (): number => started;
+let started = 0;
 
 interface Crashed {
   node: string;

@@ -94,7 +94,11 @@ const events = async (reason: string): Promise<CoreV1Event[]> =>
     })
   ).items;
 
-describe("fastfence refuses nodes another remediator selects, and says so on the FencingPolicy", () => {
+const REFUSES = "fastfence refuses nodes another remediator selects, and says so on the FencingPolicy";
+// One story in steps, in the order written also under --sequence.shuffle: no remediator CRDs,
+// then installed; an NHC's conflict reported and resolved on the FencingPolicy the second
+// case creates; then an MHC's (its Event the second of the file).
+describe(REFUSES, { shuffle: false }, () => {
   it("without the CRDs there is no remediator and no error; with them, a missing grant is a typed 403", async () => {
     const { confirm, detect } = env();
     const empty = { remediators: [], machinesByNode: {} };

@@ -26,10 +26,18 @@ import { render } from "./output.ts";
 
 const OUTPUTS = ["text", "json", "yaml"] as const;
 const BMC_KINDS = ["mixed", "ipmi", "redfish"] as const;
+const CONTROL_PLANES = ["compact", "host"] as const;
+const LEADER_ELECTIONS = ["openshift", "upstream"] as const;
 const PARTIAL_MODES = ["peers", "api"] as const;
 const BMC_FAULTS = ["unreachable", "slow", "lying", "stuck", "none"] as const satisfies readonly BmcFault[];
 /** The values of the lab subcommands' options that take a fixed list (for shell completion). */
-export const LAB_OPTION_VALUES = { bmc: BMC_KINDS, mode: PARTIAL_MODES, fault: BMC_FAULTS } as const;
+export const LAB_OPTION_VALUES = {
+  bmc: BMC_KINDS,
+  mode: PARTIAL_MODES,
+  fault: BMC_FAULTS,
+  "control-plane": CONTROL_PLANES,
+  "leader-election": LEADER_ELECTIONS,
+} as const;
 /** Subcommands that take just a NODE. */
 const NODE_ACTIONS = [
   "crash",
@@ -51,6 +59,8 @@ const UP_ARGS = defineCommand({
     baseline: { type: "boolean" },
     watchdog: { type: "boolean" },
     "second-level": { type: "boolean" },
+    "control-plane": { type: "string" },
+    "leader-election": { type: "string" },
   },
   positionals: 0,
   outputs: OUTPUTS,
@@ -102,9 +112,14 @@ export const LAB_ARGS: Readonly<Record<string, CommandSpec<ParseArgsOptionsConfi
 const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
 
   up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline] [--watchdog] [--second-level]
+     [--control-plane compact|host] [--leader-election openshift|upstream]
                                          start the lab (default 3 nodes, mixed BMCs;
                                          --watchdog: an emulated watchdog per node;
-                                         --second-level: Redfish nodes also get an IPMI level)
+                                         --second-level: Redfish nodes also get an IPMI level;
+                                         --control-plane: etcd, API server, controller
+                                         manager and scheduler on the first three nodes
+                                         (compact, default) or on the host;
+                                         --leader-election: the compact plane's settings)
   down                                    tear everything down (also after a crash of the lab)
   status                                  nodes, power, link, readiness, BMCs
   crash NODE                              the node dies silently: its link down, every process
@@ -144,6 +159,18 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
   if (!/^[1-9][0-9]*$/.test(nodes))
     throw new UsageError("lab up", `--nodes takes a whole number from 1, not "${nodes}"`);
   const bmc = parseChoice("lab up", "--bmc", a.values.bmc ?? "mixed", BMC_KINDS);
+  const plane = parseChoice(
+    "lab up",
+    "--control-plane",
+    a.values["control-plane"] ?? "compact",
+    CONTROL_PLANES,
+  );
+  const election = parseChoice(
+    "lab up",
+    "--leader-election",
+    a.values["leader-election"] ?? "openshift",
+    LEADER_ELECTIONS,
+  );
   const structured = a.output !== "text";
   const progress = structured ? console.error : console.log;
   const result = (doc: Record<string, unknown>) => {
@@ -177,12 +204,14 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
       ...(a.values.baseline ? { FASTFENCE_LAB_BASELINE: "1" } : {}),
       ...(a.values.watchdog ? { FASTFENCE_LAB_WATCHDOG: "1" } : {}),
       ...(a.values["second-level"] ? { FASTFENCE_LAB_SECOND_LEVEL: "1" } : {}),
+      FASTFENCE_LAB_CONTROL_PLANE: plane,
+      FASTFENCE_LAB_LEADER_ELECTION: election,
     },
   });
   closeSync(fd);
   child.unref();
   progress(`lab controller pid ${child.pid}, log ${logPath}`);
-  const deadline = Date.now() + 240_000;
+  const deadline = Date.now() + 360_000; // the compact plane starts before the rest
   let shown = 0;
   for (;;) {
     await new Promise((r) => setTimeout(r, 500));

@@ -217,7 +217,7 @@ export interface Self {
 export interface ReleaseCounts {
   podsDeleted: number;
   volumeAttachmentsDeleted: number;
-  vmisDeleted: number;
+  vmLaunchersDeleted: number; // virt-launcher pods (one per VMI of the node; KubeVirt restarts it)
 }
 
 // The result of an action, fed back into the stage that asked for it (contract point 4). `powerOff`:
@@ -305,8 +305,8 @@ export type Action =
   | { kind: "deletePods"; node: string; gracePeriodSeconds: 0 }
   /** Delete every VolumeAttachment whose spec.nodeName is the node; result: count. */
   | { kind: "deleteVolumeAttachments"; node: string }
-  /** Delete KubeVirt VirtualMachineInstances whose status.nodeName is the node; result: count. */
-  | { kind: "deleteVMIs"; node: string };
+  /** Force-delete the node's virt-launcher pods, never VMIs (docs/safety.md); result: count. */
+  | { kind: "deleteVmLaunchers"; node: string };
 
 export type ActionKind = Action["kind"];
 

@@ -265,7 +265,10 @@ export const NodeFenceStatusSchema = z.object({
       taint: z.string(),
       podsDeleted: z.int().min(0),
       volumeAttachmentsDeleted: z.int().min(0),
-      vmisDeleted: z.int().min(0),
+      /** virt-launcher pods force-deleted (one per VMI that ran on the node); 0 in a status written before it existed. */
+      vmLaunchersDeleted: z.int().min(0).default(0),
+      /** VMIs deleted: written by earlier builds, whose release deleted VMIs; kept, never written now. */
+      vmisDeleted: z.int().min(0).optional(),
     })
     .optional(),
   /** Boot ID the node came back with (recover). */

@@ -273,7 +273,10 @@ export const RemediationSettingsSchema = z
     deletePods: z.boolean().default(true),
     // Delete the node's VolumeAttachments so RWO volumes attach elsewhere at once.
     deleteVolumeAttachments: z.boolean().default(true),
-    // Delete KubeVirt VirtualMachineInstances that ran on the node (VMs restart elsewhere).
+    // Release the node's KubeVirt VMs: force-delete their virt-launcher pods (never the
+    // VMIs); KubeVirt fails the VMIs and restarts the VMs elsewhere (docs/safety.md). The
+    // name is kept from when the release deleted VMIs. The launcher pods also go with the
+    // node's other pods when pod deletes are on; this switch releases them on their own.
     deleteVirtualMachineInstances: z.boolean().default(true),
   })
   .prefault({});

@@ -181,7 +181,8 @@ export const CATALOG = {
     topic: TOPICS.releases,
     emittedBy: ["remediate-workloads"],
     consumedBy: ["recover"],
-    description: "Out-of-service taint set; pods, VolumeAttachments and VMIs of the node deleted.",
+    description:
+      "Out-of-service taint set; pods, VolumeAttachments and VM launcher pods of the node deleted.",
     subjectField: "node",
   }),
   [EVENT_TYPES.nodeRecovered]: entry({

@@ -167,11 +167,15 @@ export const WorkloadsReleasedSchema = z
     taint: z.string(),
     podsDeleted: z.int().min(0),
     volumeAttachmentsDeleted: z.int().min(0),
-    vmisDeleted: z.int().min(0),
+    /** 0 in an event of an earlier build, whose release deleted VMIs instead (vmisDeleted). */
+    vmLaunchersDeleted: z.int().min(0).default(0),
+    vmisDeleted: z.int().min(0).optional(),
     powerOffConfirmedAt: Time,
     releasedAt: Time,
   })
-  .describe("Out-of-service taint set and the node's pods, VolumeAttachments and VMIs deleted.");
+  .describe(
+    "Out-of-service taint set and the node's pods, VolumeAttachments and VM launcher pods deleted (KubeVirt then restarts the VMs).",
+  );
 
 export const NodeRecoveredSchema = z
   .object({

@@ -36,7 +36,7 @@ function summary(ev: FfEvent): string {
       "level",
       "podsDeleted",
       "volumeAttachmentsDeleted",
-      "vmisDeleted",
+      "vmLaunchersDeleted",
       "code",
       "phase",
       "final",

@@ -36,6 +36,11 @@ export interface BmcContext {
   powerSwitched?(x: LabNode): void;
 }
 
+export interface BmcCreds {
+  username: string;
+  password: string;
+}
+
 export class LabBmcs {
   private readonly ctx: BmcContext;
   private powerServer?: HttpServer;
@@ -43,6 +48,26 @@ export class LabBmcs {
 
   constructor(ctx: BmcContext) {
     this.ctx = ctx;
+  }
+
+  /**
+   * Every node's BMC credentials, and the Redfish emulators started (no API needed: the
+   * compact plane powers the nodes on before anything is written to the API).
+   */
+  async prepare(secondLevel: boolean): Promise<Map<string, BmcCreds>> {
+    const creds = new Map<string, BmcCreds>();
+    for (const x of this.ctx.nodes) {
+      const password = `pw${Math.random().toString(36).slice(2, 12)}`;
+      const username = x.bmc === "ipmi" ? "admin" : "fence";
+      creds.set(x.name, { username, password });
+      if (x.bmc === "ipmi") x.ipmiPassword = password;
+      if (secondLevel && x.bmc === "redfish") {
+        x.ipmiPort = 6230 + x.index;
+        x.ipmiPassword = `pw${Math.random().toString(36).slice(2, 12)}`;
+      }
+      if (x.bmc === "redfish") await this.startRedfish(x, username, password);
+    }
+    return creds;
   }
 
   /** The Redfish emulator of a Redfish node on HOST_IP:bmcPort, powered Off. */
@@ -66,8 +91,8 @@ export class LabBmcs {
    * power endpoint, with its own credentials Secret bmc-<node>-ipmi. Returns its level.
    */
   async secondLevel(x: LabNode, core: CoreV1Api, timeoutMs: number): Promise<FencingLevelInput> {
-    x.ipmiPort = 6230 + x.index;
-    x.ipmiPassword = `pw${Math.random().toString(36).slice(2, 12)}`;
+    x.ipmiPort ??= 6230 + x.index; // prepare() set both before the power-on
+    x.ipmiPassword ??= `pw${Math.random().toString(36).slice(2, 12)}`;
     await createBmcSecret(core, `${x.name}-ipmi`, "admin", x.ipmiPassword);
     return {
       driver: "ipmi",

@@ -1,12 +1,12 @@
 // The lab's control plane and what is seeded into it: etcd, kube-apiserver,
 // controller-manager and scheduler on the host (harness/env/controlplane.ts, every process
-// recorded in state.json), the API relay that lets the nodes reach it on the lab bridge
-// (10.77.0.1:6443), the nodes' kubeconfig, the CRDs, the fastfence namespace, the shipped
-// ServiceAccounts, RBAC and admission policies (lab/shipped-access.ts) and one Node
-// object per simulated node. It only ever talks to the lab's own API server.
+// recorded in state.json) when the lab runs the host control plane (the compact one is
+// compact-plane.ts), the nodes' kubeconfig (through the lab's API endpoint, api-lb.ts),
+// the CRDs, the fastfence namespace, the shipped ServiceAccounts, RBAC and admission
+// policies (lab/shipped-access.ts) and one Node object per simulated node. It only ever
+// talks to the lab's own API servers.
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
-import { createServer, connect, type Socket } from "node:net";
 import { join } from "node:path";
 import type { CoreV1Api } from "@kubernetes/client-node";
 import { applyFastfenceCrds } from "../harness/env/apply.ts";
@@ -17,6 +17,9 @@ import { kwokNodeObject } from "../harness/kube/node.ts";
 import { PROBE_ADDRESS_ANNOTATION } from "../source/event-source.ts";
 import { HOST_IP, LAB_RUN, record, type LabState } from "./state.ts";
 import { applyLabAccess } from "./shipped-access.ts";
+
+/** What the lab needs of its control plane, host or compact: where the API is and its credentials. */
+export type LabApi = Pick<ControlPlane, "kubeconfigPath" | "server" | "kubeConfig" | "pki" | "dir" | "stop">;
 import { API_PORT, KUBELET_PORT, NAMESPACE, type LabNode, type LabOptions } from "./types.ts";
 
 /** Start the control plane and record its processes and temp dir in the state. */
@@ -38,40 +41,8 @@ export async function startLabControlPlane(
   return cp;
 }
 
-/** The API relay: 10.77.0.1:6443 (lab bridge) → the API server on loopback. */
-export function startRelay(target: number): Promise<{ stop(): Promise<void> }> {
-  const socks = new Set<Socket>();
-  const server = createServer((c) => {
-    const u = connect({ host: "127.0.0.1", port: target });
-    socks.add(c).add(u);
-    c.setNoDelay(true);
-    u.setNoDelay(true);
-    c.pipe(u).pipe(c);
-    const end = () => {
-      c.destroy();
-      u.destroy();
-      socks.delete(c);
-      socks.delete(u);
-    };
-    c.on("error", end).on("close", end);
-    u.on("error", end).on("close", end);
-  });
-  return new Promise((res, rej) => {
-    server.once("error", rej);
-    server.listen(API_PORT, HOST_IP, () =>
-      res({
-        stop: () =>
-          new Promise<void>((r) => {
-            for (const s of socks) s.destroy();
-            server.close(() => r());
-          }),
-      }),
-    );
-  });
-}
-
 /** The nodes' kubeconfig (admin cert, through the relay); returns its path. */
-export function writeNodeKubeconfig(cp: ControlPlane): string {
+export function writeNodeKubeconfig(cp: LabApi): string {
   const path = join(LAB_RUN, "node.kubeconfig");
   const server = `https://${HOST_IP}:${API_PORT}`;
   const yaml = kubeconfigYaml(server, cp.pki.caCert, cp.pki.adminCert, cp.pki.adminKey, "admin", {
@@ -87,7 +58,7 @@ export function writeNodeKubeconfig(cp: ControlPlane): string {
  * what the lab state records of it), and a Node object (with its status) per lab node.
  */
 export async function seedCluster(
-  cp: ControlPlane,
+  cp: LabApi,
   core: CoreV1Api,
   nodes: LabNode[],
   log: (line: string) => void,

@@ -2,7 +2,8 @@
 // (it owns the control plane, the Redfish BMC emulators, ipmi_sim and the API relay),
 // then serves a small control endpoint on 127.0.0.1 (port recorded in state.json) for
 // the other `fastfence lab` commands: status, crash, proc-crash, hang, resume, partition,
-// heal, partial, bmc-fault, power-loss, isolate, fn-crash, power-on, down. On SIGTERM/SIGINT or POST /down it tears
+// heal, partial, bmc-fault, power-loss, isolate, fn-crash, power-on, power-cycle, down. It
+// runs the compact control plane unless FASTFENCE_LAB_CONTROL_PLANE=host. On SIGTERM/SIGINT or POST /down it tears
 // everything down and exits. Never listens beyond loopback for control.
 import { createServer } from "node:http";
 import { isolate, powerLoss, procCrash } from "./faults.ts";
@@ -46,6 +47,8 @@ async function main(): Promise<void> {
     log,
     watchdog: process.env.FASTFENCE_LAB_WATCHDOG === "1",
     secondLevel: process.env.FASTFENCE_LAB_SECOND_LEVEL === "1",
+    controlPlane: process.env.FASTFENCE_LAB_CONTROL_PLANE === "host" ? "host" : "compact",
+    leaderElection: process.env.FASTFENCE_LAB_LEADER_ELECTION === "upstream" ? "upstream" : "openshift",
   });
   const l = lab;
   let mark: TrialStart | undefined;
@@ -89,6 +92,11 @@ async function main(): Promise<void> {
     },
     "/power-on": async (q) => {
       await l.powerOn(need(q, "node"));
+      return { ok: true };
+    },
+    // a crashed node's power is still on: off and on again through its BMC (the lab tests)
+    "/power-cycle": async (q) => {
+      await l.powerCycle(need(q, "node"));
       return { ok: true };
     },
   };

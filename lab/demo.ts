@@ -107,7 +107,7 @@ async function main(): Promise<number> {
     "|---|---:|---:|",
     ...milestones.map((m) => `| ${m.label} | ${m.ms} | ${m.goalMs ? `≤ ${m.goalMs}` : ""} |`),
     "",
-    `VMIs released: ${r.vmsReleased}. Safety violations (S1–S6, healthy node fenced): ${r.safetyViolations}.`,
+    `VMs released (launcher pods deleted): ${r.vmsReleased}. Safety violations (S1–S6, healthy node fenced): ${r.safetyViolations}.`,
     ...r.violations.map((v) => `- ${v.rule} ${v.incident ?? ""}: ${v.detail}`),
     "",
     `Where the time went (ms from the crash): ${stages.join(", ") || "(no stages recorded)"}.`,

@@ -1,16 +1,17 @@
 // The lab: a simulated compact bare-metal cluster on one machine, and its controller
 // object. This module orchestrates; the parts do the work: topology.ts (bridge, node
 // namespaces), control-plane.ts (etcd, kube-apiserver, controller-manager, scheduler on
-// the host, the API relay 10.77.0.1:6443 the nodes use, CRDs and Node objects), kafka.ts
-// (one broker per node), node-launch.ts (what a node runs at power-on: its launcher as PID
-// 1 of its own PID namespace, with kwok, the kubelet-port listener, the broker and the node
-// agent), bmc.ts (a Redfish emulator or ipmi_sim per node and the power switch) and
-// faults.ts (crash, proc-crash, hang/resume, partition/heal, partial partitions, BMC
-// faults, function-only crash; the link per link-state.ts). Everything made is recorded in
-// .cache/lab/state.json first (state.ts), so any process can tear it down. One lab per
-// machine: it claims the machine before making anything (machine-claim.ts). It never
-// touches a namespace, link or process that is not a lab's own and sends traffic only to
-// loopback and to the lab's own namespaces.
+// the host; CRDs and Node objects) or compact-plane.ts (one of each on each of the first
+// three nodes), api-lb.ts (the API endpoint 10.77.0.1:6443 the nodes and the lab use),
+// kafka.ts (one broker per node), node-launch.ts (what a node runs at power-on: its
+// launcher as PID 1 of its own PID namespace, with kwok, the kubelet-port listener, the
+// broker and the node agent), bmc.ts (a Redfish emulator or ipmi_sim per node and the
+// power switch) and faults.ts (crash, proc-crash, hang/resume, partition/heal, partial
+// partitions, BMC faults, function-only crash; the link per link-state.ts). Everything made is recorded in .cache/lab/state.json
+// first (state.ts), so any process can tear it down. One lab per machine: it claims the
+// machine before making anything (machine-claim.ts). It never touches a namespace, link
+// or process that is not a lab's own and sends traffic only to loopback and to the lab's
+// own namespaces.
 import {
   AppsV1Api,
   CoordinationV1Api,
@@ -24,14 +25,16 @@ import { keepNodeLogs } from "./keep-logs.ts";
 import { claimMachine, releaseMachine } from "./machine-claim.ts";
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../core/policy.ts";
-import type { ControlPlane } from "../harness/env/controlplane.ts";
 import { timedStart } from "../harness/env/start-times.ts";
 import { WaitAbandoned, waitUntil } from "../harness/env/wait.ts";
 import { createBmcSecret, createFencingPolicy, redfishLevel } from "../harness/kube/fencing-policy.ts";
 import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
-import { LabBmcs } from "./bmc.ts";
-import { describeLink } from "./link-state.ts";
-import { seedCluster, startLabControlPlane, startRelay, writeNodeKubeconfig } from "./control-plane.ts";
+import { LabBmcs, type BmcCreds } from "./bmc.ts";
+import { API_LB_OPENSHIFT, startApiLb, type ApiLb } from "./api-lb.ts";
+import { compactProcesses, makeCompactPlane, membersOf, NODE_API_PORT } from "./compact-plane.ts";
+import { seedCluster, startLabControlPlane, writeNodeKubeconfig, type LabApi } from "./control-plane.ts";
+import { markSeeded, SEEDED_GATE, waitCompactPlane } from "./cp-status.ts";
+import { labStatus } from "./status.ts";
 import * as faults from "./faults.ts";
 import {
   bootstrapOf,
@@ -73,7 +76,7 @@ export { LAB_TIMEOUTS, SLOW_BMC_TIMEOUTS, type LabTimeouts } from "./timeouts.ts
 export class Lab {
   readonly state: LabState;
   nodes: LabNode[] = [];
-  cp!: ControlPlane;
+  cp!: LabApi;
   kc!: KubeConfig;
   core!: CoreV1Api;
   apps!: AppsV1Api;
@@ -84,7 +87,8 @@ export class Lab {
   readonly opts: LabOptions;
   readonly faults: FaultNote[] = [];
   private readonly bmcs: LabBmcs;
-  private relay?: { stop(): Promise<void> };
+  /** The API endpoint on the bridge (api-lb.ts). */
+  lb?: ApiLb;
   private watchdogs = new Map<string, EmulatedWatchdog>();
   private stopped = false;
   /** Progress lines (the lab's own and its tools'). */
@@ -145,27 +149,36 @@ export class Lab {
     this.nodes = await buildNetwork(s, () => this.save(), n, this.opts.bmc);
     this.log(`network: bridge ${BRIDGE} ${HOST_IP}/24, ${n} node namespaces (${Date.now() - t0} ms)`);
 
+    const compact = this.opts.controlPlane === "compact";
     const [cp, brokerCmds] = await Promise.all([
-      startLabControlPlane(this.opts, s, () => this.save()),
+      compact ? makeCompactPlane(this.nodes) : startLabControlPlane(this.opts, s, () => this.save()),
       prepareBrokers(this.nodes.map((x) => ({ id: x.index + 1, ip: x.ip, dir: join(x.dir, "kafka") }))),
     ]);
     this.cp = cp;
-    this.log(`control plane up (${Date.now() - t0} ms): ${cp.server}`);
+    this.log(`control plane ${compact ? "PKI made" : "up"} (${Date.now() - t0} ms): ${cp.server}`);
     this.kc = cp.kubeConfig;
     this.core = makePooledApiClient(this.kc, CoreV1Api);
     this.apps = makePooledApiClient(this.kc, AppsV1Api);
     this.storage = makePooledApiClient(this.kc, StorageV1Api);
     this.custom = makePooledApiClient(this.kc, CustomObjectsApi);
     this.coord = makePooledApiClient(this.kc, CoordinationV1Api);
-    this.relay = await startRelay(Number(new URL(cp.server).port));
+    this.lb = compact
+      ? await startApiLb(
+          membersOf(this.nodes).map((x) => ({ host: x.ip, port: NODE_API_PORT, name: x.name })),
+          API_LB_OPENSHIFT,
+        )
+      : await startApiLb([{ host: "127.0.0.1", port: Number(new URL(cp.server).port), name: "host" }]);
     s.ports.api = API_PORT;
     s.kubeconfig = cp.kubeconfigPath;
     const nodeKubeconfig = writeNodeKubeconfig(cp);
-
-    s.access = await seedCluster(cp, this.core, this.nodes, this.log);
     this.brokers = bootstrapOf(this.nodes.map((x) => ({ id: x.index + 1, ip: x.ip, dir: "" })));
     s.brokers = this.brokers;
-    await this.seedFencing(n);
+    const creds = await this.bmcs.prepare(this.opts.secondLevel ?? false);
+    const seed = async () => {
+      s.access = await seedCluster(cp, this.core, this.nodes, this.log);
+      await this.seedFencing(n, creds);
+    };
+    if (!compact) await seed();
 
     const agent = this.opts.fastfence ?? true;
     const artifact = (s.artifact = labArtifact(this.log)); // what the node agents run
@@ -174,6 +187,9 @@ export class Lab {
       writeNodeLaunch(x, {
         artifact: artifact.dir,
         ...(this.opts.watchdog && agent ? { watchdog: labWatchdogConfig(x) } : {}),
+        ...(compact && "saPki" in cp
+          ? { controlPlane: compactProcesses(x, this.nodes, cp.saPki, this.opts), gate: SEEDED_GATE }
+          : {}),
         cp,
         nodeKubeconfig,
         brokers: this.brokers,
@@ -186,6 +202,12 @@ export class Lab {
     // Power on. Both kinds of BMC switch a node through the lab (startLauncher / killNode):
     // the Redfish emulator by hooks, ipmi_sim through its chassis_control program.
     await this.bmcs.powerOnAll();
+    if (compact) {
+      await waitCompactPlane(this, 180_000);
+      this.log(`compact control plane up (${Date.now() - t0} ms); seeding`);
+      await seed();
+      await markSeeded(this.core);
+    }
     this.log(`nodes powered on (${Date.now() - t0} ms); waiting for kwok, brokers${agent ? ", agents" : ""}`);
     await this.waitHealthy(n, agent);
     await this.waitLeadersBalanced();
@@ -195,15 +217,13 @@ export class Lab {
     this.log(`lab ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
 
-  /** BMC credentials, the Redfish emulators, and the fencing policy naming every BMC. */
-  private async seedFencing(n: number): Promise<void> {
+  /** The BMC Secrets and the fencing policy naming every BMC. */
+  private async seedFencing(n: number, creds: Map<string, BmcCreds>): Promise<void> {
     const t = this.opts.timeouts ?? LAB_TIMEOUTS;
     const policyNodes: NonNullable<NonNullable<FencingPolicySpecInput["fencing"]>["nodes"]> = [];
     for (const x of this.nodes) {
-      const password = `pw${Math.random().toString(36).slice(2, 12)}`;
-      const username = x.bmc === "ipmi" ? "admin" : "fence";
+      const { username, password } = creds.get(x.name)!;
       await createBmcSecret(this.core, x.name, username, password);
-      if (x.bmc === "ipmi") x.ipmiPassword = password;
       policyNodes.push({
         nodeSelector: { names: [x.name] },
         levels: [
@@ -225,7 +245,6 @@ export class Lab {
           ? { watchdog: { ...LAB_WATCHDOG_LEVEL } }
           : {}),
       });
-      if (x.bmc === "redfish") await this.bmcs.startRedfish(x, username, password);
     }
     await createFencingPolicy(this.custom, {
       probe: { intervalMs: 100, timeoutMs: 150, observersPerNode: Math.min(2, Math.max(2, n - 1)) },
@@ -348,32 +367,8 @@ export class Lab {
     await createWorkloads(this, "", this.nodes[0]!.name, { webReplicas: this.nodes.length });
   }
 
-  async status(): Promise<Record<string, unknown>> {
-    const nodes = this.cp ? (await this.core.listNode()).items : [];
-    const out = [];
-    for (const x of this.nodes) {
-      const o = nodes.find((k) => k.metadata?.name === x.name);
-      const p = this.nodePids(x.name);
-      out.push({
-        name: x.name,
-        ip: x.ip,
-        bmc: `${x.bmc} ${HOST_IP}:${x.bmcPort}`,
-        power: await this.powerState(x.name),
-        link: describeLink(x.link),
-        processes: p.others.length + (p.launcher ? 1 : 0),
-        ready: o?.status?.conditions?.find((c) => c.type === "Ready")?.status ?? "?",
-        bootId: o?.status?.nodeInfo?.bootID?.slice(0, 8),
-        taints: (o?.spec?.taints ?? []).map((t) => t.key),
-        agent: this.agentStatus(x)?.ready ? "ready" : "-",
-      });
-    }
-    return {
-      phase: this.state.phase,
-      api: `https://${HOST_IP}:${API_PORT} (relay to ${this.cp?.server})`,
-      kubeconfig: this.cp?.kubeconfigPath,
-      brokers: this.brokers,
-      nodes: out,
-    };
+  status(): Promise<Record<string, unknown>> {
+    return labStatus(this);
   }
 
   /** Tear everything down (idempotent). */
@@ -384,7 +379,7 @@ export class Lab {
     this.save();
     for (const w of this.watchdogs.values()) w.stop();
     await this.bmcs.stop();
-    await this.relay?.stop().catch(() => undefined);
+    await this.lb?.stop().catch(() => undefined);
     if (process.env.FASTFENCE_LAB_KEEP_LOGS) keepNodeLogs(this.nodes);
     // Nodes first (their processes), then the control plane.
     const s = { ...this.state, controller: undefined };

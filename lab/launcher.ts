@@ -3,11 +3,14 @@
 // power-on hook). At each start it writes a fresh boot ID into the Node status (a new
 // incarnation), then starts the node's processes: the kubelet-port listener, kwok for
 // this node, a Kafka broker and one node agent (event source + one replica of every
-// function). It never restarts a process that died (a crash stays a crash until the
-// power is cycled); killing it (power-off) takes every process of the namespace with it.
+// function); with the compact plane, before all of them, its etcd member, API server,
+// controller manager and scheduler (lab/compact-plane.ts), which it restarts as a kubelet
+// restarts static pods while the node's kwok runs (startStatic). It never restarts any other
+// process that died, nor anything once kwok is dead (a crash stays a crash until the power
+// is cycled); killing it (power-off) takes every process of the namespace with it.
 // On each start it hands the node Lease to the new kwok (as a rebooted kubelet renews its own).
 // It only talks to the lab API endpoint on the host bridge.
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
@@ -21,6 +24,12 @@ export interface LauncherConfig {
   listenerPort: number;
   api: { host: string; port: number; ca: string; cert: string; key: string; servername: string };
   processes: { name: string; argv: string[]; env?: Record<string, string> }[];
+  /** Compact plane: etcd, kube-apiserver, controller manager, scheduler; started first. */
+  controlPlane?: { name: string; argv: string[] }[];
+  /** Set in the node's own UTS namespace (leader-election identities name the node). */
+  hostname?: string;
+  /** An API path to wait for (200) before the kubelet's work and the other processes. */
+  gate?: string;
 }
 
 const cfg = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as LauncherConfig;
@@ -83,7 +92,7 @@ function canConnect(): Promise<boolean> {
   });
 }
 
-function start(name: string, argv: string[], env: Record<string, string> = {}): void {
+function start(name: string, argv: string[], env: Record<string, string> = {}): ChildProcess {
   const fd = openSync(join(cfg.dir, `${name}.log`), "a");
   const c = spawn(argv[0]!, argv.slice(1), {
     stdio: ["ignore", fd, fd],
@@ -93,10 +102,34 @@ function start(name: string, argv: string[], env: Record<string, string> = {}): 
   closeSync(fd);
   c.once("error", () => undefined);
   children.push(c);
+  return c;
+}
+
+const running = (c: ChildProcess | undefined) =>
+  c !== undefined && c.exitCode === null && c.signalCode === null;
+let kubelet: ChildProcess | undefined;
+
+/**
+ * A control-plane process is a static pod: when it exits while the node's kubelet (kwok)
+ * runs, or before the kubelet started, it is started again with the kubelet's back-off (1 s,
+ * then 10 s doubling to 5 min), as a controller manager that lost its Lease is. A crash
+ * kills the kubelet too, so a crashed node restarts nothing.
+ */
+function startStatic(name: string, argv: string[], restarts = 0): void {
+  const c = start(name, argv);
+  c.once("exit", () => {
+    const delay = restarts === 0 ? 1000 : Math.min(300_000, 10_000 * 2 ** (restarts - 1));
+    setTimeout(() => {
+      if (kubelet === undefined || running(kubelet)) startStatic(name, argv, restarts + 1);
+    }, delay);
+  });
 }
 
 async function main(): Promise<void> {
   for (const f of ["agent.json", "boot.json"]) rmSync(join(cfg.dir, f), { force: true });
+  if (cfg.hostname) spawnSync("hostname", [cfg.hostname], { stdio: "ignore" });
+  // A control-plane node's static pods come first: the rest of the node needs the API.
+  for (const p of cfg.controlPlane ?? []) startStatic(p.name, p.argv);
   // The kubelet port first: accepts and closes, with a normal listen backlog, so a frozen
   // node's kernel still completes handshakes as a real one does; the probe tells it from a
   // live one because nothing answers (source/tcp-probe.ts).
@@ -107,10 +140,16 @@ async function main(): Promise<void> {
   ]);
   // Like a kubelet, announce the new incarnation only once the kubelet port answers.
   for (let i = 0; i < 100 && !(await canConnect()); i++) await new Promise((r) => setTimeout(r, 50));
+  // With the compact plane, wait until the API answers and the lab has seeded the cluster
+  // (at the first power-on), however long that takes.
+  if (cfg.gate) while ((await api("GET", cfg.gate)).status !== 200) await sleep(250);
   // A kubelet keeps its Lease holder identity across reboots and renews at once; kwok's
   // identity is per process, so hand the new kwok the Lease (else it waits for expiry).
   await api("DELETE", leasePath());
-  for (const p of cfg.processes) start(p.name, p.argv, p.env);
+  for (const p of cfg.processes) {
+    const c = start(p.name, p.argv, p.env);
+    if (p.name === "kwok") kubelet = c;
+  }
   for (let i = 0; i < 100; i++) {
     const l = await api("GET", leasePath());
     const spec = l.json?.spec as { holderIdentity?: string; renewTime?: string } | undefined;

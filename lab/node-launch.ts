@@ -1,18 +1,22 @@
 // What a lab node runs when it is powered on: its node agent's config, its launcher's
-// config (the kubelet-port listener, the Kafka broker, kwok, and unless this is the
-// baseline the node agent) and its start script, which runs the launcher as PID 1 of a
+// config (with the compact plane first its control-plane processes, then the kubelet-port
+// listener, the Kafka broker, kwok, and unless this is the baseline the node agent) and its start script, which runs the launcher as PID 1 of a
 // new PID namespace inside the node's network namespace. Only writes files into the
 // node's run dir; it never starts anything itself.
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ControlPlane } from "../harness/env/controlplane.ts";
 import { labTopicReplicas } from "./broker-settings.ts";
+import type { LabApi } from "./control-plane.ts";
 import { HOST_IP, ROOT } from "./state.ts";
 import type { WatchdogAgentConfig } from "../source/watchdog-agent.ts";
 import { AGENT_METRICS_PORT, API_PORT, KUBELET_PORT, NAMESPACE, type LabNode } from "./types.ts";
 
 export interface NodeLaunch {
-  cp: ControlPlane;
+  cp: LabApi;
+  /** Compact plane: this node's etcd, API server, controller manager and scheduler, started first. */
+  controlPlane?: { name: string; argv: string[] }[];
+  /** Compact plane: an API path the launcher waits for (200) before the node's other processes. */
+  gate?: string;
   /** The nodes' kubeconfig (through the relay). */
   nodeKubeconfig: string;
   brokers: string;
@@ -61,6 +65,8 @@ export function writeNodeLaunch(x: LabNode, l: NodeLaunch): void {
     ip: x.ip,
     dir: x.dir,
     listenerPort: KUBELET_PORT,
+    ...(l.controlPlane?.length ? { controlPlane: l.controlPlane, hostname: x.name } : {}),
+    ...(l.gate ? { gate: l.gate } : {}),
     api: {
       host: HOST_IP,
       port: API_PORT,

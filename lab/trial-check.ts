@@ -16,7 +16,7 @@ import { bmcLies, type BmcLieFinding } from "./bmc-lies.ts";
 import type { Lab } from "./lab.ts";
 import type { ScenarioSpec } from "./scenarios.ts";
 import { NAMESPACE } from "./types.ts";
-import { vmisGone } from "./workloads.ts";
+import { vmLaunchersGone } from "./workloads.ts";
 
 const CONFIRM = `system:serviceaccount:${NAMESPACE}:fastfence-confirm`;
 
@@ -96,7 +96,7 @@ export interface Measured {
 
 export async function measure(
   lab: Lab,
-  o: { victim: string; t0: number; incident?: NodeFence; checked: Checked; vmisPlaced: string[] },
+  o: { victim: string; t0: number; incident?: NodeFence; checked: Checked; launchersPlaced: string[] },
 ): Promise<Measured> {
   const { victim, t0 } = o;
   const events = o.checked.log.events;
@@ -142,7 +142,7 @@ export async function measure(
     releasedMs: rel(st?.timestamps.released),
     // Ground truth, not the event's count: two replicas may release at once, and the one
     // whose write wins may have found the other's deletions already done.
-    vmsReleased: st?.timestamps.released ? await vmisGone(lab, o.vmisPlaced).catch(() => 0) : 0,
+    vmsReleased: st?.timestamps.released ? await vmLaunchersGone(lab, o.launchersPlaced).catch(() => 0) : 0,
     fencedNodes,
     stagesMs,
   };

@@ -15,7 +15,7 @@ import { SCENARIOS, type Scenario } from "./scenarios.ts";
 import { check, measure, type TrialStart } from "./trial-check.ts";
 import { follow, Timeline } from "./trial-follow.ts";
 import { resetAfter } from "./trial-reset.ts";
-import { createWorkloads, podsOn, vmisOn } from "./workloads.ts";
+import { createWorkloads, podsOn, vmLaunchersOn } from "./workloads.ts";
 
 export type { Scenario } from "./scenarios.ts";
 
@@ -30,7 +30,7 @@ export interface TrialResult {
   releasedMs?: number;
   replacementRunningMs?: number;
   statefulReplacementMs?: number;
-  /** VMIs that ran on the victim before the fault and were gone after the release. */
+  /** VMs released: their virt-launcher pods ran on the victim before the fault and were gone after the release. */
   vmsReleased: number;
   fencedNodes: string[];
   safetyViolations: number;
@@ -105,7 +105,7 @@ export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions)
   const start = await startOf(lab, tStart);
   const wl = await createWorkloads(lab, sfx, victim);
   const placed = (await podsOn(lab, victim)).map((p) => p.metadata!.name!);
-  const vmisPlaced = await vmisOn(lab, victim);
+  const launchersPlaced = await vmLaunchersOn(lab, victim);
   const webPod = (await lab.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${wl.web}` }))
     .items[0];
   const webOnVictim = webPod?.spec?.nodeName === victim;
@@ -120,7 +120,7 @@ export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions)
   const withObservations = opts.withObservations ?? false;
   const checked = await check(lab, spec, { victim, start, withObservations });
   const { incident } = followed;
-  const m = await measure(lab, { victim, t0, ...(incident ? { incident } : {}), checked, vmisPlaced });
+  const m = await measure(lab, { victim, t0, ...(incident ? { incident } : {}), checked, launchersPlaced });
   const result: TrialResult = {
     scenario,
     stagesMs: m.stagesMs,

@@ -56,7 +56,18 @@ export interface LabOptions {
   secondLevel?: boolean;
   /** The FencingPolicy's timeout chain (lab/timeouts.ts); default LAB_TIMEOUTS. */
   timeouts?: LabTimeouts;
+  /**
+   * Where etcd, kube-apiserver, the controller manager and the scheduler run: "host" (one
+   * of each on the host, the default here for the benches' baseline and the tests) or
+   * "compact" (one of each on each of the first three nodes, lab/compact-plane.ts).
+   */
+  controlPlane?: ControlPlaneMode;
+  /** The compact plane's leader election and etcd timing: "openshift" (default) or "upstream". */
+  leaderElection?: LeaderElectionProfile;
 }
+
+export type ControlPlaneMode = "host" | "compact";
+export type LeaderElectionProfile = "openshift" | "upstream";
 
 /** A power action a BMC (or the lab, resetting) carried out: the invariant checker's ground truth. */
 export interface PowerAction {

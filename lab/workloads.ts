@@ -6,6 +6,7 @@
 import type { AppsV1Api, CoreV1Api, CustomObjectsApi, StorageV1Api, V1Pod } from "@kubernetes/client-node";
 import { sleep } from "../harness/env/base.ts";
 import { createVm, FAKE_IMAGE as image } from "../harness/kube/vm.ts";
+import { VIRT_LAUNCHER_LABEL } from "../infra/kube/nodes.ts";
 
 export interface Apis {
   core: CoreV1Api;
@@ -222,27 +223,22 @@ export async function podsOn(c: Apis, node: string): Promise<V1Pod[]> {
   return (await c.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })).items;
 }
 
-type Vmi = { metadata?: { name?: string; namespace?: string; uid?: string }; status?: { nodeName?: string } };
+/** "namespace/name@uid": a recreated pod of the same name is another one. */
+const podKey = (p: V1Pod) => `${p.metadata?.namespace}/${p.metadata?.name}@${p.metadata?.uid}`;
 
-async function listVmis(c: Apis): Promise<Vmi[]> {
-  const l = (await c.custom.listClusterCustomObject({
-    group: "kubevirt.io",
-    version: "v1",
-    plural: "virtualmachineinstances",
-  })) as { items?: Vmi[] };
-  return l.items ?? [];
+const LAUNCHERS = `${VIRT_LAUNCHER_LABEL.key}=${VIRT_LAUNCHER_LABEL.value}`;
+
+/** KubeVirt virt-launcher pods bound to the node (as podKey): one per VMI running there. */
+export async function vmLaunchersOn(c: Apis, node: string): Promise<string[]> {
+  const l = await c.core.listPodForAllNamespaces({
+    fieldSelector: `spec.nodeName=${node}`,
+    labelSelector: LAUNCHERS,
+  });
+  return l.items.map(podKey);
 }
 
-/** "namespace/name@uid": a recreated VMI of the same name is another one. */
-const vmiKey = (v: Vmi) => `${v.metadata?.namespace}/${v.metadata?.name}@${v.metadata?.uid}`;
-
-/** VirtualMachineInstances whose status says they run on the node (as vmiKey). */
-export async function vmisOn(c: Apis, node: string): Promise<string[]> {
-  return (await listVmis(c)).filter((v) => v.status?.nodeName === node).map(vmiKey);
-}
-
-/** Of these VMIs (as vmiKey), how many no longer exist (deleted, or replaced by a new one). */
-export async function vmisGone(c: Apis, vmis: readonly string[]): Promise<number> {
-  const now = new Set((await listVmis(c)).map(vmiKey));
-  return vmis.filter((v) => !now.has(v)).length;
+/** Of these launcher pods (as podKey), how many no longer exist: their VMs were released. */
+export async function vmLaunchersGone(c: Apis, launchers: readonly string[]): Promise<number> {
+  const now = new Set((await c.core.listPodForAllNamespaces({ labelSelector: LAUNCHERS })).items.map(podKey));
+  return launchers.filter((p) => !now.has(p)).length;
 }

@@ -1,6 +1,7 @@
 // remediate-workloads, the pure decision (S1): only for an incident in phase FencedOff
 // with a power-off read back as Off does it ask for the out-of-service taint and the
-// force-deletion of the node's pods (grace 0), VolumeAttachments and KubeVirt VMIs.
+// force-deletion of the node's pods (grace 0), VolumeAttachments and KubeVirt virt-launcher
+// pods (never the VMIs: KubeVirt fails them and restarts their VMs, docs/safety.md).
 // What the deletes removed comes back into `decide` (input.result), and `onReleased`
 // records the counts (phase Released) and emits workloads.released. It never
 // releases anything on an event's word alone or on an unconfirmed power-off, nor on a node
@@ -98,7 +99,8 @@ export function releaseOf(inc: NodeFence, view: View, claims: readonly TargetCla
   const node = inc.spec.nodeName;
   const r = view.policy.remediation;
   const actions: Action[] = [{ kind: "setTaint", node, taint: { ...OUT_OF_SERVICE_TAINT } }];
-  if (r.deleteVirtualMachineInstances) actions.push({ kind: "deleteVMIs", node });
+  // The policy field keeps its name; it releases the VMs through their launcher pods.
+  if (r.deleteVirtualMachineInstances) actions.push({ kind: "deleteVmLaunchers", node });
   if (r.deletePods) actions.push({ kind: "deletePods", node, gracePeriodSeconds: 0 });
   if (r.deleteVolumeAttachments) actions.push({ kind: "deleteVolumeAttachments", node });
   return processed(`releasing workloads of ${node} (power-off confirmed ${st.powerOffConfirmedAt})`, actions);
@@ -143,7 +145,7 @@ export function onReleased(input: ReleasedInput): Decision {
   const status = transition(st, "Released", iso(now), {
     released: { taint: TAINT_STRING, ...counts },
     reason: "WorkloadsReleased",
-    message: `tainted; deleted ${counts.podsDeleted} pods, ${counts.volumeAttachmentsDeleted} VolumeAttachments, ${counts.vmisDeleted} VMIs`,
+    message: `tainted; deleted ${counts.podsDeleted} pods, ${counts.volumeAttachmentsDeleted} VolumeAttachments, ${counts.vmLaunchersDeleted} VM launcher pods`,
   });
   const data: WorkloadsReleased = {
     incident: name,

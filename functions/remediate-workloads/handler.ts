@@ -14,7 +14,7 @@ export * from "./resync.pure.ts";
 export const stage: PureStage = {
   ...catalogStage(
     "remediate-workloads",
-    "After a confirmed power-off: out-of-service taint, force-deletes the node's pods, VolumeAttachments and VMIs.",
+    "After a confirmed power-off: out-of-service taint, force-deletes the node's pods, VolumeAttachments and VM launcher pods.",
     true,
   ),
   locate,

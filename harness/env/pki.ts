@@ -94,14 +94,16 @@ export async function makeCa(
   return { caCert, caKey };
 }
 
-export async function makePki(dir: string): Promise<Pki> {
+/** `extraIps`: more IP SANs for the serving cert (the lab's nodes and its API relay). */
+export async function makePki(dir: string, extraIps: readonly string[] = []): Promise<Pki> {
   const { caCert, caKey } = await makeCa(dir);
+  const ips = extraIps.map((ip) => `,IP:${ip}`).join("");
   const [serving, admin] = await Promise.all([
     issueCert(
       dir,
       "apiserver",
       "/CN=kube-apiserver",
-      "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1\n" +
+      `subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1${ips}\n` +
         "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n",
     ),
     issueCert(

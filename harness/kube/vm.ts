@@ -1,7 +1,9 @@
 // A KubeVirt VM as the tests and the lab place it on a node, against the real KubeVirt
 // CRDs (no virt-controller runs): the VirtualMachine, its VirtualMachineInstance with
-// status.nodeName set, and its virt-launcher pod bound to the node. It only creates
-// these three objects, in the API server it is given.
+// status.nodeName set, and its virt-launcher pod bound to the node, labelled and owned as
+// KubeVirt's (kubevirt.io=virt-launcher, kubevirt.io/created-by=<VMI uid>, controller
+// reference to the VMI). It only creates these three objects, in the API server it is given.
+// For a VM that a controller restarts, see harness/kubevirt/ (the VM controller stand-in).
 import type { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 
 /** A container image that is never pulled (kwok runs no containers). */
@@ -26,7 +28,7 @@ export async function createVm(
       spec: { runStrategy: "Always", template: { spec: { domain } } },
     },
   });
-  await api.custom.createNamespacedCustomObject({
+  const vmi = (await api.custom.createNamespacedCustomObject({
     ...g,
     plural: "virtualmachineinstances",
     body: {
@@ -36,13 +38,21 @@ export async function createVm(
       spec: { domain },
       status: { nodeName: node, phase: "Running" },
     },
-  });
+  })) as { metadata: { uid: string } };
+  const uid = vmi.metadata.uid;
   await api.core.createNamespacedPod({
     namespace,
     body: {
       metadata: {
         name: `virt-launcher-${name}`,
-        labels: { "kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": name },
+        labels: {
+          "kubevirt.io": "virt-launcher",
+          "kubevirt.io/created-by": uid,
+          "vm.kubevirt.io/name": name,
+        },
+        ownerReferences: [
+          { apiVersion: "kubevirt.io/v1", kind: "VirtualMachineInstance", name, uid, controller: true },
+        ],
       },
       spec: { nodeName: node, containers: [{ name: "compute", image: FAKE_IMAGE }] },
     },

@@ -2,9 +2,16 @@
 // node's incarnation (boot ID), readiness, labels, cordon and planned-work annotations; set or remove the out-of-service
 // taint (resourceVersion-guarded replace, retried on conflict with a fresh read); write the
 // fenced-off fact (fence, core/fenced-off.ts); force-
-// delete the node's pods, its VolumeAttachments and the KubeVirt VMIs that ran there.
+// delete the node's pods, its VolumeAttachments and the KubeVirt virt-launcher pods that ran
+// there (never the VMIs: KubeVirt fails them and restarts their VMs, docs/safety.md).
 // It never decides whether releasing is safe: callers do that from incident state (S1).
-import { PatchStrategy, setHeaderOptions, type V1Node, type V1Taint } from "@kubernetes/client-node";
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Node,
+  type V1Pod,
+  type V1Taint,
+} from "@kubernetes/client-node";
 import { FastfenceError } from "../../core/errors.ts";
 import { FENCED_OFF_ANNOTATION } from "../../core/fenced-off.ts";
 import { PLANNED_ANNOTATIONS } from "../../core/planned.ts";
@@ -65,8 +72,12 @@ function plannedAnnotations(all: Record<string, string> | undefined): Record<str
 export interface Released {
   pods: string[];
   volumeAttachments: string[];
-  vmis: string[];
+  /** virt-launcher pods (namespace/name), one per VMI that ran on the node. */
+  vmLaunchers: string[];
 }
+
+/** The label KubeVirt puts on every virt-launcher pod (services/template.go podLabels). */
+export const VIRT_LAUNCHER_LABEL = { key: "kubevirt.io", value: "virt-launcher" } as const;
 
 const sameTaint = (a: V1Taint, b: V1Taint) => a.key === b.key && a.effect === b.effect;
 
@@ -153,25 +164,7 @@ export class NodeOps {
       a.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }),
     );
     // All at once: the node is off (S1 was checked by the caller); every second counts.
-    return Promise.all(
-      pods.items.map(async (p) => {
-        const name = p.metadata?.name ?? "";
-        const namespace = p.metadata?.namespace ?? "default";
-        try {
-          await this.kube.call(`delete pod ${namespace}/${name}`, (a) =>
-            a.core.deleteNamespacedPod({
-              name,
-              namespace,
-              gracePeriodSeconds: 0,
-              body: { gracePeriodSeconds: 0 },
-            }),
-          );
-        } catch (err) {
-          if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-        }
-        return `${namespace}/${name}`;
-      }),
-    );
+    return Promise.all(pods.items.map((p) => this.forceDeletePod(p)));
   }
 
   /** Deletes every VolumeAttachment of the node, so RWO volumes can attach elsewhere. */
@@ -201,45 +194,39 @@ export class NodeOps {
     );
   }
 
-  /** Deletes the KubeVirt VirtualMachineInstances that ran on the node (their VMs restart elsewhere). */
-  async deleteVmis(node: string): Promise<string[]> {
-    let list: {
-      items?: { metadata?: { name?: string; namespace?: string }; status?: { nodeName?: string } }[];
-    };
-    try {
-      list = (await this.kube.call("list vmis", (a) =>
-        a.custom.listClusterCustomObject({
-          group: "kubevirt.io",
-          version: "v1",
-          plural: "virtualmachineinstances",
-        }),
-      )) as typeof list;
-    } catch (err) {
-      if (err instanceof KubeApiError && err.status === 404) return []; // KubeVirt not installed
-      throw err;
-    }
-    return Promise.all(
-      (list.items ?? [])
-        .filter((v) => v.status?.nodeName === node)
-        .map(async (vmi) => {
-          const name = vmi.metadata?.name ?? "";
-          const namespace = vmi.metadata?.namespace ?? "default";
-          try {
-            await this.kube.call(`delete vmi ${namespace}/${name}`, (a) =>
-              a.custom.deleteNamespacedCustomObject({
-                group: "kubevirt.io",
-                version: "v1",
-                plural: "virtualmachineinstances",
-                namespace,
-                name,
-                gracePeriodSeconds: 0,
-              }),
-            );
-          } catch (err) {
-            if (!(err instanceof KubeApiError && err.status === 404)) throw err;
-          }
-          return `${namespace}/${name}`;
-        }),
+  /**
+   * Force-deletes (grace period 0) the KubeVirt virt-launcher pods bound to the node, one per
+   * VirtualMachineInstance that ran there. It never touches a VMI: KubeVirt's virt-controller
+   * sees the launcher gone, fails the VMI, and its VM controller restarts the VM for both
+   * run strategies Always and RerunOnFailure (docs/safety.md "Releasing KubeVirt VMs");
+   * a deleted VMI would leave a RerunOnFailure VM stopped. Without KubeVirt: no such pods.
+   */
+  async deleteVmLaunchers(node: string): Promise<string[]> {
+    const pods = await this.kube.call(`list virt-launcher pods on ${node}`, (a) =>
+      a.core.listPodForAllNamespaces({
+        fieldSelector: `spec.nodeName=${node}`,
+        labelSelector: `${VIRT_LAUNCHER_LABEL.key}=${VIRT_LAUNCHER_LABEL.value}`,
+      }),
     );
+    return Promise.all(pods.items.map((p) => this.forceDeletePod(p)));
+  }
+
+  /** Force-deletes one pod (grace 0); gone already is done. Returns "namespace/name". */
+  private async forceDeletePod(p: V1Pod): Promise<string> {
+    const name = p.metadata?.name ?? "";
+    const namespace = p.metadata?.namespace ?? "default";
+    try {
+      await this.kube.call(`delete pod ${namespace}/${name}`, (a) =>
+        a.core.deleteNamespacedPod({
+          name,
+          namespace,
+          gracePeriodSeconds: 0,
+          body: { gracePeriodSeconds: 0 },
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 404)) throw err;
+    }
+    return `${namespace}/${name}`;
   }
 }

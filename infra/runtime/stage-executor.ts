@@ -126,7 +126,7 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
     const emit: OutgoingEvent[] = [];
     const details: string[] = [];
     let last: NodeFence | undefined = view.incident;
-    const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmLaunchersDeleted: 0 };
     let released = false;
     let deletes: Promise<void>[] = [];
     const drain = async () => {
@@ -282,8 +282,10 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           );
           released = true;
           break;
-        case "deleteVMIs":
-          deletes.push(ad.nodes.deleteVmis(a.node).then((d) => void (counts.vmisDeleted += d.length)));
+        case "deleteVmLaunchers":
+          deletes.push(
+            ad.nodes.deleteVmLaunchers(a.node).then((d) => void (counts.vmLaunchersDeleted += d.length)),
+          );
           released = true;
           break;
       }

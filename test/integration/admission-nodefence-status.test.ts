@@ -109,7 +109,7 @@ function path(node: string) {
       taint: "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
       podsDeleted: 2,
       volumeAttachmentsDeleted: 0,
-      vmisDeleted: 0,
+      vmLaunchersDeleted: 0,
     },
   });
   const powerOn = { ...released, powerOnRequestedAt: at(6) };

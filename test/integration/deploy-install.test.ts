@@ -87,7 +87,17 @@ for (const [name, platform] of Object.entries(PLATFORMS)) {
       };
       // The platform before fastfence: prerequisite CRDs (as kubectl reads them) and namespaces.
       for (const dir of platform.crds) kubectl(["apply", "--server-side", "-f", join(THIRD_PARTY_CRDS, dir)]);
-      kubectl(["wait", "--for", "condition=established", "--timeout=60s", "crd", "--all"]);
+      // kubectl wait fails at once on a CRD the API server has not given a status yet
+      // (".status.conditions accessor error"): asked again, as a user would.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          kubectl(["wait", "--for", "condition=established", "--timeout=60s", "crd", "--all"]);
+          break;
+        } catch (err) {
+          if (attempt >= 5) throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
       for (const ns of platform.namespaces) kubectl(["create", "namespace", ns]);
     });
 

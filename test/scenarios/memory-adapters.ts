@@ -1,6 +1,6 @@
 // In-memory doubles of the adapters the stage executor takes (StageAdapters), for unit and
 // scenario tests of the real executor (infra/runtime/stage-executor.ts): one MemoryCluster
-// holds NodeFences, Nodes, Leases, pods, VolumeAttachments and VMIs; small doubles of
+// holds NodeFences, Nodes, Leases, pods, VolumeAttachments and virt-launcher pods; small doubles of
 // IncidentStore, NodeOps, LeaseManager, PolicyReader, Kube and PowerExecutor act on it
 // with the same guards the real adapters have (resourceVersion-guarded status writes and
 // AlreadyExists on create fail with KubeApiError 409, a missing incident with 404, a Lease
@@ -44,7 +44,7 @@ export type Op =
   | "nodes.setFencedOff"
   | "nodes.forceDeletePods"
   | "nodes.deleteVolumeAttachments"
-  | "nodes.deleteVmis"
+  | "nodes.deleteVmLaunchers"
   | "leases.acquire"
   | "leases.release"
   | "kube.readLease"
@@ -128,7 +128,8 @@ export class MemoryCluster {
   readonly leases = new Map<string, StoredLease>();
   pods: Workload[] = [];
   volumeAttachments: Workload[] = [];
-  vmis: Workload[] = [];
+  /** virt-launcher pods; the double keeps them apart from `pods` (in the API they are pods too). */
+  vmLaunchers: Workload[] = [];
   /** Power state by node, as the BMCs report it (PowerExecutor double). */
   readonly power = new Map<string, "On" | "Off">();
   policy: FencingPolicySpec;
@@ -393,7 +394,13 @@ export class MemoryIncidents implements Pick<
 /** NodeOps: node reads, the out-of-service taint, and the release deletes. */
 export class MemoryNodes implements Pick<
   NodeOps,
-  "get" | "list" | "setTaint" | "setFencedOff" | "forceDeletePods" | "deleteVolumeAttachments" | "deleteVmis"
+  | "get"
+  | "list"
+  | "setTaint"
+  | "setFencedOff"
+  | "forceDeletePods"
+  | "deleteVolumeAttachments"
+  | "deleteVmLaunchers"
 > {
   private readonly c: MemoryCluster;
   constructor(c: MemoryCluster) {
@@ -449,10 +456,10 @@ export class MemoryNodes implements Pick<
     });
   }
 
-  deleteVmis(node: string): Promise<Released["vmis"]> {
-    return this.c.call("nodes.deleteVmis", node, () => {
-      const gone = this.c.vmis.filter((v) => v.node === node);
-      this.c.vmis = this.c.vmis.filter((v) => v.node !== node);
+  deleteVmLaunchers(node: string): Promise<Released["vmLaunchers"]> {
+    return this.c.call("nodes.deleteVmLaunchers", node, () => {
+      const gone = this.c.vmLaunchers.filter((v) => v.node === node);
+      this.c.vmLaunchers = this.c.vmLaunchers.filter((v) => v.node !== node);
       return gone.map((v) => `${v.namespace}/${v.name}`);
     });
   }

@@ -75,7 +75,7 @@ function describe(ev: HandledEvent): Pick<Summary, "text" | "severity"> {
       const d = ev.data;
       return {
         severity: "warning",
-        text: `${d.node} was powered off at ${d.powerOffConfirmedAt} and its workloads released: ${d.podsDeleted} pods, ${d.volumeAttachmentsDeleted} volume attachments and ${d.vmisDeleted} VMs deleted.`,
+        text: `${d.node} was powered off at ${d.powerOffConfirmedAt} and its workloads released: ${d.podsDeleted} pods, ${d.volumeAttachmentsDeleted} volume attachments and ${d.vmLaunchersDeleted} VM launcher pods deleted (KubeVirt restarts their VMs).`,
       };
     }
     case EVENT_TYPES.nodeRecovered: {

@@ -71,7 +71,7 @@ export const HANDLED_EVENTS: { [T in HandledType]: FfEvent<DataOf<T>> } = {
     taint: "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
     podsDeleted: 14,
     volumeAttachmentsDeleted: 3,
-    vmisDeleted: 1,
+    vmLaunchersDeleted: 1,
     powerOffConfirmedAt: "2026-11-30T09:59:41.000Z",
     releasedAt: "2026-11-30T09:59:42.000Z",
   }),

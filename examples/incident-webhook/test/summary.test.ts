@@ -51,7 +51,7 @@ describe("summarize", () => {
       "released workloads",
       handled(EVENT_TYPES.workloadsReleased),
       "warning",
-      /worker-3 was powered off at 2026-11-30T09:59:41\.000Z and its workloads released: 14 pods, 3 volume attachments and 1 VMs deleted\.$/,
+      /worker-3 was powered off at 2026-11-30T09:59:41\.000Z and its workloads released: 14 pods, 3 volume attachments and 1 VM launcher pods deleted \(KubeVirt restarts their VMs\)\.$/,
     ],
     [
       "a recovered node",

@@ -84,7 +84,7 @@ describe("confirm: a new failure of a boot whose incident was closed as back", (
   });
 
   test("a power-off read back, workloads released, a Recovered one, one closed as observed or on release-slot → never replaced", () => {
-    const released = { taint: at(-100), podsDeleted: 1, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    const released = { taint: at(-100), podsDeleted: 1, volumeAttachmentsDeleted: 0, vmLaunchersDeleted: 0 };
     const later = CLOSED_AT + SKEW + 1_000;
     for (const inc of [
       closedBack({ timestamps: { suspected: at(-500), fencedOff: at(-200), closed: at(CLOSED_AT) } }),

@@ -117,7 +117,7 @@ describe("recover power-on with fencing.discovery", () => {
         taint: "node.kubernetes.io/out-of-service",
         podsDeleted: 0,
         volumeAttachmentsDeleted: 0,
-        vmisDeleted: 0,
+        vmLaunchersDeleted: 0,
         powerOffConfirmedAt: at(1),
         releasedAt: at(2),
       },

@@ -398,7 +398,7 @@ describe("recover closes an incident whose every round the last look abandoned, 
       kind: "ignored",
       code: "NotDue",
     });
-    const released = { taint: at(900), podsDeleted: 1, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    const released = { taint: at(900), podsDeleted: 1, volumeAttachmentsDeleted: 0, vmLaunchersDeleted: 0 };
     expect(run(spent({ released })).actions).toEqual([]);
   });
 

@@ -40,7 +40,7 @@ function released(extra: Partial<NodeFenceStatus> = {}): NodeFence {
     attempts: [offAttempt(1, 600)],
     powerOffConfirmedAt: at(OFF_MS),
     timestamps: { ...base.status!.timestamps, fencing: at(500), fencedOff: at(1_050), released: at(1_200) },
-    released: { taint: "t", podsDeleted: 1, volumeAttachmentsDeleted: 0, vmisDeleted: 0 },
+    released: { taint: "t", podsDeleted: 1, volumeAttachmentsDeleted: 0, vmLaunchersDeleted: 0 },
     ...extra,
   });
 }

@@ -249,7 +249,7 @@ describe("fence.decide on a power-off result (S1)", () => {
     });
 
   test("a result of another kind, or without an incident, is refused", () => {
-    const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmisDeleted: 0 };
+    const counts = { podsDeleted: 0, volumeAttachmentsDeleted: 0, vmLaunchersDeleted: 0 };
     const released = decide({
       event: req(),
       view: view({ incident: fencing(), node: node("a") }),

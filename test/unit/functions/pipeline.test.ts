@@ -49,7 +49,7 @@ describe("pipeline", () => {
       { namespace: "default", name: "web-2", node: "b" },
     ];
     c.volumeAttachments = [{ namespace: "", name: "csi-a", node: "a" }];
-    c.vmis = [{ namespace: "vms", name: "vm-1", node: "a" }];
+    c.vmLaunchers = [{ namespace: "vms", name: "vm-1", node: "a" }];
     const power = new MemoryPower(c, clock);
     const adapters = memoryAdapters(c, { power });
     const handler = (name: string, self: Self): EventHandler =>
@@ -111,7 +111,7 @@ describe("pipeline", () => {
       expect(r.events[0]!.data).toMatchObject({
         podsDeleted: 1,
         volumeAttachmentsDeleted: 1,
-        vmisDeleted: 1,
+        vmLaunchersDeleted: 1,
       });
     }
     expect(c.taints("a")).toEqual(["node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"]);

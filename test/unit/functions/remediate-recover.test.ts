@@ -58,7 +58,7 @@ const releasedEvt = event(
     taint: remediate.TAINT_STRING,
     podsDeleted: 3,
     volumeAttachmentsDeleted: 1,
-    vmisDeleted: 1,
+    vmLaunchersDeleted: 1,
     powerOffConfirmedAt: at(1400),
     releasedAt: at(2000),
   },
@@ -72,7 +72,7 @@ describe("remediate-workloads.decide", () => {
     IgnoreCode | RejectCode | "release",
   ][] = [
     [
-      "FencedOff with Off read-back → taint, VMIs, pods, VolumeAttachments",
+      "FencedOff with Off read-back → taint, VM launchers, pods, VolumeAttachments",
       { incident: fenced(), node: node("a", markedFencedOff(fenced())) },
       "release",
     ],
@@ -117,7 +117,7 @@ describe("remediate-workloads.decide", () => {
       expect(d.outcome.kind).toBe("processed");
       expect(d.actions).toEqual([
         { kind: "setTaint", node: "a", taint: OUT_OF_SERVICE_TAINT },
-        { kind: "deleteVMIs", node: "a" },
+        { kind: "deleteVmLaunchers", node: "a" },
         { kind: "deletePods", node: "a", gracePeriodSeconds: 0 },
         { kind: "deleteVolumeAttachments", node: "a" },
       ]);
@@ -133,7 +133,7 @@ describe("remediate-workloads.decide", () => {
     const inc = fenced();
     const d = remediate.onReleased({
       incident: inc,
-      counts: { podsDeleted: 3, volumeAttachmentsDeleted: 1, vmisDeleted: 1 },
+      counts: { podsDeleted: 3, volumeAttachmentsDeleted: 1, vmLaunchersDeleted: 1 },
       policy: policy(),
       now: NOW,
       self: FENCE,
@@ -148,7 +148,7 @@ describe("remediate-workloads.decide", () => {
             taint: "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute",
             podsDeleted: 3,
             volumeAttachmentsDeleted: 1,
-            vmisDeleted: 1,
+            vmLaunchersDeleted: 1,
           },
         }),
       }),

@@ -217,7 +217,12 @@ describe("remediate-workloads resync", () => {
 
   test("FencedOff, overdue: the workloads are released as for node.fenced", () => {
     const d = release.resync(inputAt(fencedOff(), 500 + STALLED));
-    expect(kinds(d.actions)).toEqual(["setTaint", "deleteVMIs", "deletePods", "deleteVolumeAttachments"]);
+    expect(kinds(d.actions)).toEqual([
+      "setTaint",
+      "deleteVmLaunchers",
+      "deletePods",
+      "deleteVolumeAttachments",
+    ]);
   });
 
   test("FencedOff without a recorded Off read-back releases nothing (S1)", () => {

@@ -638,7 +638,7 @@ describe("actions run in order; events only after every action succeeded", () =>
         { kind: "setTaint", node: "a", taint },
         { kind: "deletePods", node: "a", gracePeriodSeconds: 0 },
         { kind: "deleteVolumeAttachments", node: "a" },
-        { kind: "deleteVMIs", node: "a" },
+        { kind: "deleteVmLaunchers", node: "a" },
         { kind: "waitUntil", at: i.now + 500 },
         { kind: "powerOn", node: "a", incident: NAME, levels: [] },
         { kind: "removeTaint", node: "a", taint },
@@ -653,7 +653,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     `nodes.setTaint a ${TAINT}`,
     "nodes.forceDeletePods a",
     "nodes.deleteVolumeAttachments a",
-    "nodes.deleteVmis a",
+    "nodes.deleteVmLaunchers a",
     "clock.sleep 500",
     "power.powerOn a",
     `nodes.setTaint a ${UNTAINT}`,
@@ -680,7 +680,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     await stageHandler(everyKind, w.ad, FENCE)(fenceRequest(), w.ctx);
     expect(writes(w).slice(3, 7)).toEqual([
       "nodes.deleteVolumeAttachments a",
-      "nodes.deleteVmis a",
+      "nodes.deleteVmLaunchers a",
       "nodes.forceDeletePods a", // started first, finished last: the others did not wait for it
       "clock.sleep 500",
     ]);
@@ -694,7 +694,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     { op: "incidents.writeStatus" as Op, match: "", done: 2, failed: 1 },
     { op: "nodes.setTaint" as Op, match: TAINT, done: 3, failed: 2 },
     { op: "nodes.forceDeletePods" as Op, match: "", done: 6, failed: 3 },
-    { op: "nodes.deleteVmis" as Op, match: "", done: 6, failed: 5 },
+    { op: "nodes.deleteVmLaunchers" as Op, match: "", done: 6, failed: 5 },
     { op: "power.powerOn" as Op, match: "", done: 8, failed: 7 },
     { op: "nodes.setTaint" as Op, match: UNTAINT, done: 9, failed: 8 },
   ])("$op $match fails → stops there, emits nothing", async ({ op, match, done, failed }) => {
@@ -898,16 +898,16 @@ describe("follow-ups: power-off attempts and release counts are fed back", () =>
       { namespace: "", name: "va-a", node: "a" },
       { namespace: "", name: "va-b", node: "b" },
     ];
-    w.c.vmis = [{ namespace: "vms", name: "vm1", node: "a" }];
+    w.c.vmLaunchers = [{ namespace: "vms", name: "vm1", node: "a" }];
     const r = await remediateHandler(w)(nodeFencedEvent(), w.ctx);
-    const [podsDeleted, volumeAttachmentsDeleted, vmisDeleted] = counts;
+    const [podsDeleted, volumeAttachmentsDeleted, vmLaunchersDeleted] = counts;
     expect(types(r.emit)).toEqual([EVENT_TYPES.workloadsReleased]);
-    expect(r.emit[0]?.data).toMatchObject({ podsDeleted, volumeAttachmentsDeleted, vmisDeleted });
+    expect(r.emit[0]?.data).toMatchObject({ podsDeleted, volumeAttachmentsDeleted, vmLaunchersDeleted });
     expect(statusOf(w.c.incident(NAME)!)).toMatchObject({
       phase: "Released",
-      released: { podsDeleted, volumeAttachmentsDeleted, vmisDeleted },
+      released: { podsDeleted, volumeAttachmentsDeleted, vmLaunchersDeleted },
     });
-    expect([w.c.pods.length, w.c.volumeAttachments.length, w.c.vmis.length]).toEqual(left);
+    expect([w.c.pods.length, w.c.volumeAttachments.length, w.c.vmLaunchers.length]).toEqual(left);
     expect(writes(w)[0]).toBe(`nodes.setTaint a ${TAINT}`);
     expect(writes(w).at(-1)).toBe("incidents.writeStatus a-aaaaaaaa Released");
   });

@@ -54,7 +54,7 @@ function incident(
         taint: "node.kubernetes.io/out-of-service",
         podsDeleted: 2,
         volumeAttachmentsDeleted: 1,
-        vmisDeleted: 1,
+        vmLaunchersDeleted: 1,
       },
       ...over,
     },

@@ -13,7 +13,7 @@
 // chosen replicas while the node stays healthy), its replicas' metrics on the node's
 // address (AGENT_METRICS_PORT), and writes agent.json
 // (ready, replicas) into the node dir. It decides nothing itself.
-import { KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { writeFileSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type RequestListener } from "node:http";
 import { join } from "node:path";
@@ -28,7 +28,7 @@ import { createLogger } from "../infra/log.ts";
 import type { HostedEventSource, HostedFunction } from "../app/index.ts";
 import { pipelineTopics } from "../app/host.ts";
 import { labStageEnv, shippedStages } from "./replica-settings.ts";
-import { forgetEarlierBoots, replicaKubeConfig } from "./replica-identity.ts";
+import { forgetEarlierBoots, identityPodName, replicaKubeConfig } from "./replica-identity.ts";
 import { whoAmI } from "../infra/kube/whoami.ts";
 import { randomUUID } from "node:crypto";
 import { labComponentEnv, labSourceEnv, type AgentConfig } from "./agent-env.ts";
@@ -90,6 +90,9 @@ const startSource = async (kc: KubeConfig): Promise<HostedEventSource> =>
 
 /** This boot's name in its identity Pods (a new one at every power-on). */
 const boot = randomUUID().slice(0, 8);
+/** The event source's identity Pod now: this boot's, and a new one each time it was deleted. */
+let sourceIncarnation = 0;
+const sourceBoot = () => `${boot}-${sourceIncarnation}`;
 
 /**
  * A replica's own identity: its shipped ServiceAccount's token (lab/replica-identity.ts),
@@ -97,7 +100,12 @@ const boot = randomUUID().slice(0, 8);
  * agent.json as the API server names it.
  */
 async function identity(kc: KubeConfig, component: Component): Promise<KubeConfig> {
-  const own = await replicaKubeConfig(kc, { namespace: cfg.namespace, node: cfg.node, component, boot });
+  const own = await replicaKubeConfig(kc, {
+    namespace: cfg.namespace,
+    node: cfg.node,
+    component,
+    boot: component === "event-source" ? sourceBoot() : boot,
+  });
   const who = await whoAmI(new Kube(own));
   status.identities = { ...status.identities, [component]: who.username };
   save();
@@ -207,6 +215,35 @@ async function main(): Promise<void> {
       log.info({ incident: "none", fn: name }, "agent: function replica restarted");
     }
   };
+
+  // The event source's Pod deleted while this node runs (a release on a lying BMC's word):
+  // the kubelet kills that pod's container and the DaemonSet controller makes a new pod,
+  // whose new bound token the source starts with (the old one is invalid once its Pod is gone).
+  let following = false;
+  const followSourcePod = async () => {
+    if (following || !source) return;
+    following = true;
+    try {
+      const gone = await kc
+        .makeApiClient(CoreV1Api)
+        .readNamespacedPod({ name: identityPodName(cfg.node, sourceBoot()), namespace: cfg.namespace })
+        .then(
+          () => false,
+          (err: { code?: number }) => err.code === 404, // unreachable API: nothing known
+        );
+      if (!gone || !source) return;
+      log.warn({ incident: "none" }, "agent: the event source's Pod was deleted; starting it again");
+      await source.stop().catch(() => undefined);
+      sourceIncarnation++;
+      source = await retry("restarting the event source", () => startSource(kc), 30, 1000);
+      saveReplicas();
+    } catch (err) {
+      log.error({ incident: "none", err: String(err) }, "agent: restarting the event source failed");
+    } finally {
+      following = false;
+    }
+  };
+  setInterval(() => void followSourcePod(), 1000).unref();
 
   // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod);
   // &restart=1 starts the event source again after its graceful stop (a rolling update);

@@ -24,6 +24,11 @@ export function serviceAccountOf(c: Component): string {
   return c === "event-source" ? "fastfence-source" : `fastfence-${c}`;
 }
 
+/** The event source's identity Pod for this node and boot (`boot` may carry an incarnation). */
+export function identityPodName(node: string, boot: string): string {
+  return `${serviceAccountOf("event-source")}-${node}-${boot}`.slice(0, 63);
+}
+
 /** Delete this node's identity Pods of earlier boots (grace 0: the node restarted). */
 export async function forgetEarlierBoots(admin: KubeConfig, namespace: string, node: string): Promise<void> {
   const core = admin.makeApiClient(CoreV1Api);
@@ -48,7 +53,7 @@ export async function replicaKubeConfig(
   const sa = serviceAccountOf(o.component);
   let boundObjectRef: { kind: string; apiVersion: string; name: string; uid: string } | undefined;
   if (o.component === "event-source") {
-    const name = `${sa}-${o.node}-${o.boot}`.slice(0, 63);
+    const name = identityPodName(o.node, o.boot);
     const pod = await core.createNamespacedPod({
       namespace: o.namespace,
       body: {

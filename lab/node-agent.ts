@@ -90,9 +90,26 @@ const startSource = async (kc: KubeConfig): Promise<HostedEventSource> =>
 
 /** This boot's name in its identity Pods (a new one at every power-on). */
 const boot = randomUUID().slice(0, 8);
-/** The event source's identity Pod now: this boot's, and a new one each time it was deleted. */
+/**
+ * The event source's identity Pod: a new one at each start of the source (this boot's first,
+ * then one per restart, as a DaemonSet replaces its pod: the old one deleted first).
+ */
 let sourceIncarnation = 0;
 const sourceBoot = () => `${boot}-${sourceIncarnation}`;
+async function nextSourcePod(kc: KubeConfig): Promise<void> {
+  if (sourceIncarnation > 0)
+    await kc
+      .makeApiClient(CoreV1Api)
+      .deleteNamespacedPod({
+        name: identityPodName(cfg.node, sourceBoot()),
+        namespace: cfg.namespace,
+        gracePeriodSeconds: 0,
+      })
+      .catch((err: { code?: number }) => {
+        if (err.code !== 404) throw err;
+      });
+  sourceIncarnation++;
+}
 
 /**
  * A replica's own identity: its shipped ServiceAccount's token (lab/replica-identity.ts),
@@ -100,6 +117,7 @@ const sourceBoot = () => `${boot}-${sourceIncarnation}`;
  * agent.json as the API server names it.
  */
 async function identity(kc: KubeConfig, component: Component): Promise<KubeConfig> {
+  if (component === "event-source") await nextSourcePod(kc);
   const own = await replicaKubeConfig(kc, {
     namespace: cfg.namespace,
     node: cfg.node,
@@ -234,7 +252,6 @@ async function main(): Promise<void> {
       if (!gone || !source) return;
       log.warn({ incident: "none" }, "agent: the event source's Pod was deleted; starting it again");
       await source.stop().catch(() => undefined);
-      sourceIncarnation++;
       source = await retry("restarting the event source", () => startSource(kc), 30, 1000);
       saveReplicas();
     } catch (err) {

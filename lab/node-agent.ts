@@ -111,12 +111,18 @@ async function nextSourcePod(kc: KubeConfig): Promise<void> {
   sourceIncarnation++;
 }
 
+/** Each stage's identity of this boot (its pod's token, which outlives a container restart). */
+const stageIdentities = new Map<Component, KubeConfig>();
+
 /**
  * A replica's own identity: its shipped ServiceAccount's token (lab/replica-identity.ts),
  * minted with the agent's lab credentials as the kubelet mints a pod's; recorded in
  * agent.json as the API server names it.
  */
 async function identity(kc: KubeConfig, component: Component): Promise<KubeConfig> {
+  // A restarted container keeps its pod and its token (no API call, as a kubelet's restart).
+  const kept = stageIdentities.get(component);
+  if (kept) return kept;
   if (component === "event-source") await nextSourcePod(kc);
   const own = await replicaKubeConfig(kc, {
     namespace: cfg.namespace,
@@ -127,6 +133,7 @@ async function identity(kc: KubeConfig, component: Component): Promise<KubeConfi
   const who = await whoAmI(new Kube(own));
   status.identities = { ...status.identities, [component]: who.username };
   save();
+  if (component !== "event-source") stageIdentities.set(component, own);
   return own;
 }
 

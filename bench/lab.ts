@@ -35,6 +35,7 @@ import { HostLoad } from "../lab/host-load.ts";
 import { cpuText, hostCpuLine, pct } from "../lab/host-load-text.ts";
 import { Lab } from "../lab/lab.ts";
 import { artifactLine, artifactRef } from "../lab/artifact.ts";
+import { accessLine } from "../lab/shipped-access.ts";
 import type { LabState } from "../lab/state.ts";
 import { tearDownOnSignals } from "../lab/state.ts";
 import { benchSummaryOf, benchSvg, percentiles, type Percentiles } from "../lab/bench-chart.ts";
@@ -158,12 +159,15 @@ async function main(): Promise<number> {
   const errors: string[] = [];
   /** The packed artifact the lab's nodes ran (lab/artifact.ts). */
   let artifact: LabState["artifact"];
+  /** The identities and policies it ran under (lab/shipped-access.ts). */
+  let access: LabState["access"];
   // The lab shares the machine's cores: a trial slow at every hop is told apart by this.
   const load = new HostLoad().start();
   if (SCENARIOS.some((s) => s !== "baseline-crash")) {
     // The watchdog scenarios need every node's emulated watchdog (lab up --watchdog).
     lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false, watchdog: WATCHDOG });
     artifact = lab.state.artifact;
+    access = lab.state.access;
     await new Promise((r) => setTimeout(r, 3000));
     let trial = 0;
     for (const sc of SCENARIOS) {
@@ -244,6 +248,7 @@ async function main(): Promise<number> {
     "# fastfence lab bench",
     "",
     artifactLine(artifact),
+    accessLine(access),
     "",
     `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT); broker settings ${describeBrokerSettings(BROKERS)}; ${TOPOLOGY.text}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
     "",
@@ -362,7 +367,7 @@ async function main(): Promise<number> {
   const crash = by("crash");
   const cr = stats(crash);
   console.log(
-    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, artifact: artifactRef(artifact), safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
+    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, artifact: artifactRef(artifact), access: access ?? null, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
   );
   const crashOk = !SCENARIOS.includes("crash") || (cr.releasedMs?.p99 ?? Infinity) <= 4000;
   return errors.length === 0 && totalViol === 0 && crashOk ? 0 : 1;

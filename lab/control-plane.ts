@@ -2,7 +2,8 @@
 // controller-manager and scheduler on the host (harness/env/controlplane.ts, every process
 // recorded in state.json) when the lab runs the host control plane (the compact one is
 // compact-plane.ts), the nodes' kubeconfig (through the lab's API endpoint, api-lb.ts),
-// the CRDs, the fastfence namespace and one Node object per simulated node. It only ever
+// the CRDs, the fastfence namespace, the shipped ServiceAccounts, RBAC and admission
+// policies (lab/shipped-access.ts) and one Node object per simulated node. It only ever
 // talks to the lab's own API servers.
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
@@ -15,6 +16,7 @@ import { waitUntil } from "../harness/env/wait.ts";
 import { kwokNodeObject } from "../harness/kube/node.ts";
 import { PROBE_ADDRESS_ANNOTATION } from "../source/event-source.ts";
 import { HOST_IP, LAB_RUN, record, type LabState } from "./state.ts";
+import { applyLabAccess } from "./shipped-access.ts";
 
 /** What the lab needs of its control plane, host or compact: where the API is and its credentials. */
 export type LabApi = Pick<ControlPlane, "kubeconfigPath" | "server" | "kubeConfig" | "pki" | "dir" | "stop">;
@@ -51,10 +53,20 @@ export function writeNodeKubeconfig(cp: LabApi): string {
   return path;
 }
 
-/** CRDs, the fastfence namespace, and a Node object (with its status) per lab node. */
-export async function seedCluster(cp: LabApi, core: CoreV1Api, nodes: LabNode[]): Promise<void> {
+/**
+ * CRDs, the fastfence namespace, the shipped access control (lab/shipped-access.ts; returns
+ * what the lab state records of it), and a Node object (with its status) per lab node.
+ */
+export async function seedCluster(
+  cp: LabApi,
+  core: CoreV1Api,
+  nodes: LabNode[],
+  log: (line: string) => void,
+): Promise<LabState["access"]> {
   await applyFastfenceCrds(cp.kubeConfig);
   await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+  // fastfence runs as shipped: its ServiceAccounts, RBAC and admission policies.
+  const access = await applyLabAccess(cp.kubeConfig, log);
   for (const x of nodes) {
     const obj = kwokNodeObject(x.name, randomUUID(), {
       labels: { "node-role.kubernetes.io/control-plane": "" },
@@ -79,4 +91,5 @@ export async function seedCluster(cp: LabApi, core: CoreV1Api, nodes: LabNode[])
       "lab: ",
     );
   }
+  return access;
 }

@@ -7,6 +7,7 @@ import { formatTrace, selectChain, traceRows } from "../events/trace-format.ts";
 import type { FfEvent } from "../events/envelope.ts";
 import { Lab } from "./lab.ts";
 import { artifactLine, artifactRef } from "./artifact.ts";
+import { accessLine } from "./shipped-access.ts";
 import { tearDownOnSignals } from "./state.ts";
 import { DEMO_GOALS, demoMilestones, demoSvg, type DemoResult } from "./demo-chart.ts";
 import { writeReport } from "./report.ts";
@@ -89,6 +90,7 @@ async function main(): Promise<number> {
     vmsReleased: r.vmsReleased,
     safetyViolations: r.safetyViolations,
     artifact: artifactRef(lab.state.artifact),
+    access: lab.state.access ?? null,
   };
   const milestones = demoMilestones(result);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
@@ -98,6 +100,7 @@ async function main(): Promise<number> {
     "",
     `Lab: 3 simulated nodes (network + PID namespaces), real etcd / kube-apiserver / controller-manager / scheduler, 3 KRaft brokers (RF 3, min ISR 2), kwok kubelets, BMCs: ${lab.nodes.map((n) => `${n.name} ${n.bmc}`).join(", ")}.`,
     artifactLine(lab.state.artifact),
+    accessLine(lab.state.access),
     `Victim: ${victim}, leader of ${meta.leaders[x.index + 1] ?? 0} pipeline partitions, with one event-source replica and one replica of every function. The crash is silent (its link down, then every process killed: no TCP reset, no ICMP), as a dead machine (docs/lab.md, "crash and proc-crash").`,
     "",
     "| milestone | ms from the crash | goal |",

@@ -175,7 +175,7 @@ export class Lab {
     s.brokers = this.brokers;
     const creds = await this.bmcs.prepare(this.opts.secondLevel ?? false);
     const seed = async () => {
-      await seedCluster(cp, this.core, this.nodes);
+      s.access = await seedCluster(cp, this.core, this.nodes, this.log);
       await this.seedFencing(n, creds);
     };
     if (!compact) await seed();

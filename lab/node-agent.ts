@@ -4,14 +4,16 @@
 // directory the lab hands it), exactly like `fastfence run` and `fastfence source`, with the
 // settings its Knative Service ships (lab/replica-settings.ts); each replica connects to
 // Kafka as its own component's user, from the Secret-like credential files of lab/kafka.ts
-// (FASTFENCE_KAFKA_* settings, as the manifests set them). As the lab's admin
-// it first creates the topics and the manifests' KafkaUser ACLs. It also
+// (FASTFENCE_KAFKA_* settings, as the manifests set them), and to the API server as its
+// component's shipped ServiceAccount (lab/replica-identity.ts; the agent mints the tokens
+// with the lab's credentials, as a kubelet does). As the lab's admin it first creates the
+// topics and the manifests' KafkaUser ACLs. It also
 // serves a tiny control endpoint on a Unix socket in the node dir (AGENT_SOCKET: out of
 // band, so a partitioned node still takes it) for the "function-only crash" fault (stops
 // chosen replicas while the node stays healthy), its replicas' metrics on the node's
 // address (AGENT_METRICS_PORT), and writes agent.json
 // (ready, replicas) into the node dir. It decides nothing itself.
-import { KubeConfig } from "@kubernetes/client-node";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { writeFileSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type RequestListener } from "node:http";
 import { join } from "node:path";
@@ -26,6 +28,9 @@ import { createLogger } from "../infra/log.ts";
 import type { HostedEventSource, HostedFunction } from "../app/index.ts";
 import { pipelineTopics } from "../app/host.ts";
 import { labStageEnv, shippedStages } from "./replica-settings.ts";
+import { forgetEarlierBoots, identityPodName, replicaKubeConfig } from "./replica-identity.ts";
+import { whoAmI } from "../infra/kube/whoami.ts";
+import { randomUUID } from "node:crypto";
 import { labComponentEnv, labSourceEnv, type AgentConfig } from "./agent-env.ts";
 import { AGENT_SOCKET, type AgentStatus } from "./types.ts";
 
@@ -75,8 +80,62 @@ async function stopReplicas(r: Replicas): Promise<void> {
 }
 
 /** The node's event source (with its watchdog agent, when the lab gives one), as `fastfence source` starts it. */
-const startSource = (kc: KubeConfig): Promise<HostedEventSource> =>
-  startSourceFromEnv(app, labSourceEnv(cfg), kc, log.child({ component: "event-source" }));
+const startSource = async (kc: KubeConfig): Promise<HostedEventSource> =>
+  startSourceFromEnv(
+    app,
+    labSourceEnv(cfg),
+    await identity(kc, "event-source"),
+    log.child({ component: "event-source" }),
+  );
+
+/** This boot's name in its identity Pods (a new one at every power-on). */
+const boot = randomUUID().slice(0, 8);
+/**
+ * The event source's identity Pod: a new one at each start of the source (this boot's first,
+ * then one per restart, as a DaemonSet replaces its pod: the old one deleted first).
+ */
+let sourceIncarnation = 0;
+const sourceBoot = () => `${boot}-${sourceIncarnation}`;
+async function nextSourcePod(kc: KubeConfig): Promise<void> {
+  if (sourceIncarnation > 0)
+    await kc
+      .makeApiClient(CoreV1Api)
+      .deleteNamespacedPod({
+        name: identityPodName(cfg.node, sourceBoot()),
+        namespace: cfg.namespace,
+        gracePeriodSeconds: 0,
+      })
+      .catch((err: { code?: number }) => {
+        if (err.code !== 404) throw err;
+      });
+  sourceIncarnation++;
+}
+
+/** Each stage's identity of this boot (its pod's token, which outlives a container restart). */
+const stageIdentities = new Map<Component, KubeConfig>();
+
+/**
+ * A replica's own identity: its shipped ServiceAccount's token (lab/replica-identity.ts),
+ * minted with the agent's lab credentials as the kubelet mints a pod's; recorded in
+ * agent.json as the API server names it.
+ */
+async function identity(kc: KubeConfig, component: Component): Promise<KubeConfig> {
+  // A restarted container keeps its pod and its token (no API call, as a kubelet's restart).
+  const kept = stageIdentities.get(component);
+  if (kept) return kept;
+  if (component === "event-source") await nextSourcePod(kc);
+  const own = await replicaKubeConfig(kc, {
+    namespace: cfg.namespace,
+    node: cfg.node,
+    component,
+    boot: component === "event-source" ? sourceBoot() : boot,
+  });
+  const who = await whoAmI(new Kube(own));
+  status.identities = { ...status.identities, [component]: who.username };
+  save();
+  if (component !== "event-source") stageIdentities.set(component, own);
+  return own;
+}
 
 /**
  * One function replica: the stage's Service settings from the rendered manifests
@@ -92,7 +151,7 @@ async function startFunction(kc: KubeConfig, fn: string): Promise<HostedFunction
       ...labComponentEnv(cfg, fn as Component),
       FASTFENCE_REPLICA: `${fn}-${cfg.node}`,
     }),
-    kubeConfig: kc,
+    kubeConfig: await identity(kc, fn as Component),
     log: log.child({ component: fn }),
     processMetrics: false, // five stages share this process
   });
@@ -149,6 +208,8 @@ async function main(): Promise<void> {
   step("creating ACLs");
   const users = readKafkaUsers();
   await retry("acls", () => applyKafkaAcls(cfg.brokers, adminSecurity, users));
+  step("forgetting earlier boots' identities");
+  await retry("identities", () => forgetEarlierBoots(kc, cfg.namespace, cfg.node));
   step("reading the FencingPolicy");
   // Only once it exists: every replica reads it at start.
   await retry("policy", () => new PolicyReader(new Kube(kc), "default").get(Date.now()));
@@ -179,6 +240,34 @@ async function main(): Promise<void> {
       log.info({ incident: "none", fn: name }, "agent: function replica restarted");
     }
   };
+
+  // The event source's Pod deleted while this node runs (a release on a lying BMC's word):
+  // the kubelet kills that pod's container and the DaemonSet controller makes a new pod,
+  // whose new bound token the source starts with (the old one is invalid once its Pod is gone).
+  let following = false;
+  const followSourcePod = async () => {
+    if (following || !source) return;
+    following = true;
+    try {
+      const gone = await kc
+        .makeApiClient(CoreV1Api)
+        .readNamespacedPod({ name: identityPodName(cfg.node, sourceBoot()), namespace: cfg.namespace })
+        .then(
+          () => false,
+          (err: { code?: number }) => err.code === 404, // unreachable API: nothing known
+        );
+      if (!gone || !source) return;
+      log.warn({ incident: "none" }, "agent: the event source's Pod was deleted; starting it again");
+      await source.stop().catch(() => undefined);
+      source = await retry("restarting the event source", () => startSource(kc), 30, 1000);
+      saveReplicas();
+    } catch (err) {
+      log.error({ incident: "none", err: String(err) }, "agent: restarting the event source failed");
+    } finally {
+      following = false;
+    }
+  };
+  setInterval(() => void followSourcePod(), 1000).unref();
 
   // Control: POST /crash?functions=a,b&source=1 stops those replicas (a crashed pod);
   // &restart=1 starts the event source again after its graceful stop (a rolling update);

@@ -71,6 +71,8 @@ export interface LabState {
   brokers?: string;
   /** The unpacked artifact the node agents run (harness/artifact.ts). */
   artifact?: { version: string; sha256: string; dir: string };
+  /** The overlay whose RBAC and admission policies the lab runs under, and its render's hash. */
+  access?: { overlay: string; renderHash: string };
   error?: string;
 }
 

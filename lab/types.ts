@@ -117,4 +117,6 @@ export interface AgentStatus {
   step: string;
   pending?: string[];
   failed?: string;
+  /** Each replica's user name as the API server authenticated it (component → user). */
+  identities?: Record<string, string>;
 }

@@ -12,9 +12,12 @@
 // same lab, the look before the power-off (issue 18, item 1): node-c (IPMI) hangs with its
 // BMC unreachable, so round 1 fails without an off command; it resumes (same boot ID) during
 // the backoff before round 2, whose last look must abandon the round: the incident ends
-// Closed with NodeResponding, no off command sent, node-c never powered off. Needs root (the
+// Closed with NodeResponding, no off command sent, node-c never powered off. First, that the
+// lab runs fastfence as shipped: each replica as its ServiceAccount of the openshift overlay,
+// whose RBAC and admission policies refuse a stage's write outside its role. Needs root (the
 // lab); runs the real lab: API server, Kafka, node agents, ipmi_sim, the Redfish emulator.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   CoreV1Api,
@@ -26,7 +29,9 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NodeFence } from "../../core/incident.ts";
 import { ROOT, readState } from "../../lab/state.ts";
-import { NAMESPACE } from "../../lab/types.ts";
+import { NAMESPACE, type AgentStatus } from "../../lab/types.ts";
+import { replicaKubeConfig, serviceAccountOf } from "../../lab/replica-identity.ts";
+import type { Component } from "../../events/catalog.ts";
 
 const VICTIM = "node-b";
 /** An IPMI-only node of the mixed lab (ipmi, redfish, ipmi): its one level can be cut off. */
@@ -138,6 +143,55 @@ describe.skipIf(!root)(LOOK_AFTER, { shuffle: false }, () => {
       },
       setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
     );
+
+  it("every replica runs as its shipped ServiceAccount, and the API server refuses a stage's write outside its role", async () => {
+    const s = readState()!;
+    expect(s.access?.overlay).toBe("knative/overlays/openshift");
+    expect(s.access?.renderHash).toMatch(/^[0-9a-f]{16}$/);
+    const sa = (c: string) => `system:serviceaccount:${NAMESPACE}:${serviceAccountOf(c as Component)}`;
+    for (const n of s.nodes) {
+      const agent = JSON.parse(readFileSync(join(n.dir, "agent.json"), "utf8")) as AgentStatus;
+      const ids = agent.identities ?? {};
+      expect(Object.keys(ids).sort(), n.name).toEqual(["event-source", ...agent.functions].sort());
+      for (const [c, user] of Object.entries(ids)) expect(user, `${n.name} ${c}`).toBe(sa(c));
+    }
+    // A token minted as the agents mint theirs: fence may patch Nodes only for its
+    // fenced-off fact; a label is outside its role (knative/base/admission node-writers).
+    const admin = new KubeConfig();
+    admin.loadFromFile(s.kubeconfig!);
+    const fence = await replicaKubeConfig(admin, {
+      namespace: NAMESPACE,
+      node: "node-a",
+      component: "fence",
+      boot: "test",
+    });
+    const err = await fence
+      .makeApiClient(CoreV1Api)
+      .patchNode(
+        { name: "node-a", body: { metadata: { labels: { "lab.fastfence.io/forged": "yes" } } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      )
+      .then(
+        () => undefined,
+        (e: { code?: number; body?: unknown }) => e,
+      );
+    expect(err?.code, "fence labelling a Node").toBe(403);
+    expect(
+      (await core.readNode({ name: "node-a" })).metadata?.labels?.["lab.fastfence.io/forged"],
+    ).toBeUndefined();
+    // And a write no stage's RBAC grants at all: creating a Pod.
+    const pod = await fence
+      .makeApiClient(CoreV1Api)
+      .createNamespacedPod({
+        namespace: NAMESPACE,
+        body: { metadata: { name: "forged" }, spec: { containers: [{ name: "c", image: "x" }] } },
+      })
+      .then(
+        () => undefined,
+        (e: { code?: number }) => e,
+      );
+    expect(pod?.code, "fence creating a Pod").toBe(403);
+  });
 
   it("the look before the off command: a node back (same boot) before round 2 is not powered off", async () => {
     const before = nodeStatus(LOOK_VICTIM);

@@ -3,7 +3,8 @@
 // core/lease-handoff.ts judge each one, records the fenced node in the fenced-nodes
 // ConfigMap (the admission policy's param), then releases each Lease the way client-go's
 // ReleaseOnCancel does, guarded by the resourceVersion read: a 409 (renewed or changed
-// meanwhile) is re-read and judged again, a bounded number of times, never overwritten.
+// meanwhile) is re-read and judged again, a bounded number of times, never overwritten; a
+// 403 is the same write tried again for a bounded time (the policy's param cache lags).
 // Each release is one Kubernetes Event on the incident and one trace span. Best effort: it
 // never throws (each Lease's outcome says what failed) and never writes a Lease the pure
 // judge did not clear, nor anything but the release.
@@ -28,6 +29,15 @@ import { MicroTime } from "./lease.ts";
 
 /** How many times one Lease is re-read and judged again after a lost guard (409). */
 export const MAX_HANDOFF_ATTEMPTS = 3;
+
+/**
+ * How long a refused (403) release is tried again, the same write each time: the API
+ * server's admission reads the fenced-nodes ConfigMap (its param) from an informer cache,
+ * which may not have seen the fenced node fence just recorded. A refusal that stays is
+ * reported after this long.
+ */
+export const PARAM_CACHE_WAIT_MS = 2000;
+const PARAM_CACHE_RETRY_MS = 100;
 
 export interface LeaseHandoffOptions {
   /** fastfence's namespace: the fenced-nodes ConfigMap and the incidents live there. */
@@ -124,7 +134,7 @@ export class LeaseHandoff {
         }
         try {
           if (!recorded) recorded = await this.recordFenced(plan);
-          await this.release(plan, lease, body);
+          await this.releaseOnceSeen(plan, lease, body, signal);
           out.push({
             namespace: lease.namespace,
             name: lease.name,
@@ -158,6 +168,26 @@ export class LeaseHandoff {
       }
     }
     return out;
+  }
+
+  /** The release, tried again on a 403 for up to PARAM_CACHE_WAIT_MS (see there). */
+  private async releaseOnceSeen(
+    plan: HandoffPlan,
+    lease: LeaseRead,
+    body: V1Lease,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const until = this.now() + PARAM_CACHE_WAIT_MS;
+    for (;;) {
+      try {
+        await this.release(plan, lease, body);
+        return;
+      } catch (err) {
+        const refused = err instanceof KubeApiError && err.status === 403;
+        if (!refused || signal?.aborted || this.now() + PARAM_CACHE_RETRY_MS > until) throw err;
+        await new Promise((r) => setTimeout(r, PARAM_CACHE_RETRY_MS));
+      }
+    }
   }
 
   private async read(e: LeaseHandoffEntry): Promise<V1Lease[]> {

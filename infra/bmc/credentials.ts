@@ -98,7 +98,7 @@ export function credentialsFromSecretData(
  * (status 404 when the Secret does not exist); bad keys are a BmcCredentialsError.
  */
 export async function readBmcCredentials(kube: Kube, ref: SecretRef): Promise<BmcCredentials> {
-  const s = await kube.call(`read secret ${ref.namespace}/${ref.name}`, (a) =>
+  const s = await kube.read(`read secret ${ref.namespace}/${ref.name}`, (a) =>
     a.core.readNamespacedSecret({ name: ref.name, namespace: ref.namespace }),
   );
   return credentialsFromSecretData(s.data, secretName(ref));

@@ -267,7 +267,7 @@ export class KubeMetal3Api implements Metal3Api {
   }
 
   getNode(name: string): ReturnType<Metal3Api["getNode"]> {
-    return this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
+    return this.kube.read(`read node ${name}`, (a) => a.core.readNode({ name }));
   }
 
   /** The list scopes: each configured namespace, or [undefined] for one cluster-wide list. */
@@ -278,10 +278,10 @@ export class KubeMetal3Api implements Metal3Api {
   /** BareMetalHosts of one namespace, or of the whole cluster (namespace undefined). */
   private async listIn(namespace: string | undefined): Promise<BareMetalHostLike[]> {
     const list = (await (namespace === undefined
-      ? this.kube.call("list baremetalhosts", (a) =>
+      ? this.kube.read("list baremetalhosts", (a) =>
           a.custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
         )
-      : this.kube.call(`list baremetalhosts in ${namespace}`, (a) =>
+      : this.kube.read(`list baremetalhosts in ${namespace}`, (a) =>
           a.custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace }),
         ))) as { items?: BareMetalHostLike[] };
     return list.items ?? [];
@@ -295,7 +295,7 @@ export class KubeMetal3Api implements Metal3Api {
 
   async getHost(namespace: string, name: string): Promise<BareMetalHostLike | undefined> {
     try {
-      return (await this.kube.call(`read baremetalhost ${namespace}/${name}`, (a) =>
+      return (await this.kube.read(`read baremetalhost ${namespace}/${name}`, (a) =>
         a.custom.getNamespacedCustomObject({
           group: GROUP,
           version: VERSION,
@@ -313,7 +313,7 @@ export class KubeMetal3Api implements Metal3Api {
   /** A custom object, or undefined when it (or its API) does not exist. */
   private async read(group: string, version: string, plural: string, namespace: string, name: string) {
     try {
-      return (await this.kube.call(`read ${plural}.${group} ${namespace}/${name}`, (a) =>
+      return (await this.kube.read(`read ${plural}.${group} ${namespace}/${name}`, (a) =>
         a.custom.getNamespacedCustomObject({ group, version, plural, namespace, name }),
       )) as MachineLike;
     } catch (err) {

@@ -31,6 +31,7 @@ import {
 import type { RefreshPolicy } from "../../core/kube-endpoints.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { ApiEndpointDiscovery } from "./api-endpoints.ts";
+import { hedgedAttempts } from "./hedged.ts";
 import { pooledConfiguration } from "./pooled-auth.ts";
 
 export interface KubeClientConfig {
@@ -50,6 +51,12 @@ export interface KubeClientConfig {
    * background (api-endpoints.ts). Default false. Needs `get` on that slice.
    */
   discover?: boolean;
+  /**
+   * read(): a read not answered within this long is also sent to the next server, ms.
+   * Default half the request deadline, at most 500: a healthy API server answers a read in
+   * milliseconds, and one behind a silent etcd member leaves only some requests unanswered.
+   */
+  readHedgeMs?: number;
   /** When the slice is read (default core/kube-endpoints.ts DEFAULT_REFRESH). */
   discoveryPolicy?: RefreshPolicy;
   /** For discovery's log lines. Default: a "kube" logger. */
@@ -116,9 +123,11 @@ export class Kube {
   private readonly main: string;
   private readonly configured: readonly string[];
   private readonly timeout: number;
+  private readonly hedgeMs: number;
   private candidates: readonly string[];
   private readonly apis = new Map<string, KubeApis>();
   private lastGood: string | undefined;
+  private answered: string | undefined;
   /** When each endpoint last failed to connect or answer (cleared when it answers). */
   private readonly failedAt = new Map<string, number>();
   private readonly discovery: ApiEndpointDiscovery | undefined;
@@ -126,6 +135,7 @@ export class Kube {
   constructor(kc: KubeConfig, cfg: KubeClientConfig = {}) {
     this.kubeConfig = kc;
     this.timeout = cfg.requestTimeoutMs ?? 2000;
+    this.hedgeMs = cfg.readHedgeMs ?? Math.min(500, this.timeout / 2);
     const main = kc.getCurrentCluster();
     if (!main) throw new FastfenceError("FF_INVALID_CONFIG", "kubeconfig has no current cluster");
     this.main = main.server;
@@ -134,7 +144,7 @@ export class Kube {
     if (cfg.discover) {
       this.discovery = new ApiEndpointDiscovery({
         read: () =>
-          this.call("read the kubernetes EndpointSlice", (a) =>
+          this.read("read the kubernetes EndpointSlice", (a) =>
             a.discovery.readNamespacedEndpointSlice({ name: API_SLICE.name, namespace: API_SLICE.namespace }),
           ),
         onChange: (urls) => this.follow(urls),
@@ -153,6 +163,22 @@ export class Kube {
   /** The server the last successful request went to. */
   get lastServer(): string | undefined {
     return this.lastGood;
+  }
+
+  /** The server that gave the last answer, an HTTP error included. */
+  get lastAnswered(): string | undefined {
+    return this.answered;
+  }
+
+  /**
+   * Tries `server` after the others for the next SUSPECT_MS, as after a failure to connect:
+   * for a server that answers from state behind the others' (an admission param cache
+   * that has not seen a write the others have).
+   */
+  demote(server: string | undefined): void {
+    if (server === undefined || !this.candidates.includes(server)) return;
+    this.failedAt.set(server, Date.now());
+    if (this.lastGood === server) this.lastGood = undefined;
   }
 
   /** Resolves once discovery's first read ended (at once without discovery). */
@@ -174,13 +200,20 @@ export class Kube {
       }
   }
 
-  private apisFor(server: string): KubeApis {
-    let apis = this.apis.get(server);
-    if (apis) return apis;
+  /**
+   * Where a long-running request (a watch) should go now: the first server a request would
+   * try (the one that answered last, suspects last).
+   */
+  preferredServer(): string {
+    return tryOrder(this.candidates, this.lastGood, suspectsAt(this.failedAt, Date.now()))[0] ?? this.main;
+  }
+
+  /** The kubeconfig's credentials aimed at `server` (a discovered one checked as the Service's name). */
+  kubeConfigAt(server: string): KubeConfig {
     const kc = this.kubeConfig;
     const cluster = kc.getCurrentCluster()!;
-    // A discovered address is checked as the Service's name, a configured one as itself.
-    const discovered = server !== this.main && !this.configured.includes(server);
+    if (server === this.main) return kc;
+    const discovered = !this.configured.includes(server);
     const tlsServerName = discovered ? (cluster.tlsServerName ?? API_SERVICE_NAME) : cluster.tlsServerName;
     const k = new KubeConfig();
     k.loadFromOptions({
@@ -191,7 +224,14 @@ export class Kube {
       contexts: kc.contexts,
       currentContext: kc.currentContext,
     });
-    const config = pooledConfiguration(k, server, [timeoutMiddleware(this.timeout)]);
+    return k;
+  }
+
+  /** The API clients of one server, with the request deadline; no failover (call() fails over). */
+  apisAt(server: string): KubeApis {
+    let apis = this.apis.get(server);
+    if (apis) return apis;
+    const config = pooledConfiguration(this.kubeConfigAt(server), server, [timeoutMiddleware(this.timeout)]);
     apis = {
       core: new CoreV1Api(config),
       coordination: new CoordinationV1Api(config),
@@ -220,13 +260,17 @@ export class Kube {
     const order = tryOrder(this.candidates, this.lastGood, suspectsAt(this.failedAt, Date.now()));
     for (const [i, server] of order.entries()) {
       try {
-        const r = await fn(this.apisFor(server));
+        const r = await fn(this.apisAt(server));
+        this.answered = server;
         this.lastGood = server;
         this.failedAt.delete(server);
         if (i > 0) this.discovery?.requestEarly();
         return r;
       } catch (err) {
-        if (err instanceof ApiException) throw new KubeApiError(err.code, what, parseBody(err.body), err);
+        if (err instanceof ApiException) {
+          this.answered = server;
+          throw new KubeApiError(err.code, what, parseBody(err.body), err);
+        }
         this.failedAt.set(server, Date.now());
         lastErr = err;
       }
@@ -236,5 +280,38 @@ export class Kube {
       cause: lastErr,
       retriable: true,
     });
+  }
+
+  /**
+   * Runs one read (GET, LIST: idempotent), hedged across the endpoints (hedged.ts): the next
+   * one also gets it when the first has not answered within readHedgeMs. Errors as call().
+   * Never for a write.
+   */
+  async read<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+    const order = tryOrder(this.candidates, this.lastGood, suspectsAt(this.failedAt, Date.now()));
+    const r = await hedgedAttempts(order, (server) => fn(this.apisAt(server)), {
+      hedgeAfterMs: this.hedgeMs,
+      isAnswer: (err) => err instanceof ApiException,
+    });
+    const at = Date.now();
+    for (const server of r.failed) this.failedAt.set(server, at);
+    if (r.kind === "none" || r.server !== order[0]) this.discovery?.requestEarly();
+    if (r.kind === "none")
+      throw new FastfenceError(
+        "FF_KUBE_UNAVAILABLE",
+        `${what}: no API server answered (${order.join(", ")})`,
+        {
+          cause: r.error,
+          retriable: true,
+        },
+      );
+    this.answered = r.server;
+    if (r.kind === "answer") {
+      const err = r.error as ApiException<unknown>;
+      throw new KubeApiError(err.code, what, parseBody(err.body), err);
+    }
+    this.lastGood = r.server;
+    this.failedAt.delete(r.server);
+    return r.value;
   }
 }

@@ -30,7 +30,7 @@ export class IncidentStore {
 
   async get(name: string): Promise<NodeFence | undefined> {
     try {
-      return (await this.kube.call(`read nodefence ${name}`, (a) =>
+      return (await this.kube.read(`read nodefence ${name}`, (a) =>
         a.custom.getNamespacedCustomObject({ ...G, namespace: this.namespace, name }),
       )) as NodeFence;
     } catch (err) {
@@ -40,7 +40,7 @@ export class IncidentStore {
   }
 
   async list(labelSelector?: string): Promise<NodeFence[]> {
-    const l = (await this.kube.call("list nodefences", (a) =>
+    const l = (await this.kube.read("list nodefences", (a) =>
       a.custom.listNamespacedCustomObject({
         ...G,
         namespace: this.namespace,

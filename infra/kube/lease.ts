@@ -116,7 +116,7 @@ export class LeaseManager {
     } catch (err) {
       if (err instanceof KubeApiError && (err.status === 409 || err.status === 422 || err.status === 404)) {
         const again = await this.kube
-          .call(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }))
+          .read(`read lease ${name}`, (a) => a.coordination.readNamespacedLease({ name, namespace }))
           .catch(() => undefined);
         return {
           acquired: false,
@@ -132,7 +132,7 @@ export class LeaseManager {
   async release(name: string, holder: string): Promise<void> {
     const { namespace } = this.cfg;
     try {
-      const current = await this.kube.call(`read lease ${name}`, (a) =>
+      const current = await this.kube.read(`read lease ${name}`, (a) =>
         a.coordination.readNamespacedLease({ name, namespace }),
       );
       if (current.spec?.holderIdentity !== holder) return;
@@ -165,7 +165,7 @@ export class LeaseManager {
 /** The Lease `name`, or undefined when there is none. */
 export async function readLease(kube: Kube, namespace: string, name: string): Promise<V1Lease | undefined> {
   try {
-    return await kube.call(`read lease ${name}`, (a) =>
+    return await kube.read(`read lease ${name}`, (a) =>
       a.coordination.readNamespacedLease({ name, namespace }),
     );
   } catch (err) {
@@ -211,7 +211,7 @@ export async function readObserverInfos(
   kube: Kube,
   namespace: string,
 ): Promise<Record<string, ObserverInfo>> {
-  const list = await kube.call(`list leases in ${namespace}`, (a) =>
+  const list = await kube.read(`list leases in ${namespace}`, (a) =>
     a.coordination.listNamespacedLease({ namespace }),
   );
   const out: Record<string, ObserverInfo> = {};

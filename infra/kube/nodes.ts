@@ -89,7 +89,7 @@ export class NodeOps {
 
   async get(name: string): Promise<NodeInfo | undefined> {
     try {
-      return nodeInfo(await this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name })));
+      return nodeInfo(await this.kube.read(`read node ${name}`, (a) => a.core.readNode({ name })));
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return undefined;
       throw err;
@@ -97,7 +97,7 @@ export class NodeOps {
   }
 
   async list(): Promise<NodeInfo[]> {
-    const l = await this.kube.call("list nodes", (a) => a.core.listNode());
+    const l = await this.kube.read("list nodes", (a) => a.core.listNode());
     return l.items.map(nodeInfo);
   }
 
@@ -136,7 +136,7 @@ export class NodeOps {
       }
     }
     for (let attempt = 0; attempt < 5; attempt++) {
-      const node = await this.kube.call(`read node ${name}`, (a) => a.core.readNode({ name }));
+      const node = await this.kube.read(`read node ${name}`, (a) => a.core.readNode({ name }));
       const taints = node.spec?.taints ?? [];
       const has = taints.some((t) => sameTaint(t, taint));
       if (has === present) return false;
@@ -160,7 +160,7 @@ export class NodeOps {
 
   /** Force-deletes (grace period 0) every pod bound to the node. */
   async forceDeletePods(node: string): Promise<string[]> {
-    const pods = await this.kube.call(`list pods on ${node}`, (a) =>
+    const pods = await this.kube.read(`list pods on ${node}`, (a) =>
       a.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }),
     );
     // All at once: the node is off (S1 was checked by the caller); every second counts.
@@ -169,7 +169,7 @@ export class NodeOps {
 
   /** Deletes every VolumeAttachment of the node, so RWO volumes can attach elsewhere. */
   async deleteVolumeAttachments(node: string): Promise<string[]> {
-    const vas = await this.kube.call("list volumeattachments", (a) => a.storage.listVolumeAttachment());
+    const vas = await this.kube.read("list volumeattachments", (a) => a.storage.listVolumeAttachment());
     return Promise.all(
       vas.items
         .filter((v) => v.spec?.nodeName === node)
@@ -202,7 +202,7 @@ export class NodeOps {
    * a deleted VMI would leave a RerunOnFailure VM stopped. Without KubeVirt: no such pods.
    */
   async deleteVmLaunchers(node: string): Promise<string[]> {
-    const pods = await this.kube.call(`list virt-launcher pods on ${node}`, (a) =>
+    const pods = await this.kube.read(`list virt-launcher pods on ${node}`, (a) =>
       a.core.listPodForAllNamespaces({
         fieldSelector: `spec.nodeName=${node}`,
         labelSelector: `${VIRT_LAUNCHER_LABEL.key}=${VIRT_LAUNCHER_LABEL.value}`,

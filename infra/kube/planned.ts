@@ -111,7 +111,7 @@ export class PlannedReader {
     const byNode = new Map<string, string[]>();
     let items: NodeMaintenanceObject[];
     try {
-      const l = (await this.kube.call("list nodemaintenances", (a) =>
+      const l = (await this.kube.read("list nodemaintenances", (a) =>
         a.custom.listClusterCustomObject(NODE_MAINTENANCE),
       )) as { items?: NodeMaintenanceObject[] };
       items = l.items ?? [];
@@ -131,7 +131,7 @@ export class PlannedReader {
   private async upgrade(): Promise<string | undefined> {
     let cv: ClusterVersionObject;
     try {
-      cv = (await this.kube.call("read clusterversion version", (a) =>
+      cv = (await this.kube.read("read clusterversion version", (a) =>
         a.custom.getClusterCustomObject(CLUSTER_VERSION),
       )) as ClusterVersionObject;
     } catch (err) {

@@ -63,7 +63,7 @@ export class PolicyReader {
     if (!opts.fresh && this.cached && now - this.cached.at < this.ttlMs) return this.cached.policy;
     let obj: FencingPolicyObject | undefined;
     try {
-      obj = (await this.kube.call(`read fencingpolicy ${this.name}`, (a) =>
+      obj = (await this.kube.read(`read fencingpolicy ${this.name}`, (a) =>
         a.custom.getClusterCustomObject({
           group: FENCING_POLICY_GROUP,
           version: FENCING_POLICY_VERSION,

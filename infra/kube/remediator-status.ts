@@ -145,7 +145,7 @@ export class RemediatorConflictReporter {
     let policy = obj;
     if (!policy) {
       try {
-        policy = (await this.kube.call(`read fencingpolicy ${this.policy}`, (a) =>
+        policy = (await this.kube.read(`read fencingpolicy ${this.policy}`, (a) =>
           a.custom.getClusterCustomObject({
             group: FENCING_POLICY_GROUP,
             version: FENCING_POLICY_VERSION,

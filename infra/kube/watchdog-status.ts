@@ -18,7 +18,7 @@ const HEARTBEAT_LEASE_PREFIX = "fastfence-alive-";
 
 /** Node → the raw watchdog report on its heartbeat Lease (absent: no report). */
 export async function readWatchdogReports(kube: Kube, namespace: string): Promise<Map<string, string>> {
-  const list = await kube.call(`list leases in ${namespace}`, (a) =>
+  const list = await kube.read(`list leases in ${namespace}`, (a) =>
     a.coordination.listNamespacedLease({ namespace }),
   );
   const out = new Map<string, string>();
@@ -79,7 +79,7 @@ export class WatchdogConditionReporter {
   async report(summary: WatchdogsArmedSummary, nowMs: number): Promise<WatchdogReportOutcome> {
     let policy: FencingPolicyObject;
     try {
-      policy = (await this.kube.call(`read fencingpolicy ${this.opts.policy}`, (a) =>
+      policy = (await this.kube.read(`read fencingpolicy ${this.opts.policy}`, (a) =>
         a.custom.getClusterCustomObject({
           group: FENCING_POLICY_GROUP,
           version: FENCING_POLICY_VERSION,

@@ -98,7 +98,7 @@ const env = withEnv(async (scope) => {
   });
   // one executor for the whole file: rotation must work without a restart
   const power = new BmcPowerExecutor(kube, NS, systemClock, undefined, { log });
-  const secretReads = vi.spyOn(kube, "call");
+  const secretReads = vi.spyOn(kube, "read");
   return { core, kube, redfish, sim, policy, power, secretReads };
 });
 

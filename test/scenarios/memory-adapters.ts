@@ -504,8 +504,13 @@ export class MemoryLeases implements Pick<LeaseManager, "acquire" | "release"> {
   }
 }
 
+/** A Kube whose every request, call() and read() alike, is answered by `call` (unit tests' stand-in). */
+export function kubeAnswering(call: (...args: never[]) => Promise<unknown>): Kube {
+  return { call, read: call } as unknown as Kube;
+}
+
 /** Kube: only Lease reads and the admission ledger's writes go through it; any other API call fails loudly. */
-export class MemoryKube implements Pick<Kube, "call"> {
+export class MemoryKube implements Pick<Kube, "call" | "read"> {
   private readonly c: MemoryCluster;
   private readonly apis: KubeApis;
   constructor(c: MemoryCluster) {
@@ -604,6 +609,11 @@ export class MemoryKube implements Pick<Kube, "call"> {
 
   call<T>(_what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
     return fn(this.apis);
+  }
+
+  /** One answer, as the single API server the memory cluster is: nothing to hedge. */
+  read<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+    return this.call(what, fn);
   }
 }
 

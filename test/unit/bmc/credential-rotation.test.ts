@@ -17,7 +17,8 @@ import {
 } from "../../../infra/bmc/driver.ts";
 import { DriverPool } from "../../../infra/fence/driver-pool.ts";
 import { BmcPowerExecutor, HEAD_START_MAX_AGE_MS } from "../../../infra/fence/power.ts";
-import { KubeApiError, type Kube } from "../../../infra/kube/client.ts";
+import { KubeApiError } from "../../../infra/kube/client.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 const NS = "fastfence-system";
 const NODE = "worker-0";
@@ -77,19 +78,18 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 /** A Kube whose only call is reading Secrets from `secrets` (by "ns/name"), counting GETs. */
 function fakeKube(secrets: Map<string, string>) {
   const gets: string[] = [];
-  const kube = {
-    call: async (what: string, fn: (apis: unknown) => Promise<unknown>) =>
-      fn({
-        core: {
-          readNamespacedSecret: async ({ name, namespace }: { name: string; namespace: string }) => {
-            gets.push(`${namespace}/${name}`);
-            const pw = secrets.get(`${namespace}/${name}`);
-            if (pw === undefined) throw new KubeApiError(404, what, { message: "not found" }, undefined);
-            return { data: { username: b64(USER), password: b64(pw) } };
-          },
+  const kube = kubeAnswering(async (what: string, fn: (apis: unknown) => Promise<unknown>) =>
+    fn({
+      core: {
+        readNamespacedSecret: async ({ name, namespace }: { name: string; namespace: string }) => {
+          gets.push(`${namespace}/${name}`);
+          const pw = secrets.get(`${namespace}/${name}`);
+          if (pw === undefined) throw new KubeApiError(404, what, { message: "not found" }, undefined);
+          return { data: { username: b64(USER), password: b64(pw) } };
         },
-      }),
-  } as unknown as Kube;
+      },
+    }),
+  );
   return { kube, gets };
 }
 

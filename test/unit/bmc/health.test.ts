@@ -18,8 +18,9 @@ import {
 } from "../../../infra/bmc/driver.ts";
 import { createBmcMetrics, meteredDriver } from "../../../infra/bmc/metered.ts";
 import { startBmcHealthCheck } from "../../../infra/fence/health.ts";
-import { KubeApiError, type Kube } from "../../../infra/kube/client.ts";
+import { KubeApiError } from "../../../infra/kube/client.ts";
 import { createLogger } from "../../../infra/log.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 const NS = "fastfence-system";
 const b64 = (s: string) => Buffer.from(s).toString("base64");
@@ -77,18 +78,17 @@ function setup() {
     if (!b) bmcs.set(address, (b = { password: "right", reachable: true, commands: [] }));
     return b;
   };
-  const kube = {
-    call: async (what: string, fn: (apis: unknown) => Promise<unknown>) =>
-      fn({
-        core: {
-          readNamespacedSecret: async ({ name, namespace }: { name: string; namespace: string }) => {
-            const pw = secrets.get(`${namespace}/${name}`);
-            if (pw === undefined) throw new KubeApiError(404, what, { message: "not found" }, undefined);
-            return { data: { username: b64("fence"), password: b64(pw) } };
-          },
+  const kube = kubeAnswering(async (what: string, fn: (apis: unknown) => Promise<unknown>) =>
+    fn({
+      core: {
+        readNamespacedSecret: async ({ name, namespace }: { name: string; namespace: string }) => {
+          const pw = secrets.get(`${namespace}/${name}`);
+          if (pw === undefined) throw new KubeApiError(404, what, { message: "not found" }, undefined);
+          return { data: { username: b64("fence"), password: b64(pw) } };
         },
-      }),
-  } as unknown as Kube;
+      },
+    }),
+  );
   const policy = resolvePolicy({
     fencing: {
       nodes: [

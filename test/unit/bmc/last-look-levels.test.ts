@@ -9,7 +9,7 @@ import { AttemptSchema, type LastLook } from "../../../core/incident.ts";
 import { fenceWithLevels, type OffGateVerdict } from "../../../infra/bmc/levels.ts";
 import { see } from "../../../infra/fence/last-look.ts";
 import type { LastLookPlan } from "../../../core/decision.ts";
-import type { Kube } from "../../../infra/kube/client.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 function fake(script: PowerStatus[]): BmcDriver & { offs: number } {
   let i = 0;
@@ -100,8 +100,8 @@ describe("the look's effects (loopback only)", () => {
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
   // The API reads fail (an unreachable API server) or hang: they count as unread, never as life.
-  const failing = { call: () => Promise.reject(new Error("api down")) } as unknown as Kube;
-  const hanging = { call: () => new Promise(() => undefined) } as unknown as Kube;
+  const failing = kubeAnswering(() => Promise.reject(new Error("api down")));
+  const hanging = kubeAnswering(() => new Promise(() => undefined));
   const plan = (p: number): LastLookPlan => ({
     node: "a",
     bootId: "b1",

@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 import { InvalidInputError } from "../../../core/errors.ts";
 import { KubeMetal3Api, rebootAnnotationKey, type BareMetalHostLike } from "../../../infra/bmc/metal3.ts";
 import { loadRuntimeConfig, metal3Namespaces } from "../../../infra/config.ts";
-import { KubeApiError, type Kube } from "../../../infra/kube/client.ts";
+import { KubeApiError } from "../../../infra/kube/client.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 type Req = { op: string; namespace?: string; name?: string };
 
@@ -32,9 +33,9 @@ function fakeKube(hosts: Record<string, BareMetalHostLike[]>, denied: string[] =
       return {};
     },
   };
-  const kube = {
-    call: <T>(_what: string, fn: (apis: { custom: typeof custom }) => Promise<T>) => fn({ custom }),
-  } as unknown as Kube;
+  const kube = kubeAnswering(<T>(_what: string, fn: (apis: { custom: typeof custom }) => Promise<T>) =>
+    fn({ custom }),
+  );
   return { kube, requests };
 }
 

@@ -8,7 +8,7 @@ import { FencingPolicySpecSchema, resolvePolicy, type ResolvedFencingLevel } fro
 import { levelFromHost, settingsFromHost } from "../../../infra/bmc/metal3.ts";
 import { BmcPowerExecutor } from "../../../infra/fence/power.ts";
 import { ManualClock } from "../../../core/clock.ts";
-import type { Kube } from "../../../infra/kube/client.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 const HTTP = "redfish+http://10.0.0.1/redfish/v1/Systems/1";
 const HTTPS = "redfish://10.0.0.1/redfish/v1/Systems/1";
@@ -103,7 +103,7 @@ describe("a level discovered from a BareMetalHost", () => {
 describe("the power executor", () => {
   it("refuses an insecure level without insecure: true before reading its Secret", async () => {
     let reads = 0;
-    const kube = { call: async () => (reads++, { data: {} }) } as unknown as Kube;
+    const kube = kubeAnswering(async () => (reads++, { data: {} }));
     const power = new BmcPowerExecutor(kube, "ff", new ManualClock(0));
     const level: ResolvedFencingLevel = {
       driver: "redfish",

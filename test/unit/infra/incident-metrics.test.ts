@@ -7,7 +7,6 @@
 import { describe, expect, it } from "vitest";
 import { emptyStatus, transition, type NodeFence, type NodeFenceStatus } from "../../../core/incident.ts";
 import { resolvePolicy } from "../../../core/policy.ts";
-import type { Kube } from "../../../infra/kube/client.ts";
 import {
   IncidentEventRecorder,
   incidentDurationSeconds,
@@ -15,6 +14,7 @@ import {
 } from "../../../infra/kube/incident-events.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
 import { recordOpenIncidents } from "../../../infra/runtime/incident-gauges.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 const T0 = Date.parse("2026-11-01T10:00:00.000Z");
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -48,7 +48,7 @@ function releasedStatus(): NodeFenceStatus {
   return transition(st, "Released", iso(T0 + 1100), { reason: "WorkloadsReleased" });
 }
 
-const noEvents = { call: async () => ({}) } as unknown as Kube;
+const noEvents = kubeAnswering(async () => ({}));
 
 describe("incident outcome and duration", () => {
   it("calls Released, a FenceFailed without a next round, Recovered and Closed outcomes", () => {

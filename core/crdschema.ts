@@ -1,9 +1,11 @@
-// Turns the zod schemas of core/ (NodeFence spec/status, FencingPolicy spec) into
+// Turns the zod schemas of core/ (NodeFence spec/status, FencingPolicy spec, FencedNodeSet
+// spec) into
 // Kubernetes structural OpenAPI v3 schemas, so the CRDs in knative/base/crds can never
 // drift from the domain model: a unit test compares the YAML with this output, and
 // `crdSchemas()` regenerates it. Pure: no I/O.
 import { z } from "zod";
 import { NodeFenceSpecSchema, NodeFenceStatusSchema } from "./incident.ts";
+import { FENCED_NODES, FencedNodeSetSpecSchema } from "./lease-handoff.ts";
 import { FencingPolicySpecSchema } from "./policy.ts";
 
 type Schema = Record<string, unknown>;
@@ -201,6 +203,52 @@ export function fencingPolicyCrd(): Schema {
                 metadata: { type: "object" },
                 spec: { ...s.fencingPolicySpec, default: {} },
                 status: FENCING_POLICY_STATUS,
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * The FencedNodeSet CustomResourceDefinition (knative/base/crds/fencednodeset.yaml): the
+ * fenced-nodes list the Lease hand-off's admission policy reads as its param.
+ */
+export function fencedNodeSetCrd(): Schema {
+  const { group, version, kind, plural } = FENCED_NODES;
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${plural}.${group}` },
+    spec: {
+      group,
+      scope: "Namespaced",
+      names: {
+        kind,
+        listKind: `${kind}List`,
+        plural,
+        singular: kind.toLowerCase(),
+        categories: ["fastfence"],
+      },
+      versions: [
+        {
+          name: version,
+          served: true,
+          storage: true,
+          additionalPrinterColumns: [{ name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" }],
+          schema: {
+            openAPIV3Schema: {
+              description:
+                "The nodes fence has proven powered off (one per namespace, named fastfence-fenced-nodes): " +
+                "the Lease hand-off admission policy's param. Written by fence only.",
+              type: "object",
+              properties: {
+                apiVersion: { type: "string" },
+                kind: { type: "string" },
+                metadata: { type: "object" },
+                spec: { ...structural(FencedNodeSetSpecSchema), default: {} },
               },
             },
           },

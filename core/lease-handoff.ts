@@ -6,6 +6,7 @@
 // knative/base/admission/lease-handoff-policy.yaml checks on that write. It must never
 // release a Lease whose holder it cannot place on the fenced node, nor one renewed after the
 // power-off was proven. Pure: no I/O, never reads the clock.
+import { z } from "zod";
 import type { LeaseHandoffEntry, LeaseHandoffSettings } from "./policy-lease-handoff.ts";
 
 /** On a released Lease: the node whose power-off made the release safe. */
@@ -16,10 +17,37 @@ export const HANDOFF_INCIDENT_ANNOTATION = "fastfence.io/handed-off-incident";
 export const HANDOFF_HOLDER_ANNOTATION = "fastfence.io/handed-off-holder";
 
 /**
- * The ConfigMap (fastfence namespace) listing fenced nodes, the admission policy's param:
- * data[<node>] = "<incident>/<power-off proven at, RFC 3339>". Only fence writes it.
+ * The FencedNodeSet (fastfence namespace) listing fenced nodes, the admission policy's
+ * param: spec.nodes[<node>] = { incident, provenAt }. Only fence writes it. A custom
+ * resource, not a ConfigMap: a kube-apiserver before the fix of kubernetes/kubernetes#130887
+ * freezes its cache of a built-in param kind for good once no binding uses that kind (an
+ * uninstall and install again), and then judges releases against the old list.
  */
-export const FENCED_NODES_CONFIGMAP = "fastfence-fenced-nodes";
+export const FENCED_NODES = {
+  group: "fastfence.io",
+  version: "v1alpha1",
+  kind: "FencedNodeSet",
+  plural: "fencednodesets",
+  name: "fastfence-fenced-nodes",
+} as const;
+
+/** One fenced node's entry: the incident that proved its power-off, and when (RFC 3339). */
+export const FencedNodeEntrySchema = z.object({
+  incident: z.string().min(1).max(253).describe("The NodeFence incident that proved the power-off."),
+  provenAt: z.iso.datetime({ offset: true }).describe("When the power-off was proven (RFC 3339)."),
+});
+export type FencedNodeEntry = z.infer<typeof FencedNodeEntrySchema>;
+
+/** FencedNodeSet spec: the nodes fence has proven powered off, by node name (latest proof). */
+export const FencedNodeSetSpecSchema = z.object({
+  nodes: z
+    .record(z.string().min(1).max(253), FencedNodeEntrySchema)
+    .default({})
+    .meta({ maxProperties: 10000 })
+    .describe(
+      "Fenced nodes by name; written by fence only (admission policy fastfence-fenced-nodes-writers).",
+    ),
+});
 
 /** What fence must do after a proven power-off: the Leases to look at, and the proof. */
 export interface HandoffPlan {
@@ -128,8 +156,8 @@ export function releaseWrite(plan: HandoffPlan, lease: LeaseRead, nowIso: string
 }
 
 /** The fenced-nodes entry for a proven power-off. */
-export function fencedNodeValue(incident: string, provenAt: string): string {
-  return `${incident}/${provenAt}`;
+export function fencedNodeEntry(incident: string, provenAt: string): FencedNodeEntry {
+  return { incident, provenAt };
 }
 
 /** The Leases the policy hands off (none when turned off). */

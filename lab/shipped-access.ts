@@ -18,13 +18,15 @@ export const ACCESS_OVERLAY = join(KNATIVE_DIR, "overlays/openshift");
 /**
  * What of the render is access control (group/kind), applied in this order: with the
  * identities and their rules, the objects the install creates for the rules to guard (the
- * admission ledger Lease, the fenced-nodes ConfigMap a policy reads as its param).
+ * admission ledger Lease, the fenced-nodes FencedNodeSet a policy reads as its param; its
+ * CRD is applied before, with fastfence's others).
  */
 export const ACCESS_KINDS: readonly string[] = [
   "/Namespace",
   "/ServiceAccount",
   "/ConfigMap",
   "coordination.k8s.io/Lease",
+  "fastfence.io/FencedNodeSet",
   "rbac.authorization.k8s.io/ClusterRole",
   "rbac.authorization.k8s.io/ClusterRoleBinding",
   "rbac.authorization.k8s.io/Role",

@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { dump } from "js-yaml";
 import { format, resolveConfig } from "prettier";
-import { fencingPolicyCrd, nodeFenceCrd } from "../core/crdschema.ts";
+import { fencedNodeSetCrd, fencingPolicyCrd, nodeFenceCrd } from "../core/crdschema.ts";
 
 const DIR = join(dirname(fileURLToPath(import.meta.url)), "../knative/base/crds");
 const check = process.argv.includes("--check");
@@ -14,6 +14,7 @@ let stale = 0;
 for (const [file, crd] of [
   ["nodefence.yaml", nodeFenceCrd],
   ["fencingpolicy.yaml", fencingPolicyCrd],
+  ["fencednodeset.yaml", fencedNodeSetCrd],
 ] as const) {
   const path = join(DIR, file);
   const old = readFileSync(path, "utf8");

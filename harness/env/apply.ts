@@ -35,11 +35,22 @@ export function readManifests(
   );
 }
 
+/**
+ * Creates `objects` in order; CRDs are Established before any later object is created (an
+ * object of a kind they define may follow them, as the install's steps do).
+ */
 export async function applyObjects(kc: KubeConfig, objects: KubernetesObject[]): Promise<void> {
   const api = KubernetesObjectApi.makeApiClient(kc);
-  for (const o of objects) await api.create(o);
-  const crds = objects.filter((o) => o.kind === "CustomResourceDefinition").map((o) => o.metadata!.name!);
-  if (crds.length) await waitCrdsEstablished(kc, crds);
+  let pending: string[] = [];
+  for (const o of objects) {
+    if (o.kind === "CustomResourceDefinition") pending.push(o.metadata!.name!);
+    else if (pending.length) {
+      await waitCrdsEstablished(kc, pending);
+      pending = [];
+    }
+    await api.create(o);
+  }
+  if (pending.length) await waitCrdsEstablished(kc, pending);
   if (objects.some((o) => o.kind === "ValidatingAdmissionPolicyBinding")) await waitAdmissionInForce(kc);
 }
 

@@ -1,17 +1,19 @@
 // Executes fence's handOffLeases action (issue 46): reads the Leases the plan lists, places
 // each holder on a node (a pod-form holder by its pod's spec.nodeName), lets the pure
 // core/lease-handoff.ts judge each one, records the fenced node in the fenced-nodes
-// ConfigMap (the admission policy's param), then releases each Lease the way client-go's
+// FencedNodeSet (the admission policy's param), then releases each Lease the way client-go's
 // ReleaseOnCancel does, guarded by the resourceVersion read: a 409 (renewed or changed
 // meanwhile) is re-read and judged again, a bounded number of times, never overwritten; a
-// 403 is the same write tried again for a bounded time (the policy's param cache lags).
+// 403 is the same write tried again for a bounded time, on another API server first (the
+// policy's param cache lags, on one server more than another).
 // Each release is one Kubernetes Event on the incident and one trace span. Best effort: it
 // never throws (each Lease's outcome says what failed) and never writes a Lease the pure
 // judge did not clear, nor anything but the release.
 import type { V1Lease } from "@kubernetes/client-node";
 import {
-  FENCED_NODES_CONFIGMAP,
-  fencedNodeValue,
+  FENCED_NODES,
+  fencedNodeEntry,
+  type FencedNodeEntry,
   holderForm,
   judge,
   releaseWrite,
@@ -31,16 +33,19 @@ import { MicroTime } from "./lease.ts";
 export const MAX_HANDOFF_ATTEMPTS = 3;
 
 /**
- * How long a refused (403) release is tried again, the same write each time: the API
- * server's admission reads the fenced-nodes ConfigMap (its param) from an informer cache,
- * which may not have seen the fenced node fence just recorded. A refusal that stays is
- * reported after this long.
+ * How long a refused (403) release is tried again, the same write each time, the refusing
+ * API server tried after the others: admission reads the fenced-nodes FencedNodeSet (its
+ * param) from each server's informer cache, which may not have seen the node fence just
+ * recorded — for tens of seconds on a server whose etcd client still waits on a member that
+ * died silently (the compact lab shows it). A refusal that stays is reported after this
+ * long. The hand-off runs off the release's path (core/decision.ts contract 7), so this
+ * wait delays no workload.
  */
-export const PARAM_CACHE_WAIT_MS = 2000;
-const PARAM_CACHE_RETRY_MS = 100;
+export const PARAM_CACHE_WAIT_MS = 10_000;
+const PARAM_CACHE_RETRY_MS = 250;
 
 export interface LeaseHandoffOptions {
-  /** fastfence's namespace: the fenced-nodes ConfigMap and the incidents live there. */
+  /** fastfence's namespace: the fenced-nodes FencedNodeSet and the incidents live there. */
   namespace: string;
   log: Logger;
   /** Events' reportingComponent fastfence.io/<component> and instance. */
@@ -48,6 +53,12 @@ export interface LeaseHandoffOptions {
   instance: string;
   /** Epoch ms now (the release's acquireTime/renewTime). Default Date.now. */
   now?: () => number;
+}
+
+/** The FencedNodeSet as read (the fields the hand-off writes; the rest kept as read). */
+interface FencedNodeSetObject {
+  metadata?: { resourceVersion?: string };
+  spec?: { nodes?: Record<string, FencedNodeEntry> };
 }
 
 function leaseRead(l: V1Lease): LeaseRead {
@@ -185,6 +196,7 @@ export class LeaseHandoff {
       } catch (err) {
         const refused = err instanceof KubeApiError && err.status === 403;
         if (!refused || signal?.aborted || this.now() + PARAM_CACHE_RETRY_MS > until) throw err;
+        this.kube.demote(this.kube.lastAnswered); // its cache may be the one behind
         await new Promise((r) => setTimeout(r, PARAM_CACHE_RETRY_MS));
       }
     }
@@ -196,7 +208,7 @@ export class LeaseHandoff {
       const name = e.name;
       try {
         return [
-          await this.kube.call(`read lease ${namespace}/${name}`, (a) =>
+          await this.kube.read(`read lease ${namespace}/${name}`, (a) =>
             a.coordination.readNamespacedLease({ name, namespace }),
           ),
         ];
@@ -208,7 +220,7 @@ export class LeaseHandoff {
     const labelSelector = Object.entries(e.matchLabels ?? {})
       .map(([k, v]) => `${k}=${v}`)
       .join(",");
-    const list = await this.kube.call(`list leases in ${namespace}`, (a) =>
+    const list = await this.kube.read(`list leases in ${namespace}`, (a) =>
       a.coordination.listNamespacedLease({ namespace, labelSelector }),
     );
     return list.items;
@@ -216,7 +228,7 @@ export class LeaseHandoff {
 
   private reread(l: LeaseRead): Promise<V1Lease> {
     const { name, namespace } = l;
-    return this.kube.call(`read lease ${namespace}/${name}`, (a) =>
+    return this.kube.read(`read lease ${namespace}/${name}`, (a) =>
       a.coordination.readNamespacedLease({ name, namespace }),
     );
   }
@@ -226,7 +238,7 @@ export class LeaseHandoff {
     const form = holderForm(l.holder);
     if (form?.kind !== "pod") return undefined;
     try {
-      const pod = await this.kube.call(`read pod ${l.namespace}/${form.pod}`, (a) =>
+      const pod = await this.kube.read(`read pod ${l.namespace}/${form.pod}`, (a) =>
         a.core.readNamespacedPod({ name: form.pod, namespace: l.namespace }),
       );
       return pod.spec?.nodeName ?? "";
@@ -236,20 +248,22 @@ export class LeaseHandoff {
     }
   }
 
-  /** Adds the node to the fenced-nodes ConfigMap (guarded; retried on 409). */
+  /** Adds the node to the fenced-nodes FencedNodeSet (guarded; retried on 409). */
   private async recordFenced(plan: HandoffPlan): Promise<boolean> {
+    const { group, version, plural, name } = FENCED_NODES;
     const { namespace } = this.o;
-    const name = FENCED_NODES_CONFIGMAP;
-    const value = fencedNodeValue(plan.incident, plan.provenAt);
+    const entry = fencedNodeEntry(plan.incident, plan.provenAt);
+    const ref = { group, version, namespace, plural, name };
     for (let attempt = 1; ; attempt++) {
-      const cm = await this.kube.call(`read configmap ${name}`, (a) =>
-        a.core.readNamespacedConfigMap({ name, namespace }),
-      );
-      if (cm.data?.[plan.node] === value) return true;
+      const set = (await this.kube.read(`read fencednodeset ${name}`, (a) =>
+        a.custom.getNamespacedCustomObject(ref),
+      )) as FencedNodeSetObject;
+      const listed = set.spec?.nodes?.[plan.node];
+      if (listed?.incident === entry.incident && listed.provenAt === entry.provenAt) return true;
       try {
-        const body = { ...cm, data: { ...cm.data, [plan.node]: value } };
-        await this.kube.call(`record ${plan.node} in ${name}`, (a) =>
-          a.core.replaceNamespacedConfigMap({ name, namespace, body }),
+        const body = { ...set, spec: { ...set.spec, nodes: { ...set.spec?.nodes, [plan.node]: entry } } };
+        await this.kube.call(`record ${plan.node} in fencednodeset ${name}`, (a) =>
+          a.custom.replaceNamespacedCustomObject({ ...ref, body }),
         );
         return true;
       } catch (err) {

@@ -8,13 +8,25 @@
 // other Leases are refused with the policy's message; a Lease its holder renews between
 // fence's read and write is not taken (409, read again, judged again); a `<node>_<uuid>`
 // holder and a pod holder on the fenced node are released, with an Event; and the
-// controller manager's own renewals pass, even with the fenced-nodes ConfigMap gone.
-import { CoordinationV1Api, CoreV1Api, KubeConfig, type V1Lease } from "@kubernetes/client-node";
+// controller manager's own renewals pass, even with the fenced-nodes list gone; and after the
+// policies and the list are removed and installed again (an uninstall and a reinstall), the
+// hand-off is judged against the new list, not a cached old one (kubernetes/kubernetes#130887
+// froze the cache of a ConfigMap param: why the param is a FencedNodeSet).
+import {
+  AdmissionregistrationV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  type KubernetesObject,
+  type V1Lease,
+} from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { refusal } from "./refusal.ts";
 import {
-  FENCED_NODES_CONFIGMAP,
-  fencedNodeValue,
+  FENCED_NODES,
+  fencedNodeEntry,
+  type FencedNodeEntry,
   HANDOFF_HOLDER_ANNOTATION,
   HANDOFF_INCIDENT_ANNOTATION,
   HANDOFF_NODE_ANNOTATION,
@@ -27,7 +39,7 @@ import { MicroTime } from "../../infra/kube/lease.ts";
 import { createLogger } from "../../infra/log.ts";
 import { applyObjects, shippedAccessControl } from "../../harness/env/apply.ts";
 import { sleep } from "../../harness/env/index.ts";
-import { startControlPlane } from "../../harness/env/controlplane.ts";
+import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -36,9 +48,7 @@ const KS = "kube-system";
 const KV = "kubevirt";
 
 const env = withEnv(async (scope) => {
-  // Its own API server: on the shared one, after other files, the fenced-nodes param was seen
-  // without the node fence had just listed (both release cases refused; cause not found yet).
-  const cp = scope.add(await startControlPlane());
+  const cp = scope.add(await sharedControlPlane());
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...shippedAccessControl(),
@@ -89,9 +99,16 @@ function plan(node: string, incident: string, provenAgoMs = 1000): HandoffPlan {
   };
 }
 
-/** The fenced-nodes ConfigMap as the install ships it (empty). */
-const fencedNodesConfigMap = () =>
-  shippedAccessControl().find((o) => o.kind === "ConfigMap" && o.metadata?.name === FENCED_NODES_CONFIGMAP)!;
+/** The fenced-nodes FencedNodeSet as the install ships it (empty). */
+const fencedNodeSet = () => shippedAccessControl().find((o) => o.kind === FENCED_NODES.kind)!;
+const setRef = { group: FENCED_NODES.group, version: FENCED_NODES.version, plural: FENCED_NODES.plural };
+type FencedNodeSet = KubernetesObject & { spec?: { nodes?: Record<string, FencedNodeEntry> } };
+const readSet = (kc = env().kc) =>
+  kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+    ...setRef,
+    namespace: NS,
+    name: FENCED_NODES.name,
+  }) as Promise<FencedNodeSet>;
 
 /**
  * Lists `node` as fenced by `incident` (power-off proven `agoMs` ago), as fence does, so the
@@ -99,14 +116,16 @@ const fencedNodesConfigMap = () =>
  * rule it tests refuse (when two policies refuse, the API server names one of them).
  */
 async function listFenced(node: string, incident: string, agoMs = 1000): Promise<void> {
-  const core = env().fence.makeApiClient(CoreV1Api);
-  const cm = await core.readNamespacedConfigMap({ name: FENCED_NODES_CONFIGMAP, namespace: NS });
-  const value = fencedNodeValue(incident, new Date(Date.now() - agoMs).toISOString());
-  await core.replaceNamespacedConfigMap({
-    name: FENCED_NODES_CONFIGMAP,
-    namespace: NS,
-    body: { ...cm, data: { ...cm.data, [node]: value } },
-  });
+  const set = await readSet(env().fence);
+  const entry = fencedNodeEntry(incident, new Date(Date.now() - agoMs).toISOString());
+  await env()
+    .fence.makeApiClient(CustomObjectsApi)
+    .replaceNamespacedCustomObject({
+      ...setRef,
+      namespace: NS,
+      name: FENCED_NODES.name,
+      body: { ...set, spec: { ...set.spec, nodes: { ...set.spec?.nodes, [node]: entry } } },
+    });
   await sleep(1000); // the policy's param informer sees it
 }
 
@@ -165,10 +184,7 @@ describe("leader hand-off on the real API server", () => {
     expect(at(after.spec?.renewTime)).toBe(at(after.spec?.acquireTime));
     expect(at(after.spec?.renewTime)).toBeGreaterThan(at(before.spec?.renewTime)); // never backdated
     expect(after.metadata?.annotations?.[HANDOFF_NODE_ANNOTATION]).toBe("node-a");
-    const cm = await env()
-      .kc.makeApiClient(CoreV1Api)
-      .readNamespacedConfigMap({ name: FENCED_NODES_CONFIGMAP, namespace: NS });
-    expect(cm.data?.["node-a"]).toMatch(/^nf-node-a-1\//);
+    expect((await readSet()).spec?.nodes?.["node-a"]?.incident).toBe("nf-node-a-1");
     expect((await handedOffEvents("nf-node-a-1")).join("\n")).toContain(
       "kube-system/kube-controller-manager",
     );
@@ -282,7 +298,7 @@ describe("leader hand-off on the real API server", () => {
     expect(after.metadata?.resourceVersion).toBe(renewed!.metadata?.resourceVersion);
   });
 
-  it("leaves the controller manager's own leader election alone, even without the fenced-nodes ConfigMap", async () => {
+  it("leaves the controller manager's own leader election alone, even without the fenced-nodes list", async () => {
     const l = await held("kube-controller-manager", "node-b_0b6f2c1e-9999-4c1a-9a55-000000000009", 1000);
     const renew = async () => {
       const cur = await coord(env().kcm).readNamespacedLease({
@@ -293,16 +309,53 @@ describe("leader hand-off on the real API server", () => {
     };
     expect((await renew()).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
     await env()
-      .kc.makeApiClient(CoreV1Api)
-      .deleteNamespacedConfigMap({ name: FENCED_NODES_CONFIGMAP, namespace: NS });
+      .kc.makeApiClient(CustomObjectsApi)
+      .deleteNamespacedCustomObject({ ...setRef, namespace: NS, name: FENCED_NODES.name });
     try {
       await sleep(500);
       expect((await renew()).spec?.holderIdentity).toBe(l.spec?.holderIdentity);
     } finally {
       // Back as the install ships it (empty), for the cases after this one in a shuffled
       // order: hand-offs record their node in it, and the policy reads it.
-      await applyObjects(env().kc, [fencedNodesConfigMap()]);
+      await applyObjects(env().kc, [fencedNodeSet()]);
       await sleep(1000);
     }
+  });
+
+  it("judges against the list as it is after the policies are removed and installed again", async () => {
+    const adm = env().kc.makeApiClient(AdmissionregistrationV1Api);
+    const custom = env().kc.makeApiClient(CustomObjectsApi);
+    await listFenced("node-a", "nf-node-a-6"); // in the list the API server may have cached
+    const installed = shippedAccessControl().filter(
+      (o) =>
+        o.kind === FENCED_NODES.kind ||
+        (o.kind?.startsWith("ValidatingAdmissionPolicy") && o.metadata?.name?.includes("fenced")),
+    );
+    // Uninstall: every binding of the param kind, the policies, then the list.
+    for (const o of installed.filter((o) => o.kind === "ValidatingAdmissionPolicyBinding"))
+      await adm.deleteValidatingAdmissionPolicyBinding({ name: o.metadata!.name! });
+    for (const o of installed.filter((o) => o.kind === "ValidatingAdmissionPolicy"))
+      await adm.deleteValidatingAdmissionPolicy({ name: o.metadata!.name! });
+    await sleep(2500); // the API server's policy source drops the param kind (it ticks each second)
+    await custom.deleteNamespacedCustomObject({ ...setRef, namespace: NS, name: FENCED_NODES.name });
+    // Install again, as shipped: the list empty, the policies and bindings.
+    await applyObjects(env().kc, [
+      ...installed.filter((o) => o.kind === FENCED_NODES.kind),
+      ...installed.filter((o) => o.kind === "ValidatingAdmissionPolicy"),
+      ...installed.filter((o) => o.kind === "ValidatingAdmissionPolicyBinding"),
+    ]);
+    await sleep(1500);
+    // A release for the incident listed before the uninstall is refused: the new list is empty.
+    const old = await held("kube-scheduler", "node-a_0b6f2c1e-aaaa-4c1a-9a55-00000000000a", 5000);
+    const r = await refusal(replace(env().fence, releaseBody(old, "node-a", "nf-node-a-6")));
+    expect(r?.status).toBe(403);
+    expect(r?.message).toContain("when node node-a is listed as fenced by incident nf-node-a-6");
+    // And fence's hand-off for a new incident, listed in the new list, goes through.
+    await held("kube-controller-manager", "node-a_0b6f2c1e-bbbb-4c1a-9a55-00000000000b", 5000);
+    const rs = await handoff().handOff(plan("node-a", "nf-node-a-7"));
+    expect(rs).toContainEqual(
+      expect.objectContaining({ name: "kube-controller-manager", outcome: "released" }),
+    );
+    expect((await readSet()).spec?.nodes?.["node-a"]?.incident).toBe("nf-node-a-7");
   });
 });

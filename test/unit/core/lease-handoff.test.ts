@@ -7,11 +7,12 @@ import { readFileSync } from "node:fs";
 import { loadAll } from "js-yaml";
 import { describe, expect, it, test } from "vitest";
 import {
-  FENCED_NODES_CONFIGMAP,
+  FENCED_NODES,
+  FencedNodeEntrySchema,
   HANDOFF_HOLDER_ANNOTATION,
   HANDOFF_INCIDENT_ANNOTATION,
   HANDOFF_NODE_ANNOTATION,
-  fencedNodeValue,
+  fencedNodeEntry,
   handoffEntries,
   handoffPlan,
   holderForm,
@@ -103,7 +104,11 @@ describe("the release is client-go's", () => {
       [HANDOFF_INCIDENT_ANNOTATION]: "nf-a",
       [HANDOFF_HOLDER_ANNOTATION]: "node-a_u1",
     });
-    expect(fencedNodeValue("nf-a", PROVEN)).toBe(`nf-a/${PROVEN}`);
+    expect(fencedNodeEntry("nf-a", PROVEN)).toEqual({ incident: "nf-a", provenAt: PROVEN });
+    expect(FencedNodeEntrySchema.parse(fencedNodeEntry("nf-a", PROVEN))).toEqual({
+      incident: "nf-a",
+      provenAt: PROVEN,
+    });
   });
 });
 
@@ -176,14 +181,24 @@ describe("fence after a proven power-off", () => {
 describe("the shipped policy and RBAC name what the code writes", () => {
   const read = (f: string) => readFileSync(new URL(`../../../${f}`, import.meta.url), "utf8");
   const policy = read("knative/base/admission/lease-handoff-policy.yaml");
-  it("annotations and the fenced-nodes ConfigMap", () => {
+  it("annotations and the fenced-nodes FencedNodeSet (a custom resource as the param)", () => {
     for (const key of [HANDOFF_NODE_ANNOTATION, HANDOFF_INCIDENT_ANNOTATION, HANDOFF_HOLDER_ANNOTATION])
       expect(policy).toContain(`"${key}"`);
-    const docs = loadAll(policy) as { kind: string; metadata: { name: string } }[];
-    expect(docs.filter((d) => d.kind === "ConfigMap").map((d) => d.metadata.name)).toEqual([
-      FENCED_NODES_CONFIGMAP,
+    const docs = loadAll(policy) as {
+      kind: string;
+      apiVersion: string;
+      metadata: { name: string };
+      spec?: { paramKind?: { apiVersion: string; kind: string }; paramRef?: { name: string } };
+    }[];
+    const { group, version, kind, name } = FENCED_NODES;
+    expect(docs.filter((d) => d.kind === kind).map((d) => [d.apiVersion, d.metadata.name])).toEqual([
+      [`${group}/${version}`, name],
     ]);
-    expect(policy).toContain(`name: ${FENCED_NODES_CONFIGMAP}`);
+    // No built-in kind as a param: kubernetes/kubernetes#130887 freezes its cache.
+    const kinds = docs.flatMap((d) => (d.spec?.paramKind ? [d.spec.paramKind] : []));
+    expect(kinds).toEqual([{ apiVersion: `${group}/${version}`, kind }]);
+    expect(docs.flatMap((d) => (d.spec?.paramRef ? [d.spec.paramRef.name] : []))).toEqual([name]);
+    expect(docs.some((d) => d.kind === "ConfigMap")).toBe(false);
   });
   it("RBAC grants the default Leases by name", () => {
     const rbac = loadAll(read("knative/base/rbac/lease-handoff.yaml")) as {

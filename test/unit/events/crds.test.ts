@@ -4,7 +4,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, test } from "vitest";
 import { load as loadYaml } from "js-yaml";
-import { fencingPolicyCrd, nodeFenceCrd } from "../../../core/crdschema.ts";
+import { fencedNodeSetCrd, fencingPolicyCrd, nodeFenceCrd } from "../../../core/crdschema.ts";
 import { DEFAULT_POLICY, resolvePolicy } from "../../../core/policy.ts";
 
 const load = (f: string) =>
@@ -27,6 +27,7 @@ describe("CRDs", () => {
   test.each([
     ["nodefence.yaml", nodeFenceCrd],
     ["fencingpolicy.yaml", fencingPolicyCrd],
+    ["fencednodeset.yaml", fencedNodeSetCrd],
   ] as const)("%s equals the schema generated from core/", (file, gen) => {
     expect(load(file)).toEqual(gen());
   });

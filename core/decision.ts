@@ -17,6 +17,8 @@
 //  6. A `waitUntil` that opens the list and actually waits ends the decision: the view is read again and
 //     decide called again (like a stale view), so what the wait was for is decided on current state (a pause
 //     or a recovery that came meanwhile wins).
+//  7. `handOffLeases` (best effort, never fails) is started in order but awaited by nothing, not even `emit`
+//     (node.fenced never waits for it); its result is fed back (point 4) when it ends, to no action or event.
 // This module declares types and tiny helpers only; it must never perform I/O.
 import type { Attempt, NodeFence, NodeFenceStatus } from "./incident.ts";
 import type { FencingPolicySpec, ResolvedFencingLevel } from "./policy.ts";
@@ -25,10 +27,8 @@ import type { WatchdogPlan } from "./watchdog.ts";
 import type { IgnoreCode, RejectCode } from "./reasons.ts";
 import type { HandoffPlan, HandoffResult } from "./lease-handoff.ts";
 
-/**
- * An event a decision asks to publish once its actions succeeded; the runtime wraps it in a
- * CloudEvents envelope (events/envelope.ts) with id, source, time and trace context.
- */
+/** An event a decision asks to publish once its actions succeeded; the runtime wraps it in a
+ * CloudEvents envelope (events/envelope.ts) with id, source, time and trace context. */
 export interface OutgoingEvent<T = unknown> {
   type: string;
   subject: string;

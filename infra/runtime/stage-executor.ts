@@ -247,18 +247,17 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           await ad.nodes.setFencedOff(a.node, a.value);
           break;
         case "handOffLeases": {
-          // Best effort, never throws; its outcomes go back to decide (contract 4).
-          const results = ad.handoff ? await ad.handoff.handOff(a.plan, ctx.signal) : [];
+          // Awaited by nothing (contract 7); not tied to the delivery's signal, which ends with
+          // the delivery (its own waits are bounded: infra/kube/lease-handoff.ts).
+          const { node, incident } = a.plan;
           const after = { ...view, incident: last };
-          const result = {
-            kind: "leasesHandedOff",
-            node: a.plan.node,
-            incident: a.plan.incident,
-            results,
-          } as const;
-          const r = await execute(decideOn(after, ctx.clock.now(), result), after, decideOn, ctx, leases);
-          emit.push(...r.emit);
-          details.push(...r.details);
+          void (ad.handoff ? ad.handoff.handOff(a.plan) : Promise.resolve([]))
+            .then(async (results) => {
+              const result = { kind: "leasesHandedOff" as const, node, incident, results };
+              const r = await execute(decideOn(after, ctx.clock.now(), result), after, decideOn, ctx, leases);
+              ctx.log.info({ incident, node, details: r.details }, "lease hand-off ended");
+            })
+            .catch((err: unknown) => ctx.log.warn({ err, incident }, "lease hand-off: result not recorded"));
           break;
         }
         case "setTaint":

@@ -1,7 +1,8 @@
 // The stage executor runs fence's leader hand-off (issue 46) where the decision puts it:
 // after the proven power-off's fenced-off fact and FencedOff write, before the fencing Lease
 // is let go, with the plan the pure fence returned; the hand-off's outcomes go back into
-// fence's decide (core/decision.ts contract 4), and node.fenced is still emitted once. Over
+// fence's decide (core/decision.ts contract 4), and node.fenced is still emitted once,
+// without waiting for the hand-off (contract 7: a slow hand-off never holds the release). Over
 // the in-memory adapters (test/scenarios/memory-adapters.ts) and a recording hand-off double.
 import { describe, expect, test } from "vitest";
 import { fenceLeaseName, type Self } from "../../../core/decision.ts";
@@ -34,7 +35,7 @@ import {
 const NAME = incidentName("a", BOOT.a);
 const NOW = T0 + 1000;
 
-function world(p = policy()) {
+function world(p = policy(), gate?: Promise<void>) {
   const clock = new TestClock(NOW);
   const c = new MemoryCluster({ policy: p, nodes: CLUSTER3(), now: () => clock.now() });
   for (const n of ["a", "b", "c"]) c.publishObserver(n, keyOf(n).annotation, NOW);
@@ -49,6 +50,7 @@ function world(p = policy()) {
           fencedOffWritten: c.incident(NAME)?.status?.phase === "FencedOff",
           leaseHeld: c.leases.has(fenceLeaseName("a")) && !!c.leases.get(fenceLeaseName("a"))!.holder,
         });
+        await gate;
         return results;
       },
     },
@@ -79,6 +81,17 @@ describe("fence's hand-off in the stage executor", () => {
     expect(w.plans[0]!.plan).toMatchObject({ node: "a", incident: NAME, leases: DEFAULT_HANDOFF_LEASES });
     const proven = w.c.incident(NAME)!.status!.powerOffConfirmedAt;
     expect(w.plans[0]!.plan.provenAt).toBe(proven);
+  });
+
+  test("a hand-off that has not ended holds neither node.fenced nor the handler", async () => {
+    let end!: () => void;
+    const w = world(policy(), new Promise<void>((r) => (end = r)));
+    w.c.seedIncident(confirmed("a"));
+    const r = await handler(w)(request(), w.ctx); // returns while the hand-off still waits
+    expect(r.emit.map((e) => e.type)).toEqual([EVENT_TYPES.nodeFenced]);
+    expect(w.plans).toHaveLength(1);
+    expect(w.c.incident(NAME)?.status?.phase).toBe("FencedOff");
+    end();
   });
 
   test("turned off in the policy: no hand-off at all", async () => {

@@ -67,6 +67,9 @@ export function eventSourceSettings(
     leaseStaleMs: policy.suspicion.leaseStaleMs,
     policy,
     heartbeatNamespace: config.FASTFENCE_NAMESPACE,
+    ...(config.FASTFENCE_KUBE_ENDPOINTS
+      ? { apiEndpoints: kubeEndpointsOptions(config.FASTFENCE_KUBE_ENDPOINTS) }
+      : {}),
     ...(watchdog ? { watchdog } : {}),
     ...(config.FASTFENCE_WATCHDOG_VOUCH_PORT > 0 ? { vouchPort: config.FASTFENCE_WATCHDOG_VOUCH_PORT } : {}),
     ...(config.FASTFENCE_KAFKA_TOPIC ? { topic: config.FASTFENCE_KAFKA_TOPIC } : {}),

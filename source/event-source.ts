@@ -1,4 +1,4 @@
-// The event source (observer) replica: watches Nodes and kubelet Leases with informers
+// The event source (observer) replica: watches Nodes and kubelet Leases (source/source-watches.ts)
 // and publishes node.condition events; probes its k ring successors over TCP every
 // probe interval and publishes node.observed events, each signed with this replica's
 // in-memory Ed25519 key (source/observer-key.ts) and carrying, on this replica's own
@@ -12,18 +12,11 @@
 // and trackers, and re-decides whether its node's watchdog may be armed (only when the
 // policy's entry for the node has the watchdog level, source/watchdog-settings.ts); nothing
 // needs a restart. It never writes or logs its private key.
-import {
-  makeInformer,
-  type KubeConfig,
-  type V1Lease,
-  type V1Node,
-  CoordinationV1Api,
-  CoreV1Api,
-} from "@kubernetes/client-node";
+import type { KubeConfig, V1Lease, V1Node } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import { DEFAULT_POLICY, type FencingPolicySpec } from "../core/policy.ts";
 import type { WatchdogReport } from "../core/watchdog.ts";
-import { makePooledApiClient } from "../infra/kube/pooled-auth.ts";
+import { sourceWatches } from "./source-watches.ts";
 import { acksFor, catalogEntry, type EventType } from "../events/catalog.ts";
 import { encodeKafka } from "../events/codec.ts";
 import { envelope, type OutgoingEvent } from "../events/envelope.ts";
@@ -35,7 +28,7 @@ import { hasOutOfServiceTaint, probeTargets, ringMembers } from "../core/ring.ts
 import { heartbeatLeaseDurationMs } from "../core/rules.ts";
 import { HeartbeatSightings } from "./heartbeat-sightings.ts";
 import type { WatchdogAgentConfig } from "./watchdog-agent.ts";
-import { startHeartbeat, type Heartbeat } from "./heartbeat.ts";
+import { startHeartbeat, type ApiEndpoints, type Heartbeat } from "./heartbeat.ts";
 import { settingsChanges, sourceSettings, type SourceSettings } from "./policy-follow.ts";
 import { ObserverKey } from "./observer-key.ts";
 import { EVENT_TYPES } from "../events/catalog.ts";
@@ -65,6 +58,11 @@ export interface EventSourceConfig {
   /** Namespace of this node's heartbeat Lease (fastfence-alive-<node>); unset = no heartbeat. */
   heartbeatNamespace?: string;
   /**
+   * API servers the heartbeat renewals and the watches may fail over to
+   * (FASTFENCE_KUBE_ENDPOINTS); unset = the kubeconfig's only.
+   */
+  apiEndpoints?: ApiEndpoints;
+  /**
    * Where the node's watchdog device is and how to pet it (source/watchdog-settings.ts
    * watchdogDevice); unset = no device, no agent, no report. Armed only while the policy's
    * entry for this node has the watchdog level. Needs heartbeatNamespace.
@@ -89,7 +87,7 @@ export interface SourceMetrics {
 }
 
 export interface EventSource {
-  /** Resolves when both informers have listed once. */
+  /** Resolves once every watch (nodes, kubelet Leases, heartbeat Leases) has listed. */
   ready: Promise<void>;
   stop(): Promise<void>;
   /** Current probe targets (for status output and tests). */
@@ -171,14 +169,17 @@ export async function startEventSource(opts: {
     }
   }
 
-  const core = makePooledApiClient(kubeConfig, CoreV1Api);
-  const coord = makePooledApiClient(kubeConfig, CoordinationV1Api);
-  const nodeInformer = makeInformer<V1Node>(kubeConfig, "/api/v1/nodes", () => core.listNode());
-  const leaseInformer = makeInformer<V1Lease>(
+  const watches = sourceWatches({
     kubeConfig,
-    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
-    () => coord.listNamespacedLease({ namespace: "kube-node-lease" }),
-  );
+    ...(config.apiEndpoints ? { apiEndpoints: config.apiEndpoints } : {}),
+    ...(config.heartbeatNamespace ? { heartbeatNamespace: config.heartbeatNamespace } : {}),
+    heartbeatQuietMs: () => leaseDurationMs,
+    ...(config.informerRestartMs !== undefined ? { restartMs: config.informerRestartMs } : {}),
+    onHeartbeatListed: (listed) => sightings.setListed(listed, clock.now()),
+    node: config.node,
+    log,
+  });
+  const { nodes: nodeInformer, leases: leaseInformer, heartbeats: heartbeatInformer } = watches;
   // The probe ring: every node but those fenced off (out-of-service taint, core/ring.ts).
   const ring = () =>
     ringMembers(
@@ -217,12 +218,6 @@ export async function startEventSource(opts: {
   leaseInformer.on("update", onLease);
 
   // The heartbeat Leases, seen on this replica's own clock (the heartbeat veto's input).
-  const hbNamespace = config.heartbeatNamespace ?? "default";
-  const heartbeatInformer = makeInformer<V1Lease>(
-    kubeConfig,
-    `/apis/coordination.k8s.io/v1/namespaces/${hbNamespace}/leases`,
-    () => coord.listNamespacedLease({ namespace: hbNamespace }),
-  );
   const peerKeys = new Map<string, string[]>();
   const onHeartbeat = (l: V1Lease) => {
     if (!l.metadata?.name) return;
@@ -237,31 +232,8 @@ export async function startEventSource(opts: {
   heartbeatInformer.on("add", onHeartbeat);
   heartbeatInformer.on("update", onHeartbeat);
   heartbeatInformer.on("delete", (l) => l.metadata?.name && sightings.onDelete(l.metadata.name));
-  const startHeartbeatWatch = () =>
-    heartbeatInformer.start().then(() => sightings.setListed(true, clock.now()));
 
-  // Informers stop on errors other than 410: supervise and restart them.
-  for (const [name, inf] of [
-    ["nodes", nodeInformer],
-    ["leases", leaseInformer],
-    ["heartbeats", heartbeatInformer],
-  ] as const) {
-    inf.on("error", (err: unknown) => {
-      if (inf === heartbeatInformer) sightings.setListed(false, clock.now());
-      if (stopped) return;
-      log.warn({ incident: "none", node: config.node, informer: name, err }, "informer stopped; restarting");
-      setTimeout(() => {
-        if (stopped) return;
-        (inf === heartbeatInformer ? startHeartbeatWatch() : inf.start()).catch(() => undefined);
-      }, config.informerRestartMs ?? 500);
-    });
-  }
-  const ready = Promise.all([
-    nodeInformer.start(),
-    leaseInformer.start(),
-    // Without a heartbeat namespace nothing is watched: the watch never syncs.
-    config.heartbeatNamespace ? startHeartbeatWatch() : undefined,
-  ]).then(() => undefined);
+  const ready = watches.start();
 
   async function probeOne(target: string): Promise<void> {
     const n = nodes.get(target);
@@ -311,6 +283,7 @@ export async function startEventSource(opts: {
       peerKeys,
       policy: () => policy,
       intervalMs: settings.probe.heartbeatIntervalMs,
+      ...(config.apiEndpoints ? { apiEndpoints: config.apiEndpoints } : {}),
       leaseDurationMs: () => leaseDurationMs,
       ...(config.watchdog ? { watchdog: config.watchdog } : {}),
       ...(config.vouchPort !== undefined ? { vouchPort: config.vouchPort } : {}),
@@ -388,7 +361,7 @@ export async function startEventSource(opts: {
       clearInterval(probeTimer);
       // "not armed" recorded on the Lease first, then disarmed (source/watchdog-agent.ts).
       await heartbeat?.stop();
-      await Promise.allSettled([nodeInformer.stop(), leaseInformer.stop(), heartbeatInformer.stop()]);
+      await watches.stop();
     },
   };
 }

@@ -4,13 +4,15 @@
 // reach is still alive (partitioned, not dead). With a device configured it runs the node's
 // watchdog agent (source/node-watchdog.ts: armed only while the policy asks for it), and with
 // a vouch port the vouch endpoint (source/vouch-server.ts). setInterval follows a policy edit
-// of the heartbeat interval (the timer and the write deadline) without a restart. A failed
-// renewal is just skipped (the next one retries); it never throws from its timer.
+// of the heartbeat interval (the timer and the write deadline) without a restart. With
+// `apiEndpoints` (FASTFENCE_KUBE_ENDPOINTS) a renewal whose API server does not answer moves
+// to another one within its deadline, as the stages' requests do. A failed renewal is just
+// skipped (the next one retries); it never throws from its timer.
 import type { KubeConfig, V1Node } from "@kubernetes/client-node";
 import type { Clock } from "../core/clock.ts";
 import { heartbeatLeaseName } from "../core/decision.ts";
 import type { FencingPolicySpec } from "../core/policy.ts";
-import { Kube } from "../infra/kube/client.ts";
+import { Kube, type KubeClientConfig } from "../infra/kube/client.ts";
 import { LeaseManager } from "../infra/kube/lease.ts";
 import type { Logger } from "../infra/log.ts";
 import { startNodeWatchdog } from "./node-watchdog.ts";
@@ -27,6 +29,9 @@ export interface Heartbeat {
   stop(): Promise<void>;
 }
 
+/** Where a renewal may go besides the kubeconfig's server (infra/kube/client.ts options). */
+export type ApiEndpoints = Pick<KubeClientConfig, "extraEndpoints" | "discover" | "discoveryPolicy">;
+
 export async function startHeartbeat(o: {
   kubeConfig: KubeConfig;
   namespace: string;
@@ -39,6 +44,11 @@ export async function startHeartbeat(o: {
   peerKeys: ReadonlyMap<string, string[]>;
   policy: () => FencingPolicySpec;
   intervalMs: number;
+  /**
+   * Other API servers a renewal may go to (FASTFENCE_KUBE_ENDPOINTS as client options).
+   * Unset: only the kubeconfig's server, so a renewal waits for that one to answer.
+   */
+  apiEndpoints?: ApiEndpoints;
   /** The heartbeat Lease's duration now, ms (it follows the interval). */
   leaseDurationMs: () => number;
   watchdog?: WatchdogAgentConfig;
@@ -49,11 +59,14 @@ export async function startHeartbeat(o: {
 }): Promise<Heartbeat> {
   const { node, log, key } = o;
   let stopped = false;
-  // The request deadline follows the heartbeat interval: rebuilt when the policy changes it.
-  const leasesFor = (interval: number) =>
-    new LeaseManager(new Kube(o.kubeConfig, { requestTimeoutMs: Math.max(500, interval * 2) }), {
-      namespace: o.namespace,
-    });
+  // The request deadline follows the heartbeat interval: rebuilt when the policy changes it
+  // (the old client's endpoint discovery stopped).
+  let kube: Kube | undefined;
+  const leasesFor = (interval: number) => {
+    kube?.close();
+    kube = new Kube(o.kubeConfig, { requestTimeoutMs: Math.max(500, interval * 2), ...o.apiEndpoints, log });
+    return new LeaseManager(kube, { namespace: o.namespace });
+  };
   let leases = leasesFor(o.intervalMs);
   const current = { acquire: (...a: Parameters<LeaseManager["acquire"]>) => leases.acquire(...a) };
   let watchdog: WatchdogAgent | undefined;
@@ -121,6 +134,7 @@ export async function startHeartbeat(o: {
       clearInterval(timer);
       await vouchServer?.close();
       await watchdog?.stop();
+      kube?.close();
     },
   };
 }

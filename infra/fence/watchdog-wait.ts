@@ -7,7 +7,7 @@
 // renewed its heartbeat is never counted as reset. It never sends a BMC command, never
 // writes to the API, and never compares another machine's clock with this one's.
 import { performance } from "node:perf_hooks";
-import { CoordinationV1Api, makeInformer, type V1Lease } from "@kubernetes/client-node";
+import type { V1Lease } from "@kubernetes/client-node";
 import type { Action } from "../../core/decision.ts";
 import type { Attempt } from "../../core/incident.ts";
 import {
@@ -17,6 +17,7 @@ import {
   type WatchSeen,
 } from "../../functions/fence/watchdog-level.pure.ts";
 import type { Kube } from "../kube/client.ts";
+import { FailoverInformer } from "../kube/failover-informer.ts";
 import { forIncident, type Logger } from "../log.ts";
 import { lookBeforeOff, type LookDeps } from "./last-look.ts";
 import { WatchdogSightings } from "./watchdog-sightings.ts";
@@ -31,22 +32,28 @@ export interface HeartbeatWatch {
 
 /**
  * Starts the continuous watch of the heartbeat Leases in `namespace`; a broken watch is
- * restarted after `restartMs` and counts as not synced until it has listed again.
+ * restarted after `restartMs`, a quiet one (no event for `quietMs`, default the sightings'
+ * 3 s) moves to another of `kube`'s API servers; either counts as not synced until it has
+ * listed again.
  */
 export function startHeartbeatWatch(
   kube: Kube,
   namespace: string,
   log: Logger,
-  opts: { restartMs?: number; mono?: () => number } = {},
+  opts: { restartMs?: number; quietMs?: number; mono?: () => number } = {},
 ): HeartbeatWatch {
   const mono = opts.mono ?? (() => performance.now());
-  const sightings = new WatchdogSightings();
-  const coord = kube.kubeConfig.makeApiClient(CoordinationV1Api);
-  const informer = makeInformer<V1Lease>(
-    kube.kubeConfig,
-    `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
-    () => coord.listNamespacedLease({ namespace }),
-  );
+  const quietMs = opts.quietMs ?? 3_000;
+  const sightings = new WatchdogSightings(quietMs);
+  const informer = new FailoverInformer<V1Lease>({
+    name: "heartbeats",
+    kube,
+    path: `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`,
+    list: (a) => a.coordination.listNamespacedLease({ namespace }),
+    quietMs,
+    mono,
+    log,
+  });
   let stopped = false;
   const onLease = (l: V1Lease) => {
     const m = l.metadata;
@@ -55,18 +62,15 @@ export function startHeartbeatWatch(
   informer.on("add", onLease);
   informer.on("update", onLease);
   informer.on("delete", (l) => l.metadata?.name && sightings.onDelete(l.metadata.name));
-  const start = () =>
-    informer
-      .start()
-      .then(() => sightings.setListed(true, mono()))
-      .catch(() => undefined);
+  informer.on("listed", () => sightings.setListed(true, mono()));
+  informer.on("moved", () => sightings.setListed(false, mono()));
   informer.on("error", (err: unknown) => {
     sightings.setListed(false, mono());
     if (stopped) return;
     log.warn({ incident: "none", node: "none", err }, "heartbeat watch stopped; restarting");
-    setTimeout(() => !stopped && void start(), opts.restartMs ?? 500);
+    setTimeout(() => !stopped && void informer.start(), opts.restartMs ?? 500);
   });
-  void start();
+  void informer.start();
   return {
     seen: (node, now) => sightings.seen(node, now),
     stop: () => {

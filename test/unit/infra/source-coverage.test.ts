@@ -5,10 +5,10 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../../core/clock.ts";
 import { resolvePolicy } from "../../../core/policy.ts";
-import type { Kube } from "../../../infra/kube/client.ts";
 import { createLogger } from "../../../infra/log.ts";
 import { createFunctionMetrics } from "../../../infra/metrics.ts";
 import { startSourceCoverage } from "../../../infra/runtime/source-coverage.ts";
+import { kubeAnswering } from "../../scenarios/memory-adapters.ts";
 
 const T0 = Date.parse("2026-11-01T10:00:00.000Z");
 
@@ -18,19 +18,18 @@ describe("event-source coverage", () => {
       { name: "node-a", renewMs: T0 - 1000 }, // fresh
       { name: "node-b", renewMs: T0 - 60_000 }, // stale: its source is gone
     ];
-    const kube = {
-      call: async (_what: string, fn: (apis: unknown) => Promise<unknown>) =>
-        fn({
-          coordination: {
-            listNamespacedLease: async () => ({
-              items: leases.map((l) => ({
-                metadata: { name: `fastfence-alive-${l.name}` },
-                spec: { renewTime: new Date(l.renewMs), leaseDurationSeconds: 4 },
-              })),
-            }),
-          },
-        }),
-    } as unknown as Kube;
+    const kube = kubeAnswering(async (_what: string, fn: (apis: unknown) => Promise<unknown>) =>
+      fn({
+        coordination: {
+          listNamespacedLease: async () => ({
+            items: leases.map((l) => ({
+              metadata: { name: `fastfence-alive-${l.name}` },
+              spec: { renewTime: new Date(l.renewMs), leaseDurationSeconds: 4 },
+            })),
+          }),
+        },
+      }),
+    );
     const nodes = [
       { name: "node-a", ready: "True" as const },
       { name: "node-b", ready: "True" as const },

@@ -9,7 +9,7 @@ export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
 
-.PHONY: artifact setup setup-node test test-all test-kafka-clients test-unit test-integration test-deploy lint demo bench bench-bmc chaos clean reap
+.PHONY: artifact setup setup-node test test-all test-kafka-clients test-unit test-integration test-deploy lint demo bench bench-bmc bench-api-stall chaos clean reap
 
 setup:
 	@$(ROOT)/scripts/setup.sh
@@ -56,7 +56,8 @@ test-deploy: setup
 	@$(VITEST) run --project 'integration*' test/integration/deploy-
 
 ## test: everything (lint, unit, integration incl. deploy validation); budget 15 minutes on 2 cores after setup.
-## Ends with the wall time of every test file, slowest first (.cache/reports/test-times-<run>.md), pass or fail.
+## Ends with the wall time of every test file, slowest first, then the failed files with their first errors
+## (.cache/reports/test-times-<run>.md), pass or fail.
 test: export FASTFENCE_TEST_RUN := $(shell date -u +%Y%m%d-%H%M%S)
 test:
 	@rc=0; $(MAKE) --no-print-directory test-all || rc=$$?; node scripts/test-times.ts "$$FASTFENCE_TEST_RUN" || true; exit $$rc
@@ -75,6 +76,10 @@ bench: setup
 ## chaos: seeded fault schedules on the lab, invariant + liveness checks (CHAOS_ARGS="--schedules 6 --seed 1"; ~15 min)
 chaos: setup
 	@node bench/chaos.ts $(CHAOS_ARGS)
+
+## bench-api-stall: survivors' API servers after a control-plane node's silent crash (API_STALL_ARGS="--trials 3"; ~2 min a trial)
+bench-api-stall: setup
+	@node bench/api-stall.ts $(API_STALL_ARGS)
 
 ## bench-bmc: off command → power-off confirmed, ours vs fence_ipmilan / fence_redfish (20 rounds each)
 bench-bmc: setup

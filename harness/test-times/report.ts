@@ -28,6 +28,16 @@ export interface FileTime {
   retries: number;
   /** Each case's own duration (the .json only: where a slow file spends its time). */
   caseTimes?: CaseTime[];
+  /** A failed file's first errors: where (a case, a hook's suite, the file) and the message's first line. */
+  failures?: FileFailure[];
+}
+
+/** One error of a failed file, as the end of the report shows it. */
+export interface FileFailure {
+  /** The failed case's full name, the suite whose hook failed, or "(file)" for the file's own errors. */
+  where: string;
+  /** The error's name and the first line of its message. */
+  message: string;
 }
 
 /** One test case's name (describe path joined by " > "), final state and duration, ms. */
@@ -209,5 +219,56 @@ export function formatTestTimes(t: TestTimes): string {
   }
   if (t.unattributedStarts)
     lines.push("", `${t.unattributedStarts} start(s) ran outside a known test file (not in the file rows).`);
+  lines.push(...failedFiles(t.files));
   return `${lines.join("\n")}\n`;
+}
+
+/** What describeError reads of an error vitest serialized. */
+export interface ErrorLike {
+  name?: string;
+  message?: string;
+  cause?: unknown;
+}
+
+const MESSAGE_CHARS = 300;
+
+/** "EnvError: control plane failed to start ← Error: spawn ENOENT": each message's first line, causes after. */
+export function describeError(err: ErrorLike): string {
+  const parts: string[] = [];
+  let e: unknown = err;
+  for (let depth = 0; depth < 3 && e && typeof e === "object"; depth++) {
+    const { name, message } = e as ErrorLike;
+    const first = String(message ?? "")
+      .split("\n")[0]!
+      .replace(/^Caused by: /, "")
+      .trim();
+    parts.push(name && name !== "Error" ? `${name}: ${first}` : first || String(name ?? "error"));
+    e = (e as ErrorLike).cause;
+  }
+  const text = parts.join(" ← ");
+  return text.length > MESSAGE_CHARS ? `${text.slice(0, MESSAGE_CHARS - 1)}…` : text;
+}
+
+/** At most this many errors shown per failed file (the .json keeps what the reporter recorded). */
+const SHOWN_FAILURES = 3;
+
+/**
+ * The failed files and their first errors, last in the report: the end of a CI log is
+ * what a reader sees first, and a file that failed in a hook shows no failed case above.
+ */
+function failedFiles(files: FileRow[]): string[] {
+  const failed = files.filter((f) => f.state === "failed" || f.cases.failed > 0);
+  if (failed.length === 0) return [];
+  const out = ["", `Failed files (${failed.length}):`, ""];
+  for (const f of [...failed].sort((a, b) => a.file.localeCompare(b.file))) {
+    out.push(
+      `- ${f.file} (${f.project}): ${f.cases.failed} failed, ${f.cases.skipped} skipped of ${f.cases.total}`,
+    );
+    const shown = (f.failures ?? []).slice(0, SHOWN_FAILURES);
+    for (const e of shown) out.push(`  - ${e.where}: ${e.message}`);
+    const more = (f.failures?.length ?? 0) - shown.length;
+    if (more > 0) out.push(`  - and ${more} more`);
+    if (shown.length === 0) out.push("  - (no error recorded: see the vitest output above)");
+  }
+  return out;
 }

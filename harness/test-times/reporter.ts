@@ -11,10 +11,12 @@ import { join, relative } from "node:path";
 import type { Reporter, TestModule, TestRunEndReason, Vitest } from "vitest/node";
 import { ENV_TIMES_VAR, type EnvStartRecord } from "../env/start-times.ts";
 import {
+  describeError,
   formatTestTimes,
   mergeParts,
   type CaseCounts,
   type CaseTime,
+  type FileFailure,
   type FileTime,
   type RunPart,
 } from "./report.ts";
@@ -45,6 +47,22 @@ export function writeReport(root: string, parts: RunPart[]): { path: string; tex
   return { path: `${base}.md`, text };
 }
 
+/** At most this many errors recorded per file. */
+const RECORDED_FAILURES = 10;
+
+/** The file's own errors, its suites' hook errors and its failed cases' errors, in that order. */
+function failuresOf(m: TestModule): FileFailure[] {
+  const out: FileFailure[] = m.errors().map((e) => ({ where: "(file)", message: describeError(e) }));
+  for (const s of m.children.allSuites())
+    out.push(...s.errors().map((e) => ({ where: s.fullName, message: describeError(e) })));
+  for (const t of m.children.allTests()) {
+    const r = t.result();
+    if (r.state === "failed")
+      out.push(...r.errors.map((e) => ({ where: t.fullName, message: describeError(e) })));
+  }
+  return out.slice(0, RECORDED_FAILURES);
+}
+
 function fileTime(root: string, m: TestModule): FileTime {
   const d = m.diagnostic();
   const cases: CaseCounts = { total: 0, passed: 0, failed: 0, skipped: 0 };
@@ -69,6 +87,7 @@ function fileTime(root: string, m: TestModule): FileTime {
     cases,
     retries,
     caseTimes,
+    ...(m.state() === "failed" || cases.failed > 0 ? { failures: failuresOf(m) } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  describeError,
   formatDuration,
   coveredMs,
   formatTestTimes,
@@ -159,6 +160,55 @@ describe("test-time report", () => {
     ]);
     expect(md).toContain("| control-plane | 3 | 2 | 10.0 s | 3.0 s | 5.0 s | 1 |");
     expect(md).toContain("1 start(s) ran outside a known test file");
+  });
+
+  it("ends with the failed files and their first errors, a hook's failure among them", () => {
+    const hookFailed = file("test/integration/hook.test.ts", 5_000, 6, {
+      state: "failed",
+      cases: { total: 6, passed: 0, failed: 0, skipped: 6 },
+      failures: [
+        {
+          where: "shared plane",
+          message: "EnvError: control plane failed to start ← Error: listen EADDRINUSE",
+        },
+      ],
+    });
+    const silent = file("test/integration/silent.test.ts", 1_000, 1, {
+      state: "failed",
+      cases: { total: 1, passed: 0, failed: 0, skipped: 1 },
+    });
+    const many = file("test/integration/many.test.ts", 1_000, 5, {
+      state: "failed",
+      cases: { total: 5, passed: 0, failed: 5, skipped: 0 },
+      failures: [1, 2, 3, 4, 5].map((i) => ({ where: `case ${i}`, message: `AssertionError: ${i}` })),
+    });
+    const md = formatTestTimes(
+      mergeParts([{ ...integration, files: [hookFailed, file("x.test.ts", 1, 1), silent, many] }]),
+    );
+    const tail = md.trimEnd().split("\n").slice(-11);
+    expect(tail).toEqual([
+      "Failed files (3):",
+      "",
+      "- test/integration/hook.test.ts (integration): 0 failed, 6 skipped of 6",
+      "  - shared plane: EnvError: control plane failed to start ← Error: listen EADDRINUSE",
+      "- test/integration/many.test.ts (integration): 5 failed, 0 skipped of 5",
+      "  - case 1: AssertionError: 1",
+      "  - case 2: AssertionError: 2",
+      "  - case 3: AssertionError: 3",
+      "  - and 2 more",
+      "- test/integration/silent.test.ts (integration): 0 failed, 1 skipped of 1",
+      "  - (no error recorded: see the vitest output above)",
+    ]);
+    expect(formatTestTimes(mergeParts([unit]))).not.toContain("Failed files");
+  });
+
+  it("describes an error by each message's first line, causes after, bounded", () => {
+    const cause = { name: "Error", message: "listen EADDRINUSE: 127.0.0.1:4001\n    at x" };
+    expect(describeError({ name: "EnvError", message: "control plane failed to start", cause })).toBe(
+      "EnvError: control plane failed to start ← listen EADDRINUSE: 127.0.0.1:4001",
+    );
+    expect(describeError({ message: "x".repeat(400) })).toHaveLength(300);
+    expect(describeError({ name: "TypeError" })).toBe("TypeError: ");
   });
 
   it("an empty run prints a table without rows", () => {

@@ -15,6 +15,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  utimesSync,
   statSync,
   writeFileSync,
 } from "node:fs";
@@ -87,7 +88,7 @@ function productionDeps(log: (s: string) => void): string {
   return join(deps, "node_modules");
 }
 
-/** Remove unpacked artifacts nobody has used for a day (never the one just built). */
+/** Remove unpacked artifacts nobody has used for a day (ensureArtifact marks a use; never `keep`). */
 function prune(keep: string): void {
   const dayAgo = Date.now() - 86_400_000;
   for (const name of readdirSync(ARTIFACT_ROOT)) {
@@ -129,7 +130,12 @@ export function ensureArtifact(opts: { log?: (s: string) => void; omit?: string[
     const suffix = omit.length ? `-without-${omit.join("-")}` : "";
     const dir = join(ARTIFACT_ROOT, `fastfence-${version}-${sum.slice(0, 16)}${suffix}`);
     const artifact = { dir, tarball: ARTIFACT_TARBALL, version, sha256: sum };
-    if (existsSync(join(dir, "ARTIFACT.json"))) return artifact;
+    if (existsSync(join(dir, "ARTIFACT.json"))) {
+      // Marks it used now: prune() goes by this time, and a run may use it for hours.
+      const now = new Date();
+      utimesSync(dir, now, now);
+      return artifact;
+    }
     log(`artifact: unpacking fastfence ${version} (${sum.slice(0, 16)}) into ${dir}`);
     const tmp = `${dir}.tmp-${process.pid}`;
     rmSync(tmp, { recursive: true, force: true });

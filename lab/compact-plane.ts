@@ -4,7 +4,9 @@
 // rejoins), one kube-apiserver (lease endpoint reconciler, advertising the node's address),
 // one kube-controller-manager and one kube-scheduler with leader election on, talking to
 // their own node's API server as OpenShift's do. The settings are OpenShift's or upstream's
-// (COMPACT_SETTINGS, sources in docs/lab.md). This module only makes the PKI and the argv
+// (COMPACT_SETTINGS, sources in docs/lab.md). With `vmController`, the first two nodes also
+// run the VM controller stand-in (harness/kubevirt/), leader-elected as virt-controller's
+// two replicas are. This module only makes the PKI and the argv
 // lists and writes files into the lab's run dir; the nodes' launchers start the processes,
 // so every node fault acts on them as on the node's other processes.
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -13,7 +15,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { BIN } from "../harness/env/base.ts";
 import { kubeconfigYaml, makePki, type Pki } from "../harness/env/pki.ts";
 import type { LabApi } from "./control-plane.ts";
-import { HOST_IP, LAB_RUN } from "./state.ts";
+import { HOST_IP, LAB_RUN, ROOT } from "./state.ts";
 import { API_PORT, type LabNode, type LabOptions, type LeaderElectionProfile } from "./types.ts";
 
 /** How many nodes carry a control-plane member (the first ones). */
@@ -23,6 +25,10 @@ export const ETCD_PEER_PORT = 2380;
 /** The node's API server (on its own address, as a control-plane node's). */
 export const NODE_API_PORT = 6443;
 export const KCM_PORT = 10257;
+/** How many nodes run a VM controller replica (KubeVirt's virt-controller Deployment: 2). */
+export const VM_CONTROLLER_REPLICAS = 2;
+/** The namespace whose VMs the lab's VM controller runs (the lab's own VMs stay untouched). */
+export const LAB_VM_NAMESPACE = "lab-vms";
 export const SCHEDULER_PORT = 10259;
 
 export interface LeaderElection {
@@ -181,10 +187,28 @@ export function compactProcesses(
     ...kube("scheduler-certs", SCHEDULER_PORT),
     ...leaderArgs(st.scheduler),
   ];
+  // KubeVirt's own leader election settings (15/10/2 s) under either profile; the identity
+  // is `<node>_<uuid>` per start, as a host-network client-go process's (docs/lab.md).
+  const vmController =
+    opts.vmController && members.indexOf(x) < VM_CONTROLLER_REPLICAS
+      ? [
+          {
+            name: "virt-controller",
+            argv: [
+              process.execPath,
+              join(ROOT, "harness/kubevirt/vm-controller-main.ts"),
+              `--kubeconfig=${local}`,
+              `--identity-host=${x.name}`,
+              `--namespaces=${LAB_VM_NAMESPACE}`,
+            ],
+          },
+        ]
+      : [];
   return [
     { name: "etcd", argv: etcd },
     { name: "kube-apiserver", argv: apiserver },
     { name: "kube-controller-manager", argv: controllerManager },
     { name: "kube-scheduler", argv: scheduler },
+    ...vmController,
   ];
 }

@@ -21,6 +21,7 @@ import { applyLabAccess } from "./shipped-access.ts";
 /** What the lab needs of its control plane, host or compact: where the API is and its credentials. */
 export type LabApi = Pick<ControlPlane, "kubeconfigPath" | "server" | "kubeConfig" | "pki" | "dir" | "stop">;
 import { API_PORT, KUBELET_PORT, NAMESPACE, type LabNode, type LabOptions } from "./types.ts";
+import { LAB_VM_NAMESPACE } from "./compact-plane.ts";
 
 /** Start the control plane and record its processes and temp dir in the state. */
 export async function startLabControlPlane(
@@ -65,11 +66,14 @@ export async function seedCluster(
 ): Promise<LabState["access"]> {
   await applyFastfenceCrds(cp.kubeConfig);
   await core.createNamespace({ body: { metadata: { name: NAMESPACE } } });
+  // where `lab up --vm-controller`'s VM controller runs VMs (made always: an empty namespace)
+  await core.createNamespace({ body: { metadata: { name: LAB_VM_NAMESPACE } } });
   // fastfence runs as shipped: its ServiceAccounts, RBAC and admission policies.
   const access = await applyLabAccess(cp.kubeConfig, log);
   for (const x of nodes) {
     const obj = kwokNodeObject(x.name, randomUUID(), {
-      labels: { "node-role.kubernetes.io/control-plane": "" },
+      // schedulable for VMs, as virt-handler labels a node it runs on
+      labels: { "node-role.kubernetes.io/control-plane": "", "kubevirt.io/schedulable": "true" },
       annotations: { [PROBE_ADDRESS_ANNOTATION]: `${x.ip}:${KUBELET_PORT}` },
       addresses: [
         { type: "InternalIP", address: x.ip },

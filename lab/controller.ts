@@ -49,6 +49,7 @@ async function main(): Promise<void> {
     secondLevel: process.env.FASTFENCE_LAB_SECOND_LEVEL === "1",
     controlPlane: process.env.FASTFENCE_LAB_CONTROL_PLANE === "host" ? "host" : "compact",
     leaderElection: process.env.FASTFENCE_LAB_LEADER_ELECTION === "upstream" ? "upstream" : "openshift",
+    vmController: process.env.FASTFENCE_LAB_VM_CONTROLLER === "1",
   });
   const l = lab;
   let mark: TrialStart | undefined;

@@ -2,7 +2,8 @@
 // (up, and whether it is the leader, from etcd's own status), its API server (/readyz),
 // whether its controller manager and scheduler run, and who holds their Leases
 // (kube-system/kube-controller-manager and kube-scheduler, whose holder identities start
-// with the node's hostname), and how many leader changes each member saw. Also the bring-up gates: the plane answering, and the
+// with the node's hostname; also kubevirt/virt-controller, the lab's VM controller), and how
+// many leader changes each member saw. Also the bring-up gates: the plane answering, and the
 // "seeded" marker the nodes' launchers wait for. Reads only; never changes a member.
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -29,6 +30,8 @@ export interface CompactStatus {
   etcdLeader?: string;
   controllerManagerLeader?: string;
   schedulerLeader?: string;
+  /** The node of kubevirt/virt-controller's holder (`lab up --vm-controller`). */
+  vmControllerLeader?: string;
   /** Members whose etcd answers (quorum needs 2 of 3). */
   etcdUp: number;
 }
@@ -133,9 +136,10 @@ async function leaseHolder(
   coord: CoordinationV1Api,
   name: string,
   nodes: LabNode[],
+  namespace = "kube-system",
 ): Promise<string | undefined> {
   try {
-    const l = await coord.readNamespacedLease({ name, namespace: "kube-system" });
+    const l = await coord.readNamespacedLease({ name, namespace });
     const holder = l.spec?.holderIdentity ?? "";
     return nodes.find((x) => holder.startsWith(`${x.name}_`))?.name;
   } catch {
@@ -145,12 +149,13 @@ async function leaseHolder(
 
 export async function compactStatus(nodes: LabNode[], coord: CoordinationV1Api): Promise<CompactStatus> {
   const members = membersOf(nodes);
-  const [etcd, changes, ready, kcm, sched] = await Promise.all([
+  const [etcd, changes, ready, kcm, sched, vmc] = await Promise.all([
     Promise.all(members.map((x) => etcdStatus(x.ip))),
     Promise.all(members.map((x) => etcdLeaderChanges(x.ip))),
     Promise.all(members.map((x) => apiReady(x.ip))),
     leaseHolder(coord, "kube-controller-manager", members),
     leaseHolder(coord, "kube-scheduler", members),
+    leaseHolder(coord, "virt-controller", members, "kubevirt"),
   ]);
   const out: MemberStatus[] = members.map((x, i) => {
     const e = etcd[i];
@@ -177,6 +182,7 @@ export async function compactStatus(nodes: LabNode[], coord: CoordinationV1Api):
     ...(etcdLeader ? { etcdLeader } : {}),
     ...(kcm ? { controllerManagerLeader: kcm } : {}),
     ...(sched ? { schedulerLeader: sched } : {}),
+    ...(vmc ? { vmControllerLeader: vmc } : {}),
     etcdUp: out.filter((m) => m.etcd.up).length,
   };
 }

@@ -64,6 +64,12 @@ export interface LabOptions {
   controlPlane?: ControlPlaneMode;
   /** The compact plane's leader election and etcd timing: "openshift" (default) or "upstream". */
   leaderElection?: LeaderElectionProfile;
+  /**
+   * Run the VM controller stand-in (harness/kubevirt/) on the first VM_CONTROLLER_REPLICAS
+   * nodes of the compact plane, leader-elected on kubevirt/virt-controller with KubeVirt's
+   * settings, for the VMs of the lab-vms namespace. Default off.
+   */
+  vmController?: boolean;
 }
 
 export type ControlPlaneMode = "host" | "compact";

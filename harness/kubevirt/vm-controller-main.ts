@@ -1,11 +1,13 @@
 // The VM controller stand-in as a process: `node harness/kubevirt/vm-controller-main.ts
-// --kubeconfig FILE --identity NAME [--lease-namespace kubevirt] [--lease-name virt-controller]
+// --kubeconfig FILE (--identity NAME | --identity-host HOST) [--lease-namespace kubevirt] [--lease-name virt-controller]
 // [--namespaces a,b] [--lease-duration-s 15] [--renew-deadline-s 10] [--retry-period-s 2]
-// [--interval-ms 100] [--release-on-cancel]`. It campaigns for the Lease like KubeVirt's
+// [--interval-ms 100] [--release-on-cancel]`; --identity-host HOST names it `HOST_<uuid>`
+// per start, as a host-network client-go process is named. It campaigns for the Lease like KubeVirt's
 // virt-controller (its defaults: 15 s / 10 s / 2 s) and runs the VM and VMI steps while it
 // leads; SIGTERM or SIGINT exits, releasing the Lease only with --release-on-cancel
 // (virt-controller does not release: its Lease lapses). One replica per process (the lab runs one per node).
 // Harness only, never the product; it talks only to the API server of its kubeconfig.
+import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from "@kubernetes/client-node";
 import { LeaderElector } from "./leader-elector.ts";
@@ -38,6 +40,7 @@ export function parseStandInArgs(argv: string[]): StandInOptions {
     options: {
       kubeconfig: { type: "string" },
       identity: { type: "string" },
+      "identity-host": { type: "string" },
       "lease-namespace": { type: "string", default: "kubevirt" },
       "lease-name": { type: "string", default: "virt-controller" },
       namespaces: { type: "string" },
@@ -56,7 +59,13 @@ export function parseStandInArgs(argv: string[]): StandInOptions {
     strict: true,
   });
   if (!values.kubeconfig) throw new UsageError("--kubeconfig is required");
-  if (!values.identity) throw new UsageError("--identity is required");
+  if (values.identity && values["identity-host"])
+    throw new UsageError("--identity and --identity-host name the same thing: give one");
+  const host = values["identity-host"];
+  if (host !== undefined && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(host))
+    throw new UsageError(`--identity-host must be a host name, got "${host}"`);
+  const identity = values.identity ?? (host ? `${host}_${randomUUID()}` : undefined);
+  if (!identity) throw new UsageError("--identity or --identity-host is required");
   const num = (flag: string, v: string | undefined, scale: number) => {
     const n = Number(v);
     if (!Number.isFinite(n) || n <= 0)
@@ -65,7 +74,7 @@ export function parseStandInArgs(argv: string[]): StandInOptions {
   };
   return {
     kubeconfig: values.kubeconfig,
-    identity: values.identity,
+    identity,
     leaseNamespace: values["lease-namespace"],
     leaseName: values["lease-name"],
     ...(values.namespaces ? { namespaces: values.namespaces.split(",").filter(Boolean) } : {}),

@@ -2,7 +2,9 @@
 // KubeVirt CRDs: a ReadWriteOnce PersistentVolume pre-bound to its claim, the claim, and a
 // VirtualMachine with that claim as its one volume and the given run strategy. Unlike
 // harness/kube/vm.ts it creates no VMI and no pod: the stand-in does, as virt-controller
-// would, and the real scheduler places the pod. It only creates these objects.
+// would, and the real scheduler places the pod. It only creates these objects; a create
+// answered 5xx or not at all (a control plane still settling after a node's death) is sent
+// again for up to 30 s, and "already exists" after such a retry counts as created.
 import type { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 
 export type RunStrategy = "Always" | "RerunOnFailure" | "Halted";
@@ -13,6 +15,24 @@ export interface StandInVm {
   runStrategy: RunStrategy;
 }
 
+const RETRY_FOR_MS = 30_000;
+
+async function createOnce(what: string, create: () => Promise<unknown>): Promise<void> {
+  const end = Date.now() + RETRY_FOR_MS;
+  for (let retried = false; ; retried = true) {
+    try {
+      await create();
+      return;
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (retried && code === 409) return; // an earlier try landed
+      const transient = typeof code !== "number" || code >= 500;
+      if (!transient || Date.now() > end) throw new Error(`create ${what}: ${String(err)}`, { cause: err });
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
 export async function createStandInVm(
   api: { core: CoreV1Api; custom: CustomObjectsApi },
   vm: StandInVm,
@@ -20,47 +40,53 @@ export async function createStandInVm(
   const { name, namespace } = vm;
   const pv = `pv-${namespace}-${name}`;
   const pvc = `${name}-disk`;
-  await api.core.createPersistentVolume({
-    body: {
-      metadata: { name: pv },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes: ["ReadWriteOnce"],
-        persistentVolumeReclaimPolicy: "Retain",
-        csi: { driver: "csi.fastfence.test", volumeHandle: `vol-${namespace}-${name}` },
-        claimRef: { namespace, name: pvc },
+  await createOnce(`PersistentVolume ${pv}`, () =>
+    api.core.createPersistentVolume({
+      body: {
+        metadata: { name: pv },
+        spec: {
+          capacity: { storage: "1Gi" },
+          accessModes: ["ReadWriteOnce"],
+          persistentVolumeReclaimPolicy: "Retain",
+          csi: { driver: "csi.fastfence.test", volumeHandle: `vol-${namespace}-${name}` },
+          claimRef: { namespace, name: pvc },
+        },
       },
-    },
-  });
-  await api.core.createNamespacedPersistentVolumeClaim({
-    namespace,
-    body: {
-      metadata: { name: pvc },
-      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: pv },
-    },
-  });
-  await api.custom.createNamespacedCustomObject({
-    group: "kubevirt.io",
-    version: "v1",
-    namespace,
-    plural: "virtualmachines",
-    body: {
-      apiVersion: "kubevirt.io/v1",
-      kind: "VirtualMachine",
-      metadata: { name },
-      spec: {
-        runStrategy: vm.runStrategy,
-        template: {
-          metadata: { labels: { "kubevirt.io/vm": name } },
-          spec: {
-            domain: {
-              devices: { disks: [{ name: "disk", disk: { bus: "virtio" } }] },
-              resources: { requests: { memory: "64Mi" } },
+    }),
+  );
+  await createOnce(`PersistentVolumeClaim ${namespace}/${pvc}`, () =>
+    api.core.createNamespacedPersistentVolumeClaim({
+      namespace,
+      body: {
+        metadata: { name: pvc },
+        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: pv },
+      },
+    }),
+  );
+  await createOnce(`VirtualMachine ${namespace}/${name}`, () =>
+    api.custom.createNamespacedCustomObject({
+      group: "kubevirt.io",
+      version: "v1",
+      namespace,
+      plural: "virtualmachines",
+      body: {
+        apiVersion: "kubevirt.io/v1",
+        kind: "VirtualMachine",
+        metadata: { name },
+        spec: {
+          runStrategy: vm.runStrategy,
+          template: {
+            metadata: { labels: { "kubevirt.io/vm": name } },
+            spec: {
+              domain: {
+                devices: { disks: [{ name: "disk", disk: { bus: "virtio" } }] },
+                resources: { requests: { memory: "64Mi" } },
+              },
+              volumes: [{ name: "disk", persistentVolumeClaim: { claimName: pvc } }],
             },
-            volumes: [{ name: "disk", persistentVolumeClaim: { claimName: pvc } }],
           },
         },
       },
-    },
-  });
+    }),
+  );
 }

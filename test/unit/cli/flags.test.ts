@@ -69,6 +69,7 @@ describe("missing and invalid values", T, () => {
     [["lab", "bmc-fault", "node-a", "--fault", "melted"], "lab bmc-fault", ["--fault", '"melted"']],
     [["lab", "up", "--nodes", "two"], "lab up", ["--nodes", '"two"']],
     [["lab", "up", "--bmc", "serial"], "lab up", ["--bmc", '"serial"']],
+    [["lab", "up", "--control-plane", "host", "--vm-controller"], "lab up", ["--vm-controller", "compact"]],
     [["lab", "crash"], "lab crash", ["which node"]],
     [["pause"], "pause", ["--reason is required"]],
     [["pause", "node-a", "--reason", "  "], "pause", ["--reason is required"]],

@@ -39,9 +39,22 @@ describe("stand-in command line", () => {
     });
   });
 
+  it("--identity-host names it <host>_<uuid>, new at each start (client-go's host-network form)", () => {
+    const a = parseStandInArgs(["--kubeconfig=k", "--identity-host=node-a"]).identity;
+    const b = parseStandInArgs(["--kubeconfig=k", "--identity-host=node-a"]).identity;
+    expect(a).toMatch(/^node-a_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(b).not.toBe(a);
+  });
+
   it("names what is missing or wrong", () => {
     expect(() => parseStandInArgs(["--identity=a"])).toThrow(new UsageError("--kubeconfig is required"));
-    expect(() => parseStandInArgs(["--kubeconfig=k"])).toThrow(/--identity is required/);
+    expect(() => parseStandInArgs(["--kubeconfig=k"])).toThrow(/--identity or --identity-host is required/);
+    expect(() => parseStandInArgs(["--kubeconfig=k", "--identity=a", "--identity-host=node-a"])).toThrow(
+      /give one/,
+    );
+    expect(() => parseStandInArgs(["--kubeconfig=k", "--identity-host=Node_A"])).toThrow(
+      /--identity-host must be a host name, got "Node_A"/,
+    );
     expect(() => parseStandInArgs(["--kubeconfig=k", "--identity=a", "--retry-period-s=0"])).toThrow(
       /--retry-period-s must be a positive number, got "0"/,
     );

@@ -52,9 +52,14 @@ export function watchdogEnv(w: WatchdogAgentConfig | undefined): Record<string, 
     : {};
 }
 
-/** The event source's environment on this node (with its emulated watchdog, when the lab gives one). */
-export function labSourceEnv(cfg: AgentConfig): Record<string, string> {
+/**
+ * The event source's environment on this node: `shipped` (the DaemonSet's settings the lab
+ * keeps, replica-settings.ts labSourceSettings), then this node's, with its emulated
+ * watchdog when the lab gives one.
+ */
+export function labSourceEnv(cfg: AgentConfig, shipped: Record<string, string> = {}): Record<string, string> {
   return {
+    ...shipped,
     ...labComponentEnv(cfg, "event-source"),
     FASTFENCE_REPLICA: `source-${cfg.node}`,
     ...watchdogEnv(cfg.watchdog),

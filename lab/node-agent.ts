@@ -27,7 +27,7 @@ import { PolicyReader } from "../infra/kube/policy.ts";
 import { createLogger } from "../infra/log.ts";
 import type { HostedEventSource, HostedFunction } from "../app/index.ts";
 import { pipelineTopics } from "../app/host.ts";
-import { labStageEnv, shippedStages } from "./replica-settings.ts";
+import { labSourceSettings, labStageEnv, shippedSourceEnv, shippedStages } from "./replica-settings.ts";
 import { forgetEarlierBoots, identityPodName, replicaKubeConfig } from "./replica-identity.ts";
 import { whoAmI } from "../infra/kube/whoami.ts";
 import { randomUUID } from "node:crypto";
@@ -83,7 +83,7 @@ async function stopReplicas(r: Replicas): Promise<void> {
 const startSource = async (kc: KubeConfig): Promise<HostedEventSource> =>
   startSourceFromEnv(
     app,
-    labSourceEnv(cfg),
+    labSourceEnv(cfg, labSourceSettings(shippedSourceEnv())),
     await identity(kc, "event-source"),
     log.child({ component: "event-source" }),
   );

@@ -1,7 +1,8 @@
 // The settings the lab gives each pipeline replica, taken from what we ship: a stage's
 // command mode and environment are its Knative Service's in the rendered vanilla overlay
 // (literal values, and the keys of the fastfence-runtime ConfigMap it references), not kept
-// by hand beside the manifests. Only the settings that say where things are in this
+// by hand beside the manifests; the event source's are its DaemonSet's, less the watchdog
+// device (the lab's emulated one, or none). Only the settings that say where things are in this
 // environment (ENVIRONMENT_SETTINGS: Kafka's addresses, credential
 // files, namespace, log level) are the lab's own; the lab-only differences are
 // LAB_ONLY_STAGES, each with its reason (docs/lab.md "What the lab runs").
@@ -37,8 +38,20 @@ export const ENVIRONMENT_SETTINGS: readonly string[] = [
  */
 export const LAB_ONLY_STAGES: Readonly<Record<string, string>> = {
   recover:
-    "shipped as `--http` behind Triggers, off the critical path since it acts after the release; the lab has no Broker, so it runs `--kafka` with the defaults",
+    "shipped as `--http` behind Triggers, off the critical path since it acts after the release; the lab has no Broker, so it runs `--kafka` with its Service's other settings",
 };
+
+/**
+ * Settings of a stage the manifests deliver over HTTP (through Knative Triggers and the
+ * Broker): the lab runs such a stage as a Kafka consumer, so it drops them and keeps the rest.
+ */
+export const HTTP_DELIVERY_SETTINGS: readonly string[] = [
+  "FASTFENCE_HTTP_AUDIENCE",
+  "FASTFENCE_HTTP_ALLOWED_SUBJECTS",
+  "FASTFENCE_SINK_TOKEN_FILE",
+  "FASTFENCE_KAFKA_TOPIC",
+  "K_SINK",
+];
 
 /** A stage's Service as the manifests ship it. */
 export interface ShippedStage {
@@ -63,48 +76,98 @@ export class ReplicaSettingsError extends Error {
   override name = "ReplicaSettingsError";
 }
 
-/** Every fastfence Knative Service of the rendered overlay, with its resolved environment. */
-export function shippedStages(objects: KubeObject[] = render(LAB_OVERLAY)): ShippedStage[] {
-  const maps = new Map(
+type ConfigMaps = Map<string, Record<string, string>>;
+
+function configMaps(objects: KubeObject[]): ConfigMaps {
+  return new Map(
     objects
       .filter((o) => o.kind === "ConfigMap")
       .map((o) => [o.metadata.name, (o as KubeObject & { data?: Record<string, string> }).data ?? {}]),
   );
+}
+
+/** A container's literal values and ConfigMap keys; Secret and field references left out. */
+function resolveEnv(owner: string, vars: EnvVar[], maps: ConfigMaps): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const e of vars) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    const ref = e.valueFrom?.configMapKeyRef;
+    if (!ref) continue;
+    const v = maps.get(ref.name)?.[ref.key];
+    if (v === undefined)
+      throw new ReplicaSettingsError(
+        `${owner}: ${e.name} references ConfigMap ${ref.name} key ${ref.key}, which the overlay does not have`,
+      );
+    env[e.name] = v;
+  }
+  return env;
+}
+
+/** Every fastfence Knative Service of the rendered overlay, with its resolved environment. */
+export function shippedStages(objects: KubeObject[] = render(LAB_OVERLAY)): ShippedStage[] {
+  const maps = configMaps(objects);
   return objects
     .filter((o): o is Ksvc => o.kind === "Service" && o.apiVersion === "serving.knative.dev/v1")
     .map((svc) => {
       const c = svc.spec.template.spec.containers[0];
       if (!c) throw new ReplicaSettingsError(`Service ${svc.metadata.name}: no container`);
-      const env: Record<string, string> = {};
-      for (const e of c.env ?? []) {
-        if (e.value !== undefined) env[e.name] = e.value;
-        const ref = e.valueFrom?.configMapKeyRef;
-        if (!ref) continue;
-        const v = maps.get(ref.name)?.[ref.key];
-        if (v === undefined)
-          throw new ReplicaSettingsError(
-            `Service ${svc.metadata.name}: ${e.name} references ConfigMap ${ref.name} key ${ref.key}, which the overlay does not have`,
-          );
-        env[e.name] = v;
-      }
-      return { name: svc.metadata.name, args: c.args ?? [], env };
+      return {
+        name: svc.metadata.name,
+        args: c.args ?? [],
+        env: resolveEnv(`Service ${svc.metadata.name}`, c.env ?? [], maps),
+      };
     });
+}
+
+/** The event source's DaemonSet as shipped (its container runs `source`): its resolved environment. */
+export function shippedSourceEnv(objects: KubeObject[] = render(LAB_OVERLAY)): Record<string, string> {
+  const ds = objects.find(
+    (o): o is Ksvc =>
+      o.kind === "DaemonSet" && (o as Ksvc).spec.template.spec.containers[0]?.args?.[0] === "source",
+  );
+  if (!ds) throw new ReplicaSettingsError(`no DaemonSet runs \`source\` in ${LAB_OVERLAY}`);
+  return resolveEnv(
+    `DaemonSet ${ds.metadata.name}`,
+    ds.spec.template.spec.containers[0]!.env ?? [],
+    configMaps(objects),
+  );
+}
+
+/**
+ * The event source's shipped FASTFENCE_* settings the lab keeps: all but ENVIRONMENT_SETTINGS
+ * and the watchdog device's (the lab gives its emulated watchdog, or none: the node's
+ * /dev/watchdog is never opened here).
+ */
+export function labSourceSettings(shipped: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(shipped).filter(
+      ([k]) =>
+        k.startsWith("FASTFENCE_") &&
+        !ENVIRONMENT_SETTINGS.includes(k) &&
+        !k.startsWith("FASTFENCE_WATCHDOG_"),
+    ),
+  );
 }
 
 /**
  * The environment the lab gives a stage, from its shipped Service: the manifest's settings
- * minus ENVIRONMENT_SETTINGS ({} for a LAB_ONLY_STAGES stage). The lab hosts every stage as a
- * Kafka consumer, so a stage the manifests run otherwise must be listed in LAB_ONLY_STAGES.
+ * minus ENVIRONMENT_SETTINGS (and HTTP_DELIVERY_SETTINGS for a LAB_ONLY_STAGES stage). The
+ * lab hosts every stage as a Kafka consumer, so a stage the manifests run otherwise must be
+ * listed in LAB_ONLY_STAGES.
  */
 export function labStageEnv(stage: string, shipped: ShippedStage[]): Record<string, string> {
   const s = shipped.find((x) => x.name === stage);
   if (!s) throw new ReplicaSettingsError(`no Knative Service runs stage ${stage} in ${LAB_OVERLAY}`);
-  if (stage in LAB_ONLY_STAGES) return {};
+  const behaviour = (drop: readonly string[]) =>
+    Object.fromEntries(
+      Object.entries(s.env).filter(([k]) => !ENVIRONMENT_SETTINGS.includes(k) && !drop.includes(k)),
+    );
+  if (stage in LAB_ONLY_STAGES) return behaviour(HTTP_DELIVERY_SETTINGS);
   if (s.args[0] !== "run" || s.args[1] !== stage || !s.args.includes("--kafka"))
     throw new ReplicaSettingsError(
       `Service ${stage} runs ${JSON.stringify(s.args)}, not "run ${stage} --kafka": the lab can run only Kafka-consuming stages (or list it in LAB_ONLY_STAGES with a reason)`,
     );
-  return Object.fromEntries(Object.entries(s.env).filter(([k]) => !ENVIRONMENT_SETTINGS.includes(k)));
+  return behaviour([]);
 }
 
 /**

@@ -14,12 +14,16 @@ import { loadRuntimeConfig } from "../../../infra/config.ts";
 import { createLogger } from "../../../infra/log.ts";
 import {
   ENVIRONMENT_SETTINGS,
+  HTTP_DELIVERY_SETTINGS,
   LAB_ONLY_STAGES,
   ReplicaSettingsError,
   describeTopology,
+  labSourceSettings,
   labStageEnv,
+  shippedSourceEnv,
   shippedStages,
 } from "../../../lab/replica-settings.ts";
+import { labSourceEnv } from "../../../lab/agent-env.ts";
 
 const ROOT = join(import.meta.dirname, "../../..");
 const shipped = shippedStages();
@@ -105,8 +109,14 @@ describe("lab-only stages", () => {
         .sort(),
     );
     for (const name of Object.keys(LAB_ONLY_STAGES)) {
-      expect(shipped.find((s) => s.name === name)!.args).toContain("--http");
-      expect(labStageEnv(name, shipped)).toEqual({});
+      const svc = shipped.find((s) => s.name === name)!;
+      expect(svc.args).toContain("--http");
+      // its behaviour settings as shipped (API failover among them), not its HTTP delivery
+      const env = labStageEnv(name, shipped);
+      expect(env.FASTFENCE_KUBE_ENDPOINTS).toBe(svc.env.FASTFENCE_KUBE_ENDPOINTS);
+      for (const k of Object.keys(svc.env))
+        expect(k in env, k).toBe(!ENVIRONMENT_SETTINGS.includes(k) && !HTTP_DELIVERY_SETTINGS.includes(k));
+      for (const k of HTTP_DELIVERY_SETTINGS) expect(Object.keys(svc.env), k).toContain(k);
     }
     const doc = readFileSync(join(ROOT, "docs/lab.md"), "utf8");
     for (const name of Object.keys(LAB_ONLY_STAGES)) expect(doc).toContain(`\`${name}\``);
@@ -174,5 +184,48 @@ describe("the topology a report states", () => {
       );
     expect(t.labOnly).toEqual(Object.keys(LAB_ONLY_STAGES));
     expect(t.text).toContain(LAB_ONLY_STAGES.recover!);
+  });
+});
+
+describe("the event source as the lab runs it", () => {
+  const env = shippedSourceEnv();
+  const kept = labSourceSettings(env);
+
+  it("keeps the DaemonSet's API endpoints setting (its heartbeat fails over as shipped)", () => {
+    expect(env.FASTFENCE_KUBE_ENDPOINTS).toBeDefined();
+    expect(kept.FASTFENCE_KUBE_ENDPOINTS).toBe(env.FASTFENCE_KUBE_ENDPOINTS);
+  });
+
+  it("drops this environment's settings, the watchdog device and everything not FASTFENCE_*", () => {
+    expect(env.FASTFENCE_WATCHDOG_DEVICE).toBeDefined(); // shipped, replaced by the lab's own
+    expect(Object.keys(env)).toContain("NODE_OPTIONS");
+    for (const k of Object.keys(kept)) {
+      expect(ENVIRONMENT_SETTINGS, k).not.toContain(k);
+      expect(k).toMatch(/^FASTFENCE_/);
+      expect(k).not.toMatch(/^FASTFENCE_WATCHDOG_/);
+    }
+    // every shipped FASTFENCE_* setting is either kept or one the lab says it replaces
+    for (const k of Object.keys(env).filter((x) => x.startsWith("FASTFENCE_")))
+      expect(k in kept || ENVIRONMENT_SETTINGS.includes(k) || k.startsWith("FASTFENCE_WATCHDOG_"), k).toBe(
+        true,
+      );
+  });
+
+  it("is what a lab node agent starts the event source with, its own settings last", () => {
+    const cfg = {
+      node: "node-a",
+      ip: "10.77.0.10",
+      dir: "/x",
+      kubeconfig: "/x/k",
+      brokers: "10.77.0.10:9092",
+      brokerCount: 3,
+      namespace: "fastfence-system",
+      metricsPort: 1,
+      artifact: "/x/a",
+    };
+    const e = labSourceEnv(cfg, kept);
+    expect(e.FASTFENCE_KUBE_ENDPOINTS).toBe(kept.FASTFENCE_KUBE_ENDPOINTS);
+    expect(e.FASTFENCE_KAFKA_BROKERS).toBe("10.77.0.10:9092");
+    expect(e.FASTFENCE_WATCHDOG_DEVICE).toBeUndefined();
   });
 });

@@ -16,7 +16,6 @@
 // lab runs fastfence as shipped: each replica as its ServiceAccount of the openshift overlay,
 // whose RBAC and admission policies refuse a stage's write outside its role. Needs root (the
 // lab); runs the real lab: API server, Kafka, node agents, ipmi_sim, the Redfish emulator.
-import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
@@ -27,8 +26,9 @@ import {
   setHeaderOptions,
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { labCli, labControl, labDown, until } from "../../harness/lab-driver.ts";
 import type { NodeFence } from "../../core/incident.ts";
-import { ROOT, readState } from "../../lab/state.ts";
+import { readState } from "../../lab/state.ts";
 import { NAMESPACE, type AgentStatus } from "../../lab/types.ts";
 import { replicaKubeConfig, serviceAccountOf } from "../../lab/replica-identity.ts";
 import type { Component } from "../../events/catalog.ts";
@@ -40,25 +40,7 @@ const LOOK_VICTIM = "node-c";
 const LOOK_BACKOFF_MS = 10_000;
 const root = process.getuid?.() === 0;
 
-const cli = (...args: string[]) => {
-  const r = spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", ...args], {
-    encoding: "utf8",
-    timeout: 300_000,
-    cwd: ROOT,
-  });
-  if (r.status !== 0) throw new Error(`lab ${args.join(" ")}: ${r.stdout}${r.stderr}`);
-  return r.stdout;
-};
-
-async function control(path: string, q: Record<string, string> = {}): Promise<Record<string, unknown>> {
-  const s = readState()!;
-  const r = await fetch(`http://127.0.0.1:${s.controlPort}${path}?${new URLSearchParams(q).toString()}`, {
-    method: "POST",
-  });
-  const body = (await r.json()) as Record<string, unknown>;
-  if (!r.ok) throw new Error(`${path}: ${JSON.stringify(body)}`);
-  return body;
-}
+const cli = (...args: string[]) => labCli(args);
 
 interface NodeStatus {
   name: string;
@@ -70,21 +52,6 @@ interface NodeStatus {
 }
 const nodeStatus = (name: string): NodeStatus =>
   (JSON.parse(cli("status", "-o", "json")) as { nodes: NodeStatus[] }).nodes.find((n) => n.name === name)!;
-
-async function until<T>(what: string, f: () => Promise<T | undefined>, ms: number, every = 200): Promise<T> {
-  const end = Date.now() + ms;
-  let last: unknown;
-  while (Date.now() < end) {
-    try {
-      const v = await f();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, every));
-  }
-  throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-}
 
 const LOOK_AFTER = "the look after the power-off (lab, lying Redfish BMC + hang + resume)";
 // In the order written, also under --sequence.shuffle: the second case leaves node-b powered
@@ -105,11 +72,7 @@ describe.skipIf(!root)(LOOK_AFTER, { shuffle: false }, () => {
 
   afterAll(() => {
     // only a lab this file brought up (.cache/lab may be another checkout's lab too)
-    if (ours)
-      spawnSync(process.execPath, [join(ROOT, "cli/main.ts"), "lab", "down"], {
-        cwd: ROOT,
-        timeout: 120_000,
-      });
+    if (ours) labDown();
   }, 130_000);
 
   const incidentOf = async (node: string): Promise<NodeFence | undefined> => {
@@ -199,7 +162,7 @@ describe.skipIf(!root)(LOOK_AFTER, { shuffle: false }, () => {
     await patchBackoff(LOOK_BACKOFF_MS);
     try {
       await new Promise((r) => setTimeout(r, 2_000)); // every stage reads the new policy
-      await control("/mark");
+      await labControl("/mark");
       cli("bmc-fault", LOOK_VICTIM, "--fault", "unreachable");
       const hungAt = Date.now();
       cli("hang", LOOK_VICTIM);
@@ -232,7 +195,7 @@ describe.skipIf(!root)(LOOK_AFTER, { shuffle: false }, () => {
       expect(after.power).toBe("On");
       expect(after.processes).toBeGreaterThan(0);
       expect(after.bootId).toBe(before.bootId);
-      const checked = (await control("/check", { node: LOOK_VICTIM })) as { violations: unknown[] };
+      const checked = (await labControl("/check", { node: LOOK_VICTIM })) as { violations: unknown[] };
       expect(checked.violations).toEqual([]);
     } finally {
       cli("bmc-fault", LOOK_VICTIM, "--fault", "none");
@@ -245,7 +208,7 @@ describe.skipIf(!root)(LOOK_AFTER, { shuffle: false }, () => {
     // node-b's own fence replica is stopped first: a replica on the node that gets powered
     // off would take the alarm's counter (and a round it drives) down with it.
     cli("fn-crash", VICTIM, "--functions", "fence");
-    await control("/mark");
+    await labControl("/mark");
     cli("bmc-fault", VICTIM, "--fault", "lying");
     const hungAt = Date.now();
     cli("hang", VICTIM);
@@ -315,7 +278,7 @@ describe.skipIf(!root)(LOOK_AFTER, { shuffle: false }, () => {
     // The invariant checker: the lie in its own category, no fastfence violation. The
     // incident goes on to Released again (the Fenced condition said BMCLied meanwhile).
     await incidentWhen(VICTIM, "Released again", (i) => i.status?.phase === "Released", 20_000);
-    const checked = (await control("/check", { node: VICTIM })) as {
+    const checked = (await labControl("/check", { node: VICTIM })) as {
       violations: unknown[];
       bmcLied: { driver: string; level: number; noticed: boolean }[];
     };

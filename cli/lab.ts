@@ -61,6 +61,7 @@ const UP_ARGS = defineCommand({
     "second-level": { type: "boolean" },
     "control-plane": { type: "string" },
     "leader-election": { type: "string" },
+    "vm-controller": { type: "boolean" },
   },
   positionals: 0,
   outputs: OUTPUTS,
@@ -112,16 +113,19 @@ export const LAB_ARGS: Readonly<Record<string, CommandSpec<ParseArgsOptionsConfi
 const HELP = `Usage: fastfence lab <command> [options] [-o text|json|yaml]
 
   up [--nodes N] [--bmc mixed|ipmi|redfish] [--baseline] [--watchdog] [--second-level]
-     [--control-plane compact|host] [--leader-election openshift|upstream]
+     [--control-plane compact|host] [--leader-election openshift|upstream] [--vm-controller]
                                          start the lab (default 3 nodes, mixed BMCs;
                                          --watchdog: an emulated watchdog per node;
                                          --second-level: Redfish nodes also get an IPMI level;
                                          --control-plane: etcd, API server, controller
                                          manager and scheduler on the first three nodes
                                          (compact, default) or on the host;
-                                         --leader-election: the compact plane's settings)
+                                         --leader-election: the compact plane's settings;
+                                         --vm-controller: a VM controller stand-in on the
+                                         first two nodes, leader-elected, for VMs in the
+                                         lab-vms namespace; compact plane only)
   down                                    tear everything down (also after a crash of the lab)
-  status                                  nodes, power, link, readiness, BMCs
+  status                                  nodes, power, link, readiness, BMCs, brokers up
   crash NODE                              the node dies silently: its link down, every process
                                           SIGKILLed; nothing answers until power-off and power-on
   proc-crash NODE                         SIGKILL every process, link left up (the node's kernel
@@ -171,6 +175,11 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
     a.values["leader-election"] ?? "openshift",
     LEADER_ELECTIONS,
   );
+  if (a.values["vm-controller"] && plane !== "compact")
+    throw new UsageError(
+      "lab up",
+      "--vm-controller needs the compact control plane (--control-plane compact)",
+    );
   const structured = a.output !== "text";
   const progress = structured ? console.error : console.log;
   const result = (doc: Record<string, unknown>) => {
@@ -206,6 +215,7 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
       ...(a.values["second-level"] ? { FASTFENCE_LAB_SECOND_LEVEL: "1" } : {}),
       FASTFENCE_LAB_CONTROL_PLANE: plane,
       FASTFENCE_LAB_LEADER_ELECTION: election,
+      ...(a.values["vm-controller"] ? { FASTFENCE_LAB_VM_CONTROLLER: "1" } : {}),
     },
   });
   closeSync(fd);
@@ -225,10 +235,16 @@ async function up(a: ParsedCommand<typeof UP_ARGS.options>): Promise<number> {
       return EXIT.ok;
     }
     if (!child.pid || !procAlive({ pid: child.pid, start: 0 }) || Date.now() > deadline) {
-      console.error("lab up failed; see the log above");
+      // The controller's own verdict first ("lab up failed: <reason>"), so a caller that keeps
+      // only the first line of the output still learns why.
+      const verdict = readFileSync(logPath, "utf8")
+        .split("\n")
+        .find((l) => l.includes(" lab up failed: "));
+      const error = verdict ? verdict.slice(verdict.indexOf("lab up failed: ")) : "lab up failed";
+      console.error(verdict ? error : "lab up failed; see the log above");
       const st = readState();
       if (st) teardownFromState(st);
-      result({ ok: false, error: "lab up failed", log: logPath });
+      result({ ok: false, error, log: logPath });
       return EXIT.failed;
     }
   }

@@ -1,7 +1,8 @@
-// FASTFENCE_LAB_KEEP_LOGS: before the lab is torn down, copies each node's logs (its
-// processes' and its Kafka broker's) to .cache/lab-logs/<node>/ for a post-mortem. Reads the
-// node dirs and writes under .cache only; never deletes anything.
-import { cpSync, existsSync, readdirSync } from "node:fs";
+// Post-mortems of a lab's nodes before teardown removes their dirs. FASTFENCE_LAB_KEEP_LOGS:
+// copies each node's logs (its processes' and its Kafka broker's) to .cache/lab-logs/<node>/;
+// a failed start: the step each unready agent was on and its log's last lines. Reads the node
+// dirs and writes under .cache only; never deletes anything.
+import { cpSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "./state.ts";
 
@@ -13,5 +14,32 @@ export function keepNodeLogs(nodes: readonly { name: string; dir: string }[]): v
   for (const x of nodes) {
     const brokerLog = join(x.dir, "kafka", "kafka.log"); // the broker's own log4j file
     if (existsSync(brokerLog)) cpSync(brokerLog, join(keep, x.name, "broker.log"));
+  }
+}
+
+/** For each node whose agent is not ready: the step it was on, then its agent.log's last lines. */
+export function agentLogTails(nodes: readonly { name: string; dir: string }[], lines = 12): string[] {
+  const out: string[] = [];
+  for (const x of nodes) {
+    const status = readJson(join(x.dir, "agent.json"));
+    if (status?.ready === true) continue;
+    const at =
+      typeof status?.failed === "string"
+        ? `failed at ${status.failed}`
+        : `at ${String(status?.step ?? "no step")}`;
+    out.push(`${x.name}: agent ${status ? at : "wrote no status"}`);
+    const log = join(x.dir, "agent.log");
+    if (!existsSync(log)) continue;
+    for (const l of readFileSync(log, "utf8").trimEnd().split("\n").slice(-lines))
+      out.push(`  ${x.name} agent.log: ${l.length > 400 ? `${l.slice(0, 399)}…` : l}`);
+  }
+  return out;
+}
+
+function readJson(path: string): Record<string, unknown> | undefined {
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+  } catch {
+    return undefined;
   }
 }

@@ -21,7 +21,7 @@ import {
   type KubeConfig,
 } from "@kubernetes/client-node";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { keepNodeLogs } from "./keep-logs.ts";
+import { agentLogTails, keepNodeLogs } from "./keep-logs.ts";
 import { claimMachine, releaseMachine } from "./machine-claim.ts";
 import { join } from "node:path";
 import type { FencingPolicySpecInput } from "../core/policy.ts";
@@ -135,6 +135,7 @@ export class Lab {
       lab.state.phase = "failed";
       lab.state.error = err instanceof Error ? err.message : String(err);
       lab.save();
+      for (const l of agentLogTails(lab.nodes)) lab.log(l);
       await lab.down().catch(() => undefined);
       throw err;
     }

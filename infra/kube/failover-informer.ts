@@ -94,6 +94,10 @@ export class FailoverInformer<T extends KubernetesObject> {
   async start(): Promise<boolean> {
     if (this.stopped) return false;
     await this.replace();
+    if (this.stopped) return false; // stop() came while the old watch stopped
+    // Another start() that ran while this one waited is replaced too: one watch at a time.
+    const other = this.current;
+    if (other) void other.stop().catch(() => undefined);
     const gen = ++this.gen;
     const server = this.o.kube.preferredServer();
     const mine = () => gen === this.gen && !this.stopped;

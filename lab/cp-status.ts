@@ -195,7 +195,12 @@ export async function waitCompactPlane(
   const members = membersOf(lab.nodes);
   await waitUntil(
     "compact control plane ready",
-    async () => (await Promise.all(members.map((x) => apiReady(x.ip)))).every(Boolean),
+    async () => {
+      const ready = await Promise.all(members.map((x) => apiReady(x.ip)));
+      const not = members.filter((_, i) => !ready[i]).map((x) => x.name);
+      if (not.length) throw new Error(`API server not ready on ${not.join(", ")}`);
+      return true;
+    },
     timeoutMs,
     500,
     "lab: ",

@@ -17,7 +17,13 @@ export function keepNodeLogs(nodes: readonly { name: string; dir: string }[]): v
   }
 }
 
-/** For each node whose agent is not ready: the step it was on, then its agent.log's last lines. */
+/** The logs a failed start shows the end of, besides the agent's: the node's power-on and kubelet. */
+const START_LOGS = ["launcher.log", "kwok.log"];
+
+/**
+ * For each node whose agent is not ready: the step it was on, then the last `lines` lines of
+ * its agent.log and the last few of its launcher's and kwok's logs.
+ */
 export function agentLogTails(nodes: readonly { name: string; dir: string }[], lines = 12): string[] {
   const out: string[] = [];
   for (const x of nodes) {
@@ -28,10 +34,12 @@ export function agentLogTails(nodes: readonly { name: string; dir: string }[], l
         ? `failed at ${status.failed}`
         : `at ${String(status?.step ?? "no step")}`;
     out.push(`${x.name}: agent ${status ? at : "wrote no status"}`);
-    const log = join(x.dir, "agent.log");
-    if (!existsSync(log)) continue;
-    for (const l of readFileSync(log, "utf8").trimEnd().split("\n").slice(-lines))
-      out.push(`  ${x.name} agent.log: ${l.length > 400 ? `${l.slice(0, 399)}…` : l}`);
+    for (const [file, n] of [["agent.log", lines] as const, ...START_LOGS.map((f) => [f, 4] as const)]) {
+      const log = join(x.dir, file);
+      if (!existsSync(log)) continue;
+      for (const l of readFileSync(log, "utf8").trimEnd().split("\n").slice(-n))
+        out.push(`  ${x.name} ${file}: ${l.length > 400 ? `${l.slice(0, 399)}…` : l}`);
+    }
   }
   return out;
 }

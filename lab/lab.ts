@@ -35,6 +35,7 @@ import { compactProcesses, makeCompactPlane, membersOf, NODE_API_PORT } from "./
 import { seedCluster, startLabControlPlane, writeNodeKubeconfig, type LabApi } from "./control-plane.ts";
 import { markSeeded, SEEDED_GATE, waitCompactPlane } from "./cp-status.ts";
 import { labStatus } from "./status.ts";
+import { nodesNotReady } from "./node-ready.ts";
 import * as faults from "./faults.ts";
 import {
   bootstrapOf,
@@ -259,10 +260,12 @@ export class Lab {
 
   /** Every node Ready, every broker up, every node agent ready (when there are agents). */
   private async waitHealthy(n: number, agent: boolean): Promise<void> {
-    const ready = async () =>
-      (await this.core.listNode()).items.filter(
-        (o) => o.status?.conditions?.find((c) => c.type === "Ready")?.status === "True",
-      ).length === n;
+    const ready = async () => {
+      const names = this.nodes.map((x) => x.name);
+      const notReady = nodesNotReady((await this.core.listNode()).items, names);
+      if (notReady.length) throw new Error(`not Ready: ${notReady.join("; ")}`);
+      return true;
+    };
     await waitUntil("all nodes Ready", ready, 90_000, 200, "lab: ");
     const brokersUp = async () => (await this.kafkaMeta()).brokers === n;
     await waitUntil("Kafka brokers", brokersUp, 120_000, 500, "lab: ");

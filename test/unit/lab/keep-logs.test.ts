@@ -1,6 +1,6 @@
 // agentLogTails: what a failed `lab up` prints of each node agent before teardown removes
-// the node dirs — the step of each agent not ready and its log's last lines; nothing of a
-// ready agent.
+// the node dirs — the step of each agent not ready and its logs' last lines (agent, launcher,
+// kwok); nothing of a ready agent's node.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -23,23 +23,30 @@ function node(name: string, status?: Record<string, unknown>, log?: string): { n
 }
 
 describe("agentLogTails", () => {
-  it("names each unready agent's step, then its log's last lines; a ready agent not at all", () => {
+  it("names each unready agent's step, then its logs' last lines; a ready agent's node not at all", () => {
     const lines = Array.from({ length: 20 }, (_, i) => `{"msg":"line ${i}"}`).join("\n") + "\n";
-    const out = agentLogTails(
-      [
-        node("node-a", { ready: true, step: "ready" }, "{}\n"),
-        node("node-b", { ready: false, step: "starting replicas" }, lines),
-        node("node-c", { failed: "creating ACLs" }),
-        node("node-d"),
-      ],
-      3,
+    const nodes = [
+      node("node-a", { ready: true, step: "ready" }, "{}\n"),
+      node("node-b", { ready: false, step: "starting replicas" }, lines),
+      node("node-c", { failed: "creating ACLs" }),
+      node("node-d"),
+    ];
+    writeFileSync(
+      join(root!, "node-c", "kwok.log"),
+      ["k1", "k2", "k3", "k4", "k5", "k6", "k7", ""].join("\n"),
     );
+    writeFileSync(join(root!, "node-a", "kwok.log"), "not shown\n");
+    const out = agentLogTails(nodes, 3);
     expect(out).toEqual([
       "node-b: agent at starting replicas",
       '  node-b agent.log: {"msg":"line 17"}',
       '  node-b agent.log: {"msg":"line 18"}',
       '  node-b agent.log: {"msg":"line 19"}',
       "node-c: agent failed at creating ACLs",
+      "  node-c kwok.log: k4",
+      "  node-c kwok.log: k5",
+      "  node-c kwok.log: k6",
+      "  node-c kwok.log: k7",
       "node-d: agent wrote no status",
     ]);
   });

@@ -33,7 +33,8 @@ export function agentLogTails(nodes: readonly { name: string; dir: string }[], l
       typeof status?.failed === "string"
         ? `failed at ${status.failed}`
         : `at ${String(status?.step ?? "no step")}`;
-    out.push(`${x.name}: agent ${status ? at : "wrote no status"}`);
+    const last = typeof status?.lastError === "string" ? `, last error ${status.lastError}` : "";
+    out.push(`${x.name}: agent ${status ? at : "wrote no status"}${last}`);
     for (const [file, n] of [["agent.log", lines] as const, ...START_LOGS.map((f) => [f, 4] as const)]) {
       const log = join(x.dir, file);
       if (!existsSync(log)) continue;

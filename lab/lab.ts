@@ -283,7 +283,7 @@ export class Lab {
             .filter((a) => a.s?.ready !== true)
             .map(
               (a) =>
-                `${a.x.name}: ${a.s?.step ?? "not started"}${a.s?.pending?.length ? ` (waiting for ${a.s.pending.join(", ")})` : ""}`,
+                `${a.x.name}: ${a.s?.step ?? "not started"}${a.s?.pending?.length ? ` (waiting for ${a.s.pending.join(", ")})` : ""}${a.s?.lastError ? ` [last error: ${a.s.lastError}]` : ""}`,
             )
             .join("; "),
         );

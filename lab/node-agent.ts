@@ -58,6 +58,8 @@ async function retry<T>(what: string, fn: () => Promise<T>, tries = 240, everyMs
     try {
       return await fn();
     } catch (err) {
+      status.lastError = `${what}: ${(err instanceof Error ? err.message : String(err)).split("\n")[0]!.slice(0, 300)}`;
+      save();
       if (i >= tries) throw err;
       if (i % 20 === 0 || everyMs >= 1000)
         log.warn({ err: String(err) }, `${what}: still retrying (try ${i})`);

@@ -123,6 +123,8 @@ export interface AgentStatus {
   step: string;
   pending?: string[];
   failed?: string;
+  /** The last error a retried step met ("<step>: <message>"), for a slow start's wait to name. */
+  lastError?: string;
   /** Each replica's user name as the API server authenticated it (component → user). */
   identities?: Record<string, string>;
 }

@@ -28,7 +28,7 @@ describe("agentLogTails", () => {
     const nodes = [
       node("node-a", { ready: true, step: "ready" }, "{}\n"),
       node("node-b", { ready: false, step: "starting replicas" }, lines),
-      node("node-c", { failed: "creating ACLs" }),
+      node("node-c", { failed: "creating ACLs", lastError: "acls: no broker answered" }),
       node("node-d"),
     ];
     writeFileSync(
@@ -42,7 +42,7 @@ describe("agentLogTails", () => {
       '  node-b agent.log: {"msg":"line 17"}',
       '  node-b agent.log: {"msg":"line 18"}',
       '  node-b agent.log: {"msg":"line 19"}',
-      "node-c: agent failed at creating ACLs",
+      "node-c: agent failed at creating ACLs, last error acls: no broker answered",
       "  node-c kwok.log: k4",
       "  node-c kwok.log: k5",
       "  node-c kwok.log: k6",

@@ -138,6 +138,8 @@ describe("pipeline: crash of a node", () => {
     expect(replacement.spec!.nodeName).not.toBe(victim);
 
     // The metrics an SRE sees, scraped from the surviving replicas.
+    const confirmedIncidents = async () =>
+      (await incidents(c)).filter((i) => i.status?.timestamps.confirmed).map((i) => i.spec.nodeName);
     const samples = await scrapeReplicas([...c.nodes.values()].flatMap((p) => p.functions));
     expect(total(samples, "fastfence_incident_duration_seconds_count")).toBe(1);
     const seconds = total(samples, "fastfence_incident_duration_seconds_sum");
@@ -161,7 +163,17 @@ describe("pipeline: crash of a node", () => {
         final: "true",
       }),
     ).toBe(1);
-    expect(total(samples, "fastfence_incident_transitions_total", { phase: "Confirmed" })).toBe(1);
+    // Confirmed is counted once per confirmed incident: the victim's, by a survivor's replica.
+    // On a loaded machine an incident may also have been opened while the API server stalled
+    // before the crash (its last look found the node back, nothing powered off); the victim's
+    // replica may have counted that one and died with it, and the next incident of the same
+    // boot replaces it. Exactly one, then, whenever the API shows no other.
+    const confirmedTransitions = total(samples, "fastfence_incident_transitions_total", {
+      phase: "Confirmed",
+    });
+    const others = (await confirmedIncidents()).length - 1;
+    if (others === 0) expect(confirmedTransitions).toBe(1);
+    else expect(confirmedTransitions, `${others} other confirmed incident(s)`).toBeGreaterThanOrEqual(1);
     expect(total(samples, "fastfence_stage_latency_seconds_count", { function: "fence" })).toBeGreaterThan(0);
     await expectConditionsAndEvents(c, released.metadata.name, victim);
 

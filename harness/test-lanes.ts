@@ -1,10 +1,12 @@
 // Which integration files run in which lane of `make test-integration`: vitest.config.ts
 // builds one vitest project per file group from this, and scripts/test-integration.ts runs
-// each lane (one vitest invocation of its projects, one file at a time) beside the other.
-// The heavy lane takes the labs (one per machine, both cores busy, timed fault bounds) and
-// the files whose timed bounds or process counts a busy neighbour could break (pipeline
-// clusters with timed rounds, Kafka brokers frozen or killed); the light lane takes every
-// other file (pipeline clusters that assert outcomes, not times, among them). Pure data: it must never start
+// each lane (one vitest invocation of its projects, one file at a time): the heavy and the
+// light lane side by side, then the lab lane alone. The heavy lane takes the files whose
+// timed bounds or process counts a busy neighbour could break (pipeline clusters with timed
+// rounds, Kafka brokers frozen or killed); the light lane takes every other file (pipeline
+// clusters that assert outcomes, not times, among them); the lab lane the labs (one per
+// machine; a compact lab alone keeps both cores busy, and beside it the light lane's API
+// servers stalled and its timed waits failed). Pure data: it must never start
 // anything; every file is in exactly one group, every group in one lane
 // (test/unit/harness/test-lanes.test.ts checks both against the tree).
 
@@ -25,6 +27,8 @@ export interface FileGroup {
 export interface Lane {
   name: string;
   projects: string[];
+  /** Runs after the other lanes, with nothing beside it. */
+  alone?: boolean;
 }
 
 export const INTEGRATION_GLOB = "test/integration/**/*.test.ts";
@@ -59,10 +63,11 @@ export const GROUPS: FileGroup[] = [
   { project: "integration", shared: ["kafka", "control-plane"] },
 ];
 
-/** The lanes, run at once. A lab never runs beside another lab or a heavy file. */
+/** The lanes: those not `alone` at once, then each `alone` one by itself. A lab runs beside nothing. */
 export const LANES: Lane[] = [
-  { name: "heavy", projects: ["integration-heavy", "integration-lab"] },
+  { name: "heavy", projects: ["integration-heavy"] },
   { name: "light", projects: ["integration"] },
+  { name: "lab", projects: ["integration-lab"], alone: true },
 ];
 
 /** Every file some group names explicitly (the catch-all group excludes these). */

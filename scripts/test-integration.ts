@@ -1,6 +1,7 @@
 // `make test-integration`: the integration files in lanes (harness/test-lanes.ts says which
 // file is where and why), one vitest invocation per lane, each lane one file at a time:
-// the heavy lane (labs, pipeline clusters, Kafka faults) beside the light lane (the rest).
+// the heavy lane (pipeline clusters, Kafka faults) beside the light lane (the rest), then
+// the lab lane alone.
 // Each line of output is prefixed with its lane; the exit status is 1 when any lane
 // failed. FASTFENCE_TEST_LANES=1 runs the lanes one after the other (a loaded machine, a
 // bisection). Run on its own (not under `make test`), it prints the lanes' test-time table
@@ -44,11 +45,16 @@ function runLane(lane: Lane, prefix: string): Promise<number> {
 }
 
 const started = Date.now();
-console.log(`== integration: lanes ${LANES.map((l) => l.name).join(sequential ? ", then " : " + ")}`);
+const together = sequential ? [] : LANES.filter((l) => !l.alone);
+const oneByOne = LANES.filter((l) => !together.includes(l));
+const order = [...together, ...oneByOne];
+console.log(
+  `== integration: lanes ${[together.map((l) => l.name).join(" + "), ...oneByOne.map((l) => l.name)].filter(Boolean).join(", then ")}`,
+);
 const codes: number[] = [];
-if (sequential) for (const lane of LANES) codes.push(await runLane(lane, `[${lane.name}] `));
-else codes.push(...(await Promise.all(LANES.map((lane) => runLane(lane, `[${lane.name}] `)))));
-const failed = LANES.filter((_, i) => codes[i] !== 0).map((l) => l.name);
+codes.push(...(await Promise.all(together.map((lane) => runLane(lane, `[${lane.name}] `)))));
+for (const lane of oneByOne) codes.push(await runLane(lane, `[${lane.name}] `));
+const failed = order.filter((_, i) => codes[i] !== 0).map((l) => l.name);
 if (ownRun) spawnSync(process.execPath, [join(ROOT, "scripts/test-times.ts")], { stdio: "inherit" });
 console.log(
   `== integration: ${failed.length ? `FAILED in lane ${failed.join(", ")}` : "passed"} in ${((Date.now() - started) / 1000).toFixed(0)} s`,

@@ -40,6 +40,7 @@ const LAB: Record<string, string> = {
   "test/integration/lab-compact-plane.test.ts": "a lab, crashes a control-plane node",
   "test/integration/lab-cleanup.test.ts": "two labs, counts the machine's namespaces and links",
   "test/integration/lab-machine-claim.test.ts": "claims the machine (one lab per machine)",
+  "test/integration/standalone-checkout.test.ts": "a lab in a checkout with nothing beside it",
 };
 
 /** Each file with why it is in the heavy lane. */
@@ -54,7 +55,6 @@ const HEAVY: Record<string, string> = {
   "test/integration/kafkajs-request-timeout.test.ts": "3-broker clusters, timed request faults",
   "test/integration/kafkajs-stop-frozen.test.ts": "a frozen broker, timed stop",
   "test/integration/kube-endpoint-failover.test.ts": "3-4 API servers, timed failover bound",
-  "test/integration/standalone-checkout.test.ts": "clones and sets up a checkout",
 };
 
 export const GROUPS: FileGroup[] = [

@@ -1,7 +1,7 @@
 // The integration lanes against the tree: every file a group names exists, no file is in two
-// groups, the lab group holds every lab-* file in a lane of its own that runs alone, and the
-// lanes together run every group once.
-import { readdirSync } from "node:fs";
+// groups, the lab group holds every file that brings up a lab (by its name or its source) in
+// a lane of its own that runs alone, and the lanes together run every group once.
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { GROUPS, LANES, namedFiles } from "../../../harness/test-lanes.ts";
@@ -19,9 +19,12 @@ describe("integration lanes", () => {
     expect(named.length).toBe(new Set(named).size);
   });
 
-  it("put every lab file in the lab group, whose lane holds nothing else and runs alone", () => {
+  it("put every file that brings up a lab in the lab group, whose lane holds nothing else and runs alone", () => {
     const lab = GROUPS.find((g) => g.project === "integration-lab")!;
-    expect(Object.keys(lab.files ?? {}).sort()).toEqual(files.filter((f) => f.includes("/lab-")));
+    const bringsUpLab = (f: string) =>
+      f.includes("/lab-") || /\blab up\b|Lab\.up\(|lab-driver/.test(readFileSync(join(ROOT, f), "utf8"));
+    expect(files.filter(bringsUpLab)).toContain("test/integration/standalone-checkout.test.ts");
+    expect(Object.keys(lab.files ?? {}).sort()).toEqual(files.filter(bringsUpLab));
     expect(LANES.filter((l) => l.projects.includes(lab.project))).toEqual([
       { name: "lab", projects: ["integration-lab"], alone: true },
     ]);

@@ -35,7 +35,7 @@ import { compactProcesses, makeCompactPlane, membersOf, NODE_API_PORT } from "./
 import { seedCluster, startLabControlPlane, writeNodeKubeconfig, type LabApi } from "./control-plane.ts";
 import { markSeeded, SEEDED_GATE, waitCompactPlane } from "./cp-status.ts";
 import { labStatus } from "./status.ts";
-import { nodesNotReady } from "./node-ready.ts";
+import { agentStartLine, agentsNotReady, nodesNotReady } from "./node-ready.ts";
 import * as faults from "./faults.ts";
 import {
   bootstrapOf,
@@ -260,6 +260,7 @@ export class Lab {
 
   /** Every node Ready, every broker up, every node agent ready (when there are agents). */
   private async waitHealthy(n: number, agent: boolean): Promise<void> {
+    const t0 = Date.now();
     const ready = async () => {
       const names = this.nodes.map((x) => x.name);
       const notReady = nodesNotReady((await this.core.listNode()).items, names);
@@ -269,27 +270,24 @@ export class Lab {
     await waitUntil("all nodes Ready", ready, 90_000, 200, "lab: ");
     const brokersUp = async () => (await this.kafkaMeta()).brokers === n;
     await waitUntil("Kafka brokers", brokersUp, 120_000, 500, "lab: ");
-    if (agent) {
-      // Each agent creates topics and ACLs, then starts its replicas (about 30 s in all).
-      // An agent that gave up ends the wait at once with its reason; a slow one is named
-      // with the step it is on and the replicas still pending.
-      const agentsReady = async () => {
-        const st = this.nodes.map((x) => ({ x, s: this.agentStatus(x) }));
-        const failed = st.find((a) => a.s?.failed);
-        if (failed) throw new WaitAbandoned(`node agent of ${failed.x.name} failed at ${failed.s!.failed}`);
-        if (st.every((a) => a.s?.ready === true)) return true;
-        throw new Error(
-          st
-            .filter((a) => a.s?.ready !== true)
-            .map(
-              (a) =>
-                `${a.x.name}: ${a.s?.step ?? "not started"}${a.s?.pending?.length ? ` (waiting for ${a.s.pending.join(", ")})` : ""}${a.s?.lastError ? ` [last error: ${a.s.lastError}]` : ""}`,
-            )
-            .join("; "),
-        );
-      };
-      await waitUntil("node agents ready", agentsReady, 180_000, 300, "lab: ");
-    }
+    this.log(`nodes Ready and ${n} Kafka brokers up (${Date.now() - t0} ms)`);
+    if (!agent) return;
+    // Each agent creates topics and ACLs, then starts its replicas. An agent that gave up
+    // ends the wait at once with its reason; a slow one is named with its step and pending replicas.
+    const agents = () => this.nodes.map((x) => ({ name: x.name, status: this.agentStatus(x) }));
+    const agentsReady = async () => {
+      const failed = agents().find((a) => a.status?.failed);
+      if (failed) throw new WaitAbandoned(`node agent of ${failed.name} failed at ${failed.status!.failed}`);
+      const waiting = agentsNotReady(agents());
+      if (waiting.length) throw new Error(waiting.join("; "));
+      return true;
+    };
+    await waitUntil("node agents ready", agentsReady, 180_000, 300, "lab: ");
+    this.log(
+      `node agents ready: ${agents()
+        .map((a) => agentStartLine(a.name, a.status))
+        .join("; ")}`,
+    );
   }
 
   // ---- power (bmc.ts)

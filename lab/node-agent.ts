@@ -47,7 +47,10 @@ const status: AgentStatus = {
 };
 const save = () => writeFileSync(join(cfg.dir, "agent.json"), JSON.stringify(status));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+let stepSince = Date.now();
 const step = (what: string) => {
+  status.steps = [...(status.steps ?? []), { step: status.step, ms: Date.now() - stepSince }];
+  stepSince = Date.now();
   status.step = what;
   save();
   log.info({ incident: "none" }, `agent: ${what}`);

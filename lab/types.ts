@@ -127,4 +127,6 @@ export interface AgentStatus {
   lastError?: string;
   /** Each replica's user name as the API server authenticated it (component → user). */
   identities?: Record<string, string>;
+  /** Each step ended so far with how long it took, in order (a slow `lab up` says where). */
+  steps?: { step: string; ms: number }[];
 }

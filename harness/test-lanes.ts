@@ -1,14 +1,18 @@
 // Which integration files run in which lane of `make test-integration`: vitest.config.ts
 // builds one vitest project per file group from this, and scripts/test-integration.ts runs
-// each lane (one vitest invocation of its projects, one file at a time): the heavy and the
-// light lane side by side, then the lab lane alone. The heavy lane takes the files whose
-// timed bounds or process counts a busy neighbour could break (pipeline clusters with timed
-// rounds, Kafka brokers frozen or killed); the light lane takes every other file (pipeline
-// clusters that assert outcomes, not times, among them); the lab lane the labs (one per
+// each lane (one vitest invocation of its projects, one file at a time): the heavy lane and
+// the light group's two shards side by side, then the lab lane alone. The heavy lane takes
+// the files whose timed bounds or process counts a busy neighbour could break (pipeline
+// clusters with timed rounds, Kafka brokers frozen or killed); the light group every other
+// file (pipeline clusters that assert outcomes, not times, among them), split in two shards
+// (vitest --shard: by a hash of the path, so a new file needs no entry) because alone it
+// mostly waits — its files wait out timeouts, leases and emulated BMCs, and one light
+// lane kept the two cores under half busy once the heavy lane had ended; each shard has
+// its own shared API server and Kafka broker. The lab lane takes the labs (one per
 // machine; a compact lab alone keeps both cores busy, and beside it the light lane's API
-// servers stalled and its timed waits failed). Pure data: it must never start
-// anything; every file is in exactly one group, every group in one lane
-// (test/unit/harness/test-lanes.test.ts checks both against the tree).
+// servers stalled and its timed waits failed). Pure data: it must never start anything;
+// every file is in exactly one group, every group in one lane or split across lanes as
+// shards 1..n of one count (test/unit/harness/test-lanes.test.ts checks both against the tree).
 
 /** An environment one vitest invocation starts once and its files share, reset between them. */
 export type SharedEnv = "kafka" | "control-plane";
@@ -29,6 +33,8 @@ export interface Lane {
   projects: string[];
   /** Runs after the other lanes, with nothing beside it. */
   alone?: boolean;
+  /** Only this shard of its projects' files (vitest `--shard=index/count`). */
+  shard?: { index: number; count: number };
 }
 
 export const INTEGRATION_GLOB = "test/integration/**/*.test.ts";
@@ -66,7 +72,8 @@ export const GROUPS: FileGroup[] = [
 /** The lanes: those not `alone` at once, then each `alone` one by itself. A lab runs beside nothing. */
 export const LANES: Lane[] = [
   { name: "heavy", projects: ["integration-heavy"] },
-  { name: "light", projects: ["integration"] },
+  { name: "light-1", projects: ["integration"], shard: { index: 1, count: 2 } },
+  { name: "light-2", projects: ["integration"], shard: { index: 2, count: 2 } },
   { name: "lab", projects: ["integration-lab"], alone: true },
 ];
 

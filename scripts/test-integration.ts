@@ -1,7 +1,7 @@
 // `make test-integration`: the integration files in lanes (harness/test-lanes.ts says which
 // file is where and why), one vitest invocation per lane, each lane one file at a time:
-// the heavy lane (pipeline clusters, Kafka faults) beside the light lane (the rest), then
-// the lab lane alone.
+// the heavy lane (pipeline clusters, Kafka faults) beside the light lane's two shards (the
+// rest), then the lab lane alone.
 // Each line of output is prefixed with its lane; the exit status is 1 when any lane
 // failed. FASTFENCE_TEST_LANES=1 runs the lanes one after the other (a loaded machine, a
 // bisection). Run on its own (not under `make test`), it prints the lanes' test-time table
@@ -25,10 +25,15 @@ if (ownRun) process.env[RUN_VAR] = runStamp(new Date());
 function runLane(lane: Lane, prefix: string): Promise<number> {
   return new Promise((resolve) => {
     const projects = lane.projects.flatMap((p) => ["--project", p]);
-    const child = spawn(process.execPath, [VITEST, "run", "--passWithNoTests", ...projects, ...extra], {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const shard = lane.shard ? [`--shard=${lane.shard.index}/${lane.shard.count}`] : [];
+    const child = spawn(
+      process.execPath,
+      [VITEST, "run", "--passWithNoTests", ...projects, ...shard, ...extra],
+      {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     for (const [from, to] of [
       [child.stdout, process.stdout],
       [child.stderr, process.stderr],

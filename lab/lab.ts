@@ -212,8 +212,6 @@ export class Lab {
     }
     this.log(`nodes powered on (${Date.now() - t0} ms); waiting for kwok, brokers${agent ? ", agents" : ""}`);
     await this.waitHealthy(n, agent);
-    await this.waitLeadersBalanced();
-    if (this.opts.workloads ?? true) await this.createDefaultWorkloads();
     s.phase = "ready";
     this.save();
     this.log(`lab ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -258,12 +256,14 @@ export class Lab {
     });
   }
 
-  /** Every node Ready, every broker up, every node agent ready (when there are agents). */
+  /** Nodes Ready, brokers up, agents ready (if any), leaders balanced, default workloads Running (made meanwhile). */
   private async waitHealthy(n: number, agent: boolean): Promise<void> {
     const t0 = Date.now();
     const ready = async () => {
-      const names = this.nodes.map((x) => x.name);
-      const notReady = nodesNotReady((await this.core.listNode()).items, names);
+      const notReady = nodesNotReady(
+        (await this.core.listNode()).items,
+        this.nodes.map((x) => x.name),
+      );
       if (notReady.length) throw new Error(`not Ready: ${notReady.join("; ")}`);
       return true;
     };
@@ -271,7 +271,13 @@ export class Lab {
     const brokersUp = async () => (await this.kafkaMeta()).brokers === n;
     await waitUntil("Kafka brokers", brokersUp, 120_000, 500, "lab: ");
     this.log(`nodes Ready and ${n} Kafka brokers up (${Date.now() - t0} ms)`);
-    if (!agent) return;
+    const workloads = (this.opts.workloads ?? true) && this.createDefaultWorkloads();
+    if (workloads) workloads.catch(() => undefined); // awaited below, after the agents' wait
+    if (agent) await this.waitAgents();
+    await Promise.all([this.waitLeadersBalanced(), workloads]);
+  }
+
+  private async waitAgents(): Promise<void> {
     // Each agent creates topics and ACLs, then starts its replicas. An agent that gave up
     // ends the wait at once with its reason; a slow one is named with its step and pending replicas.
     const agents = () => this.nodes.map((x) => ({ name: x.name, status: this.agentStatus(x) }));
@@ -283,11 +289,8 @@ export class Lab {
       return true;
     };
     await waitUntil("node agents ready", agentsReady, 180_000, 300, "lab: ");
-    this.log(
-      `node agents ready: ${agents()
-        .map((a) => agentStartLine(a.name, a.status))
-        .join("; ")}`,
-    );
+    const lines = agents().map((a) => agentStartLine(a.name, a.status));
+    this.log(`node agents ready: ${lines.join("; ")}`);
   }
 
   // ---- power (bmc.ts)
@@ -366,7 +369,7 @@ export class Lab {
 
   private async createDefaultWorkloads(): Promise<void> {
     const { createWorkloads } = await import("./workloads.ts");
-    await createWorkloads(this, "", this.nodes[0]!.name, { webReplicas: this.nodes.length });
+    await createWorkloads(this, "", this.nodes[0]!.name, { webReplicas: this.nodes.length, log: this.log });
   }
 
   status(): Promise<Record<string, unknown>> {

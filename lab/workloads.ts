@@ -80,9 +80,10 @@ export async function createWorkloads(
   c: Apis,
   sfx: string,
   node: string,
-  opts: { webReplicas?: number } = {},
+  opts: { webReplicas?: number; log?: (line: string) => void } = {},
 ): Promise<WorkloadNames> {
   const n = names(sfx);
+  const t0 = Date.now();
   const replicas = opts.webReplicas ?? 1;
   await c.apps.createNamespacedDeployment({
     namespace: NS,
@@ -169,6 +170,7 @@ export async function createWorkloads(
     );
     return p.status?.phase === "Running" ? p : undefined;
   });
+  opts.log?.(`${n.dbPod} Running (${Date.now() - t0} ms after the workloads were created)`);
   await c.storage.createVolumeAttachment({
     body: {
       metadata: { name: n.va },
@@ -184,6 +186,7 @@ export async function createWorkloads(
     const l = await c.core.listNamespacedPod({ namespace: NS, labelSelector: `app=${n.web}` });
     return l.items.filter((p) => p.status?.phase === "Running").length >= replicas ? true : undefined;
   });
+  opts.log?.(`workloads Running (${Date.now() - t0} ms)`);
   return n;
 }
 

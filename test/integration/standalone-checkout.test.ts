@@ -1,5 +1,6 @@
 // Needs real lab, mount namespaces, kustomize: any read beside the checkout must fail.
-// The checkout stands on its own: `fastfence lab up` / `lab down` run, and every
+// The checkout stands on its own: `fastfence lab up` / `lab down` run (and the down leaves
+// nothing behind: lab-leftovers.ts, checked from the host), and every
 // kustomization under knative/ renders and every third-party CRD file parses (what the
 // deploy tests read from disk), in a private mount namespace where the checkout's parent
 // directory is an empty tmpfs holding nothing but the checkout itself, so any read of a
@@ -13,6 +14,8 @@ import { realpathSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ROOT } from "../../harness/env/index.ts";
+import type { LabState } from "../../lab/state.ts";
+import { leftovers, type LabProcess } from "./lab-leftovers.ts";
 
 const CHECKOUT = realpathSync(ROOT);
 const PARENT = dirname(CHECKOUT);
@@ -37,6 +40,14 @@ for (const k of kustomizations) {
 }
 const crds = under(THIRD_PARTY_CRDS).filter((f) => /\\.ya?ml$/.test(f)).flatMap((f) => readYamlDocs(f)).length;
 console.log("RENDERED " + kustomizations.length + " kustomizations, " + objects + " objects; " + crds + " third-party CRD documents");
+`;
+
+/** Prints the running lab's state and processes (one LAB-STATE line), for the leftovers check. */
+const LAB_STATE = `
+import { readState } from "./lab/state.ts";
+import { snapshot } from "./test/integration/lab-leftovers.ts";
+const state = readState();
+console.log("LAB-STATE " + JSON.stringify({ state, procs: snapshot(state) }));
 `;
 
 /** Runs `body` (bash) in a mount namespace where PARENT shows only the checkout. */
@@ -64,6 +75,7 @@ ${body}
       ),
     ),
     FF_RENDER_ALL: RENDER_ALL,
+    FF_LAB_STATE: LAB_STATE,
   };
   return spawnSync("unshare", ["--mount", "--propagation", "private", "bash", "-c", script], {
     encoding: "utf8",
@@ -75,7 +87,7 @@ ${body}
 
 describe.skipIf(!isRoot || PARENT === "/")("a checkout with nothing beside it", () => {
   it(
-    "runs `lab up` / `lab down` and renders every kustomization and third-party CRD",
+    "runs `lab up` / `lab down`, which leaves nothing behind, and renders every kustomization and third-party CRD",
     { timeout: 600_000 },
     () => {
       const r = inIsolatedParent(
@@ -84,6 +96,7 @@ trap 'node cli/main.ts lab down >/dev/null 2>&1 || true' EXIT
 node cli/main.ts lab up
 status=$(node cli/main.ts lab status -o json)
 grep -q '"ready": "True"' <<<"$status" && echo LAB-READY
+node --input-type=module -e "$FF_LAB_STATE"
 node cli/main.ts lab down && echo LAB-DOWN
 node --input-type=module -e "$FF_RENDER_ALL"
 `,
@@ -94,6 +107,11 @@ node --input-type=module -e "$FF_RENDER_ALL"
       expect(out).toContain(`PARENT-LISTING: ${basename(CHECKOUT)} \n`);
       expect(out).toContain("LAB-READY");
       expect(out).toContain("LAB-DOWN");
+      const lab = /^LAB-STATE (.*)$/m.exec(r.stdout);
+      expect(lab, out.slice(-4000)).not.toBeNull();
+      const { state, procs } = JSON.parse(lab![1]!) as { state: LabState; procs: LabProcess[] };
+      expect(procs.length).toBeGreaterThan(10);
+      expect(leftovers(procs, state)).toEqual([]);
       const rendered = /RENDERED (\d+) kustomizations, (\d+) objects; (\d+) third-party CRD documents/.exec(
         out,
       );

@@ -9,7 +9,7 @@ export PATH := $(ROOT)/.cache/bin:$(ROOT)/node_modules/.bin:$(PATH)
 export NODE_OPTIONS := --disable-warning=TimeoutNegativeWarning --disable-warning=ExperimentalWarning
 VITEST := node node_modules/vitest/vitest.mjs
 
-.PHONY: artifact setup setup-node test test-all test-kafka-clients test-unit test-integration test-deploy lint demo bench bench-bmc bench-api-stall chaos clean reap
+.PHONY: artifact setup setup-node test test-all test-kafka-clients test-unit test-integration test-deploy lint lint-tsc lint-eslint lint-prettier demo bench bench-bmc bench-api-stall chaos clean reap
 
 setup:
 	@$(ROOT)/scripts/setup.sh
@@ -22,11 +22,16 @@ setup-node:
 artifact: setup-node
 	@node scripts/artifact.ts
 
-## lint: eslint, prettier and the TypeScript type check
+## lint: eslint, prettier and the TypeScript type check (the three at once: each uses one core)
 lint: setup-node
 	@echo "== lint: tsc --noEmit, eslint, prettier"
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint-tsc lint-eslint lint-prettier
+
+lint-tsc:
 	@node node_modules/typescript/bin/tsc --noEmit -p .
+lint-eslint:
 	@node node_modules/eslint/bin/eslint.js --max-warnings 0 .
+lint-prettier:
 	@node node_modules/prettier/bin/prettier.cjs --check --log-level warn .
 
 ## test-unit: fast tests, no servers (< 1 minute); then the examples' own tests (examples/, through their runtimes)
@@ -35,8 +40,8 @@ test-unit: setup-node
 	@$(VITEST) run --project unit
 	@$(VITEST) run --project examples
 
-## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators, in two lanes at once (harness/test-lanes.ts:
-## labs and heavy files beside the rest; FASTFENCE_TEST_LANES=1 one lane after the other; extra vitest args in VITEST_ARGS)
+## test-integration: tests against real kube-apiserver, etcd, Kafka, BMC emulators, in lanes (harness/test-lanes.ts: the heavy
+## files beside the rest in two shards, then the labs alone; FASTFENCE_TEST_LANES=1 one lane after the other; vitest args in VITEST_ARGS)
 test-integration: setup
 	@scripts/reap.sh
 	@node scripts/test-integration.ts $(VITEST_ARGS); rc=$$?; scripts/reap.sh; exit $$rc

@@ -69,7 +69,9 @@ async function write(kube: Kube): Promise<{ ms: number; server: string | undefin
   return { ms: Math.round(performance.now() - t0), server: kube.lastServer };
 }
 
-describe("API endpoint discovery and failover (real kube-apiservers)", () => {
+// One set of API servers' story, in the order written also under --sequence.shuffle: the
+// SIGKILL case kills the first server for good, and the last case's discovery drops it.
+describe("API endpoint discovery and failover (real kube-apiservers)", { shuffle: false }, () => {
   const env = withEnv(async (scope) => scope.add(await startApiServers(3, { certIps: "first" })));
   const log = createLogger("kube-endpoint-failover", { level: process.env.FASTFENCE_LOG_LEVEL ?? "warn" });
 

@@ -44,7 +44,7 @@ const LAB: Record<string, string> = {
   "test/integration/lab-watchdog-fencing.test.ts": "two labs, watchdog timings",
   "test/integration/lab-look-after.test.ts": "a lab",
   "test/integration/lab-compact-plane.test.ts": "a lab, crashes a control-plane node",
-  "test/integration/lab-cleanup.test.ts": "two labs, counts the machine's namespaces and links",
+  "test/integration/lab-cleanup.test.ts": "a lab, counts the machine's namespaces and links",
   "test/integration/lab-machine-claim.test.ts": "claims the machine (one lab per machine)",
   "test/integration/standalone-checkout.test.ts": "a lab in a checkout with nothing beside it",
 };

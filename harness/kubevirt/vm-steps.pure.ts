@@ -62,7 +62,8 @@ export type VmStep =
 /**
  * One VM's steps on the VMI of its name (undefined: none exists). Writes in order: the
  * VMI delete or create, the VM status, then the finalizer (KubeVirt removes it after it
- * recorded the final VMI on the VM). Never creates a VMI while one of that name exists.
+ * recorded the final VMI on the VM) — except a new start request, written before the
+ * delete. Never creates a VMI while one of that name exists.
  */
 export function vmSteps(vm: Vm, vmi: Vmi | undefined): VmStep[] {
   const steps: VmStep[] = [];
@@ -96,14 +97,18 @@ export function vmSteps(vm: Vm, vmi: Vmi | undefined): VmStep[] {
       break; // Manual, Once, WaitAsReceiver: not modelled
   }
   const running = vmi?.phase === "Running" && !vmi.deleting;
-  steps.push({
+  const status: VmStep = {
     kind: "status",
     runStrategy: vm.runStrategy,
     startRequested,
     printableStatus: printable(vmi, created),
     created,
     ready: running,
-  });
+  };
+  // A new start request is written before the delete it answers, so a write that fails
+  // never leaves the VMI deleted without it. KubeVirt deletes first (docs/lab.md).
+  if (startRequested && !vm.startRequested && steps[0]?.kind === "deleteVmi") steps.unshift(status);
+  else steps.push(status);
   if (vmi && isFinal(vmi.phase) && vmi.finalizers.includes(VM_FINALIZER))
     steps.push({ kind: "removeVmFinalizer" });
   return steps;

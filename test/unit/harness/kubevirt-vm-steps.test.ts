@@ -127,8 +127,15 @@ describe("stand-in VM steps (virt-controller's VM controller)", () => {
 
   it("RerunOnFailure: a failed VMI is deleted with a start request, and the request starts the next", () => {
     const steps = vmSteps(vm("RerunOnFailure"), vmi({ phase: "Failed" }));
-    expect(kinds(steps)).toEqual(["deleteVmi", "status", "removeVmFinalizer"]);
-    expect(steps[1]).toMatchObject({ kind: "status", startRequested: true, printableStatus: "Stopped" });
+    // The request first: a delete whose status write then fails would leave the VM stopped.
+    expect(kinds(steps)).toEqual(["status", "deleteVmi", "removeVmFinalizer"]);
+    expect(steps[0]).toMatchObject({ kind: "status", startRequested: true, printableStatus: "Stopped" });
+    // Its write failed: the next pass asks again, before the delete again.
+    expect(kinds(vmSteps(vm("RerunOnFailure"), vmi({ phase: "Failed" })))).toEqual(kinds(steps));
+    // It landed, the delete did not: the delete, the request kept.
+    const after = vmSteps(vm("RerunOnFailure", { startRequested: true }), vmi({ phase: "Failed" }));
+    expect(kinds(after)).toEqual(["deleteVmi", "status", "removeVmFinalizer"]);
+    expect(after[1]).toMatchObject({ startRequested: true });
     const next = vmSteps(vm("RerunOnFailure", { startRequested: true }), undefined);
     expect(kinds(next)).toEqual(["createVmi", "status"]);
     expect(next[1]).toMatchObject({ startRequested: false, printableStatus: "Starting", created: true });

@@ -18,7 +18,9 @@ import { startPipelineCluster, type PipelineCluster } from "../../harness/env/pi
 import { withEnv } from "../../harness/env/with-env.ts";
 import { incidents, waitFor } from "./pipeline-helpers.ts";
 
-const BACKOFF_MS = 4_000;
+// Wide enough that (b)'s resume lands inside it on a loaded machine: seeing FenceFailed and
+// resuming the node took 5.3 s once with every lane running; the wait costs (b) alone.
+const BACKOFF_MS = 10_000;
 const env = withEnv(async (scope) =>
   scope.add(
     await startPipelineCluster({

@@ -4,8 +4,9 @@
 // advertising it with the lease endpoint reconciler, so the `default/kubernetes`
 // EndpointSlice lists the live ones as in a real cluster. The API server refuses loopback
 // addresses in that slice, so the servers run in a network namespace of their own, reached
-// from here over a veth pair (10.78.N.0/24, N from this process's pid; etcd listens on the
-// host end). Must never listen outside that pair or outlive the process that started it.
+// from here over a veth pair (10.78.N.0/24, the first N free from this process's pid; etcd
+// listens on the host end). Must never listen outside that pair or outlive the process that
+// started it.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -18,12 +19,26 @@ import { spawnSync } from "node:child_process";
 import { deleteNetns, makeNetns, makeTempDir, removeTempDir } from "./registry.ts";
 import { EnvScope } from "./scope.ts";
 
-const SUBNET = `10.78.${process.pid % 250}`;
-/** The addresses API servers may take (.2 … .9 of this process's veth subnet). */
-export const API_SERVER_IPS = ["2", "3", "4", "5", "6", "7", "8", "9"].map((n) => `${SUBNET}.${n}`);
-const HOST_END = `${SUBNET}.1`;
+/** The addresses API servers may take: .2 … .9 of the veth subnet (at most 8 servers). */
+const SERVER_HOSTS = ["2", "3", "4", "5", "6", "7", "8", "9"];
 /** The port every API server listens on, in its namespace. */
 const API_PORT = 6443;
+
+/**
+ * A 10.78.N.0/24 no interface here holds yet, N from this process's pid first: a subnet
+ * another run still holds (a namespace left by a killed run, its servers perhaps alive)
+ * would take this one's traffic to its own servers.
+ */
+function freeSubnet(): string {
+  const r = spawnSync("ip", ["-o", "-4", "addr", "show"], { encoding: "utf8" });
+  if (r.status !== 0) throw new EnvError(`ip -o -4 addr show failed: ${r.stderr}`);
+  const taken = new Set([...r.stdout.matchAll(/inet 10\.78\.(\d+)\./g)].map((m) => Number(m[1])));
+  for (let i = 0; i < 250; i++) {
+    const n = (process.pid + i) % 250;
+    if (!taken.has(n)) return `10.78.${n}`;
+  }
+  throw new EnvError("no free 10.78.N.0/24 subnet for the API servers' namespace (250 taken)");
+}
 
 function runIp(args: string[]): void {
   const r = spawnSync("ip", args, { encoding: "utf8" });
@@ -31,16 +46,19 @@ function runIp(args: string[]): void {
 }
 
 /** A namespace holding every API server address, linked to this one by a veth pair. */
-function makeApiNetns(scope: EnvScope): string {
+function makeApiNetns(scope: EnvScope): { ns: string; hostEnd: string; serverIps: string[] } {
+  const subnet = freeSubnet();
+  const hostEnd = `${subnet}.1`;
+  const serverIps = SERVER_HOSTS.map((h) => `${subnet}.${h}`);
   const ns = makeNetns("apis");
   scope.add({ stop: async () => deleteNetns(ns) }); // deleting it deletes the pair
   const host = `ffa${process.pid % 100_000}h`;
   runIp(["link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", ns]);
-  runIp(["addr", "add", `${HOST_END}/24`, "dev", host]);
+  runIp(["addr", "add", `${hostEnd}/24`, "dev", host]);
   runIp(["link", "set", host, "up"]);
-  for (const a of API_SERVER_IPS) runIp(["-n", ns, "addr", "add", `${a}/24`, "dev", "eth0"]);
+  for (const a of serverIps) runIp(["-n", ns, "addr", "add", `${a}/24`, "dev", "eth0"]);
   runIp(["-n", ns, "link", "set", "eth0", "up"]);
-  return ns;
+  return { ns, hostEnd, serverIps };
 }
 
 export interface ApiServer {
@@ -77,16 +95,16 @@ export async function startApiServers(
   count: number,
   o: { readyTimeoutMs?: number; certIps?: "every" | "first" } = {},
 ): Promise<ApiServers> {
-  if (count < 1 || count > API_SERVER_IPS.length)
-    throw new EnvError(`startApiServers: count must be 1 … ${API_SERVER_IPS.length} (is ${count})`);
+  if (count < 1 || count > SERVER_HOSTS.length)
+    throw new EnvError(`startApiServers: count must be 1 … ${SERVER_HOSTS.length} (is ${count})`);
   const timeout = o.readyTimeoutMs ?? 60_000;
   const dir = makeTempDir("apiservers");
   const scope = new EnvScope();
   scope.add({ stop: async () => removeTempDir(dir) });
   try {
-    const ns = makeApiNetns(scope);
+    const { ns, hostEnd, serverIps } = makeApiNetns(scope);
     const [clientPort, peerPort, port] = [await freePort(), await freePort(), API_PORT];
-    const etcdUrl = `http://${HOST_END}:${clientPort}`;
+    const etcdUrl = `http://${hostEnd}:${clientPort}`;
     const etcd = ManagedProcess.spawn({
       name: "etcd",
       command: join(BIN, "etcd"),
@@ -104,7 +122,7 @@ export async function startApiServers(
       ],
     });
     scope.add({ stop: () => etcd.stop() });
-    const pki = await makePki(dir, o.certIps === "first" ? API_SERVER_IPS.slice(0, 1) : API_SERVER_IPS);
+    const pki = await makePki(dir, o.certIps === "first" ? serverIps.slice(0, 1) : serverIps);
     await etcd.waitReady(() => httpOk(`${etcdUrl}/health`), timeout);
     const tls = {
       ca: readFileSync(pki.caCert),
@@ -114,7 +132,7 @@ export async function startApiServers(
     };
     const servers: ApiServer[] = [];
     const start = async (): Promise<ApiServer> => {
-      const addr = API_SERVER_IPS[servers.length];
+      const addr = serverIps[servers.length];
       if (!addr)
         throw new EnvError(`no loopback address left for another API server (${servers.length} running)`);
       const s = {

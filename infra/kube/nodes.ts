@@ -158,13 +158,21 @@ export class NodeOps {
     });
   }
 
-  /** Force-deletes (grace period 0) every pod bound to the node. */
-  async forceDeletePods(node: string): Promise<string[]> {
+  /**
+   * Force-deletes (grace period 0) every pod bound to the node; with `exceptVmLaunchers`,
+   * all but KubeVirt's virt-launcher pods, which deleteVmLaunchers releases beside it (each
+   * pod then counted once, by the call that deleted it, not by whichever listed first).
+   */
+  async forceDeletePods(node: string, o: { exceptVmLaunchers?: boolean } = {}): Promise<string[]> {
     const pods = await this.kube.read(`list pods on ${node}`, (a) =>
       a.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` }),
     );
+    const launcher = (p: V1Pod) =>
+      p.metadata?.labels?.[VIRT_LAUNCHER_LABEL.key] === VIRT_LAUNCHER_LABEL.value;
     // All at once: the node is off (S1 was checked by the caller); every second counts.
-    return Promise.all(pods.items.map((p) => this.forceDeletePod(p)));
+    return Promise.all(
+      pods.items.filter((p) => !(o.exceptVmLaunchers && launcher(p))).map((p) => this.forceDeletePod(p)),
+    );
   }
 
   /** Deletes every VolumeAttachment of the node, so RWO volumes can attach elsewhere. */

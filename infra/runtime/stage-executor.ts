@@ -136,6 +136,8 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
     };
     // Open the BMC session during the lease and Fencing writes (it changes no power state).
     const off = decision.actions.find((a) => a.kind === "powerOff");
+    // Nodes whose launcher pods the VM release deletes: the pod delete leaves them (counted once).
+    const vmNodes = new Set(decision.actions.map((a) => (a.kind === "deleteVmLaunchers" ? a.node : "")));
     if (off && ad.power?.prepare) void ad.power.prepare(off, ctx.signal);
     for (const a of decision.actions) {
       ctx.signal.throwIfAborted();
@@ -270,7 +272,11 @@ export function stageRunner(stage: PureStage, ad: StageAdapters, self: Self, wor
           break;
         // Release deletes are independent: they run concurrently, all awaited before what follows.
         case "deletePods":
-          deletes.push(ad.nodes.forceDeletePods(a.node).then((d) => void (counts.podsDeleted += d.length)));
+          deletes.push(
+            ad.nodes
+              .forceDeletePods(a.node, { exceptVmLaunchers: vmNodes.has(a.node) })
+              .then((d) => void (counts.podsDeleted += d.length)),
+          );
           released = true;
           break;
         case "deleteVolumeAttachments":

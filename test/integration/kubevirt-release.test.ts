@@ -244,12 +244,13 @@ describe(RELEASE, { shuffle: false }, () => {
     await kwok.byName("kv-a").kill();
     const t0 = Date.now();
     await nodes.setTaint("kv-a", OUT_OF_SERVICE_TAINT, true);
-    const [launchers] = await Promise.all([
+    const [launchers, pods] = await Promise.all([
       nodes.deleteVmLaunchers("kv-a"),
-      nodes.forceDeletePods("kv-a"),
+      nodes.forceDeletePods("kv-a", { exceptVmLaunchers: true }),
       nodes.deleteVolumeAttachments("kv-a"),
     ]);
     expect(launchers.sort()).toHaveLength(2);
+    expect(pods.filter((p) => p.includes("/virt-launcher-"))).toEqual([]); // each pod counted once
     for (const l of launchers) expect(l).toMatch(/^vms\/virt-launcher-(always|rerun)-/);
 
     const after = {

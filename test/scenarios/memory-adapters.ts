@@ -440,12 +440,17 @@ export class MemoryNodes implements Pick<
     });
   }
 
-  forceDeletePods(node: string): Promise<Released["pods"]> {
-    return this.c.call("nodes.forceDeletePods", node, () => {
-      const gone = this.c.pods.filter((p) => p.node === node);
-      this.c.pods = this.c.pods.filter((p) => p.node !== node);
-      return gone.map((p) => `${p.namespace}/${p.name}`);
-    });
+  /** Its pods never hold VM launchers (`vmLaunchers` does): the option only shows in the journal. */
+  forceDeletePods(node: string, o: { exceptVmLaunchers?: boolean } = {}): Promise<Released["pods"]> {
+    return this.c.call(
+      "nodes.forceDeletePods",
+      o.exceptVmLaunchers ? `${node} except VM launchers` : node,
+      () => {
+        const gone = this.c.pods.filter((p) => p.node === node);
+        this.c.pods = this.c.pods.filter((p) => p.node !== node);
+        return gone.map((p) => `${p.namespace}/${p.name}`);
+      },
+    );
   }
 
   deleteVolumeAttachments(node: string): Promise<Released["volumeAttachments"]> {

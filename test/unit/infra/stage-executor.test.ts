@@ -651,7 +651,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     `leases.acquire ${LEASE} fence-0`,
     "incidents.writeStatus a-aaaaaaaa Confirmed",
     `nodes.setTaint a ${TAINT}`,
-    "nodes.forceDeletePods a",
+    "nodes.forceDeletePods a except VM launchers", // deleteVmLaunchers' own: each pod counted once
     "nodes.deleteVolumeAttachments a",
     "nodes.deleteVmLaunchers a",
     "clock.sleep 500",
@@ -674,6 +674,15 @@ describe("actions run in order; events only after every action succeeded", () =>
     expect(w.clock.now()).toBe(NOW + 500);
   });
 
+  test("without the VM release beside it, the pod delete takes the launcher pods too", async () => {
+    const w = setup();
+    const podsOnly = scripted(() =>
+      processed("pods only", [{ kind: "deletePods", node: "a", gracePeriodSeconds: 0 }], []),
+    );
+    await stageHandler(podsOnly, w.ad, FENCE)(fenceRequest(), w.ctx);
+    expect(writes(w)).toContain("nodes.forceDeletePods a");
+  });
+
   test("the release deletes run concurrently and all finish before the next action", async () => {
     const w = setup();
     w.c.before("nodes.forceDeletePods", () => new Promise((resolve) => setTimeout(resolve, 10)));
@@ -681,7 +690,7 @@ describe("actions run in order; events only after every action succeeded", () =>
     expect(writes(w).slice(3, 7)).toEqual([
       "nodes.deleteVolumeAttachments a",
       "nodes.deleteVmLaunchers a",
-      "nodes.forceDeletePods a", // started first, finished last: the others did not wait for it
+      "nodes.forceDeletePods a except VM launchers", // started first, finished last: the others did not wait for it
       "clock.sleep 500",
     ]);
   });

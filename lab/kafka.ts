@@ -9,6 +9,7 @@
 // the cluster's metadata: live brokers and partition leaders per broker. Never binds
 // outside the node's netns.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { brokerFencings, fencingsText } from "./broker-fencings.ts";
 import { LAB_RUN } from "./state.ts";
 import { brokerSettingsMode, labBrokerSettings, type BrokerValue } from "./broker-settings.ts";
 import { join } from "node:path";
@@ -200,10 +201,11 @@ export async function kafkaMeta(
   }
 }
 
-/** A lab node as its broker: node index i runs broker id i + 1. */
+/** A lab node as its broker: node index i runs broker id i + 1, its files under dir. */
 interface BrokerNode {
   name: string;
   index: number;
+  dir: string;
 }
 
 /**
@@ -224,12 +226,16 @@ export async function waitLeadersBalanced(
     const counts = nodes.map((x) => leaders[x.index + 1] ?? 0);
     const total = counts.reduce((a, b) => a + b, 0);
     const share = Math.floor(total / nodes.length);
+    const fenced = () =>
+      `; brokers fenced on a session timeout so far: ${fencingsText(brokerFencings(nodes))}`;
     if (total > 0 && counts.every((c) => c >= share - 1)) {
-      log(`partition leaders balanced (${counts.join("/")}) in ${Date.now() - t0} ms`);
+      log(`partition leaders balanced (${counts.join("/")}) in ${Date.now() - t0} ms${fenced()}`);
       return;
     }
     if (Date.now() - t0 > timeoutMs) {
-      log(`partition leaders still unbalanced after ${timeoutMs} ms (${counts.join("/")}); going on`);
+      log(
+        `partition leaders still unbalanced after ${timeoutMs} ms (${counts.join("/")}); going on${fenced()}`,
+      );
       return;
     }
     await sleep(1000);

@@ -9,14 +9,14 @@
 // .cache/reports/; the last line is `RESULT {json}`. The watchdog scenarios (power-loss,
 // isolate; the lab then runs with its emulated watchdogs) get their own section: fault →
 // released beside crash, and SBD's and Self Node Remediation's defaults (lab/bench-watchdog.ts).
-// Of the crash trials, --controller-trials (default 5) take the active KRaft controller's
-// node as the victim (its leaderships and the controller fail together); so does every
-// other hang trial (the first, third, ...), the rest take the node leading the most
-// partitions. A frozen node is not a dead one (issue 14): each hang trial first leaves the
-// lab idle for the next of --hang-waits (seconds, cycled; default 0,5,60) after its
+// Of the crash (and proc-crash) trials, --controller-trials (default 5) take the active
+// KRaft controller's node as the victim (its leaderships and the controller fail together);
+// so does every other hang trial (the first, third, ...), the rest take the node leading the
+// most partitions. A frozen node is not a dead one (issue 14): each hang trial first leaves
+// the lab idle for the next of --hang-waits (seconds, cycled; default 0,5,60) after its
 // workloads are placed, so fresh and settled client connections both meet the freeze; put
-// hang first in --scenarios to freeze a node right after `lab up`. hang-mid-round asks, as an
-// operator, for the active controller's node to be fenced and freezes it the moment its
+// hang first in --scenarios to freeze a node right after `lab up`. hang-mid-round asks, as
+// an operator, for the active controller's node to be fenced and freezes it the moment its
 // incident is confirmed (lab/hang-mid-round.ts), timed from the freeze (--other trials).
 // --brokers shipped runs the brokers with the shipped Kafka cluster's settings only, without
 // the lab's overrides (lab/broker-settings.ts; the default, lab, has them); RESULT says which.
@@ -182,7 +182,9 @@ async function main(): Promise<number> {
           const hang = sc === "hang";
           // A node frozen mid-round: always the active KRaft controller's (issue 14's worst case).
           const preferController =
-            (sc === "crash" && controllerTrial(i)) || (hang && i % 2 === 0) || sc === "hang-mid-round";
+            ((sc === "crash" || sc === "proc-crash") && controllerTrial(i)) ||
+            (hang && i % 2 === 0) ||
+            sc === "hang-mid-round";
           const idleMs = hang ? HANG_WAITS[i % HANG_WAITS.length]! * 1000 : 0;
           const r = await runTrial(lab, sc, { trial, preferController, idleMs });
           const end = r.releasedMs ?? r.replacementRunningMs;

@@ -3,6 +3,7 @@
 // VolumeAttachment, and a VM (harness/kube/vm.ts: VirtualMachine + VMI + launcher pod).
 // Each set carries a suffix so bench trials can create fresh ones on the victim node and
 // delete them afterwards. Only ever talks to the lab API server.
+import { createBoundVolume } from "../harness/kube/volume.ts";
 import type { AppsV1Api, CoreV1Api, CustomObjectsApi, StorageV1Api, V1Pod } from "@kubernetes/client-node";
 import { sleep } from "../harness/env/base.ts";
 import { createVm, FAKE_IMAGE as image } from "../harness/kube/vm.ts";
@@ -117,25 +118,7 @@ export async function createWorkloads(
       },
     },
   });
-  await c.core.createPersistentVolume({
-    body: {
-      metadata: { name: n.pv },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes: ["ReadWriteOnce"],
-        persistentVolumeReclaimPolicy: "Retain",
-        csi: { driver: "csi.fastfence.test", volumeHandle: `vol-${n.db}` },
-        claimRef: { namespace: NS, name: n.pvc },
-      },
-    },
-  });
-  await c.core.createNamespacedPersistentVolumeClaim({
-    namespace: NS,
-    body: {
-      metadata: { name: n.pvc },
-      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: n.pv },
-    },
-  });
+  await createBoundVolume(c.core, { pv: n.pv, pvc: n.pvc, namespace: NS, volumeHandle: `vol-${n.db}` });
   await c.apps.createNamespacedStatefulSet({
     namespace: NS,
     body: {
@@ -163,12 +146,14 @@ export async function createWorkloads(
   const dbPod = await until(`${n.dbPod} Running`, async (seen) => {
     const p = await c.core.readNamespacedPod({ name: n.dbPod, namespace: NS });
     const conds = (p.status?.conditions ?? []).map(
-      (x) => `${x.type}=${x.status}${x.reason ? `(${x.reason})` : ""}`,
+      (x) => `${x.type}=${x.status}${x.reason ? `(${x.reason}${x.message ? `: ${x.message}` : ""})` : ""}`,
     );
+    const pending = p.status?.phase !== "Running";
     seen(
-      `phase ${p.status?.phase ?? "?"}, node ${p.spec?.nodeName ?? "none"}, ${conds.join(" ") || "no conditions"}`,
+      `phase ${p.status?.phase ?? "?"}, node ${p.spec?.nodeName ?? "none"}, ${conds.join(" ") || "no conditions"}` +
+        (pending ? `; ${await schedulingContext(c, n.pvc)}` : ""),
     );
-    return p.status?.phase === "Running" ? p : undefined;
+    return pending ? undefined : p;
   });
   opts.log?.(`${n.dbPod} Running (${Date.now() - t0} ms after the workloads were created)`);
   await c.storage.createVolumeAttachment({
@@ -188,6 +173,20 @@ export async function createWorkloads(
   });
   opts.log?.(`workloads Running (${Date.now() - t0} ms)`);
   return n;
+}
+
+/** What a pending pod's scheduling depends on: its claim's phase, each node's readiness and taints. */
+async function schedulingContext(c: Apis, pvc: string): Promise<string> {
+  const claim = await c.core
+    .readNamespacedPersistentVolumeClaim({ name: pvc, namespace: NS })
+    .then((x) => x.status?.phase ?? "no phase")
+    .catch((err: unknown) => `unreadable (${err instanceof Error ? err.message : String(err)})`);
+  const nodes = (await c.core.listNode()).items.map((x) => {
+    const ready = x.status?.conditions?.find((k) => k.type === "Ready")?.status ?? "?";
+    const taints = (x.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`);
+    return `${x.metadata?.name} Ready=${ready}${x.spec?.unschedulable ? " cordoned" : ""}${taints.length ? ` [${taints.join(",")}]` : ""}`;
+  });
+  return `claim ${pvc} ${claim}; nodes ${nodes.join(", ")}`;
 }
 
 /** Delete a workload set (best effort, grace 0). */

@@ -5,6 +5,7 @@
 // would, and the real scheduler places the pod. It only creates these objects; a create
 // answered 5xx or not at all (a control plane still settling after a node's death) is sent
 // again for up to 30 s, and "already exists" after such a retry counts as created.
+import { createBoundVolume } from "../kube/volume.ts";
 import type { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 
 export type RunStrategy = "Always" | "RerunOnFailure" | "Halted";
@@ -40,29 +41,13 @@ export async function createStandInVm(
   const { name, namespace } = vm;
   const pv = `pv-${namespace}-${name}`;
   const pvc = `${name}-disk`;
-  await createOnce(`PersistentVolume ${pv}`, () =>
-    api.core.createPersistentVolume({
-      body: {
-        metadata: { name: pv },
-        spec: {
-          capacity: { storage: "1Gi" },
-          accessModes: ["ReadWriteOnce"],
-          persistentVolumeReclaimPolicy: "Retain",
-          csi: { driver: "csi.fastfence.test", volumeHandle: `vol-${namespace}-${name}` },
-          claimRef: { namespace, name: pvc },
-        },
-      },
-    }),
-  );
-  await createOnce(`PersistentVolumeClaim ${namespace}/${pvc}`, () =>
-    api.core.createNamespacedPersistentVolumeClaim({
-      namespace,
-      body: {
-        metadata: { name: pvc },
-        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } }, volumeName: pv },
-      },
-    }),
-  );
+  await createBoundVolume(api.core, {
+    pv,
+    pvc,
+    namespace,
+    volumeHandle: `vol-${namespace}-${name}`,
+    create: (what, call) => createOnce(what, call),
+  });
   await createOnce(`VirtualMachine ${namespace}/${name}`, () =>
     api.custom.createNamespacedCustomObject({
       group: "kubevirt.io",

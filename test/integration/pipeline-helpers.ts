@@ -1,6 +1,7 @@
 // Shared helpers of the pipeline integration tests: polling for an outcome, reading
 // incidents, creating the workloads a node runs (Deployment, StatefulSet with a volume
 // and VolumeAttachment, a KubeVirt VM with its VMI and launcher pod). Test code only.
+import { createBoundVolume } from "../../harness/kube/volume.ts";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { NodeFence } from "../../core/incident.ts";
 import { NAMESPACE, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
@@ -63,28 +64,11 @@ export async function createDeployment(c: PipelineCluster, name: string): Promis
 
 /** A StatefulSet "db" whose pod prefers `node`, with a pre-bound RWO volume and its VolumeAttachment on `node`. */
 export async function createStatefulSet(c: PipelineCluster, node: string): Promise<void> {
-  await c.core.createPersistentVolume({
-    body: {
-      metadata: { name: "pv-db" },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes: ["ReadWriteOnce"],
-        persistentVolumeReclaimPolicy: "Retain",
-        csi: { driver: "csi.fastfence.test", volumeHandle: "vol-db" },
-        claimRef: { namespace: "default", name: "data-db-0" },
-      },
-    },
-  });
-  await c.core.createNamespacedPersistentVolumeClaim({
+  await createBoundVolume(c.core, {
+    pv: "pv-db",
+    pvc: "data-db-0",
     namespace: "default",
-    body: {
-      metadata: { name: "data-db-0" },
-      spec: {
-        accessModes: ["ReadWriteOnce"],
-        resources: { requests: { storage: "1Gi" } },
-        volumeName: "pv-db",
-      },
-    },
+    volumeHandle: "vol-db",
   });
   await c.apps.createNamespacedStatefulSet({
     namespace: "default",

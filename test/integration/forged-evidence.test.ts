@@ -10,11 +10,16 @@
 // whose evidence names node-b's observer or comes from the future. Asserts: no BMC
 // received a power command, no incident got past Suspected, every forged input was
 // dead-lettered with its reason code, and fastfence_inputs_refused_total rose.
+// Then root on the node of a confirm replica (confirm's token and Kafka credentials):
+// writes a NodeFence of healthy node-b Confirmed with evidence no observer signed (its
+// status is confirm's to write) and asks fence to act on it. fence re-counts the stored
+// evidence by signature before any round: the request is dead-lettered
+// StoredEvidenceUnverified, no BMC gets a command, the incident stays Confirmed.
 import { CoordinationV1Api } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { heartbeatLeaseName } from "../../core/decision.ts";
 import { OBSERVER_KEY_ANNOTATION } from "../../core/evidence-proof.ts";
-import { incidentName, type Evidence } from "../../core/incident.ts";
+import { emptyStatus, incidentName, newIncident, transition, type Evidence } from "../../core/incident.ts";
 import type { RejectCode } from "../../core/reasons.ts";
 import { EVENT_TYPES, TOPICS } from "../../events/catalog.ts";
 import { encodeKafka } from "../../events/codec.ts";
@@ -22,6 +27,8 @@ import { envelope, type FfEvent } from "../../events/envelope.ts";
 import { DeadLetterSchema, type NodeObserved, type NodeSuspected } from "../../events/schemas.ts";
 import { evidenceOfObservation } from "../../events/observation-claim.ts";
 import { createKafkaBus } from "../../infra/bus/kafka-bus.ts";
+import { Kube } from "../../infra/kube/client.ts";
+import { IncidentStore } from "../../infra/kube/incidents.ts";
 import { NAMESPACE, startPipelineCluster, sleep } from "../../harness/env/pipeline-cluster.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { serviceAccountKubeConfig } from "../../harness/kube/identity.ts";
@@ -217,5 +224,95 @@ describe("forged and time-shifted evidence", () => {
       expect(i.status?.phase).toBe("Suspected");
       expect(new Set(i.status?.evidence.map((e) => e.observerNode))).toEqual(new Set([A]));
     }
+  });
+
+  it("root on a confirm replica's node cannot fence with evidence no observer signed: fence re-counts it", async () => {
+    const c = env();
+    const boot = (await c.core.readNode({ name: B })).status!.nodeInfo!.bootID!;
+    const incident = incidentName(B, boot);
+    const confirmKc = await serviceAccountKubeConfig(c.kc, {
+      namespace: NAMESPACE,
+      serviceAccount: "fastfence-confirm",
+      node: A,
+      podName: "attacker-as-confirm-on-node-a",
+    });
+    const confirmedBy = `system:serviceaccount:${NAMESPACE}:fastfence-confirm`;
+    const now = Date.now();
+    // Two observers' worth of "missed" pieces about healthy node-b: one unsigned, one signed
+    // with a key no node publishes (so under a key id nobody can check).
+    const rogue = new ObserverKey();
+    const claim = (observer: string): NodeObserved => ({
+      observer: { replica: `event-source-${observer}`, node: observer },
+      target: B,
+      targetBootId: boot,
+      result: "missed",
+      consecutiveMisses: 3,
+      firstMissAt: iso(now - 400),
+      at: iso(now),
+      probe: { kind: "tcp", port: 10250 },
+      heartbeatSynced: true,
+    });
+    const evidence = [
+      evidenceOfObservation(claim(A)),
+      evidenceOfObservation(rogue.signObservation(claim(C))),
+    ];
+    const status = transition(
+      { ...emptyStatus(), timestamps: { suspected: iso(now - 100) } },
+      "Confirmed",
+      iso(now),
+      { evidence, confirmedBy },
+    );
+    // confirm's own writer, as confirm's identity: the API server admits it (confirm owns
+    // the evidence and the phase Confirmed); an incident node-b's earlier probes opened is
+    // taken over, not duplicated.
+    const store = new IncidentStore(new Kube(confirmKc), NAMESPACE);
+    const existing = await store.get(incident);
+    const written = existing
+      ? await store.writeStatus(incident, existing.metadata.resourceVersion ?? "", status)
+      : await store.create(newIncident(B, boot, status));
+    expect(written.status?.phase).toBe("Confirmed");
+
+    const asConfirm = createKafkaBus({
+      brokers: c.kafka.bootstrap,
+      clientId: "attacker-with-confirm-credentials",
+      security: c.kafka.clientSecurity("confirm"),
+    });
+    const request = envelope(
+      {
+        type: EVENT_TYPES.fenceRequested,
+        subject: B,
+        ffincident: incident,
+        data: { incident, node: B, bootId: boot, confirmedAt: iso(now), observers: [A, C] },
+      },
+      `/fastfence/confirm/confirm-${A}`,
+      now,
+    );
+    await asConfirm.publish(TOPICS.fenceRequests, [encodeKafka(request)]);
+    const audit = createKafkaBus({
+      brokers: c.kafka.bootstrap,
+      clientId: "stored-evidence-audit",
+      security: c.kafka.clientSecurity("audit"),
+    });
+    const letter = await waitFor(
+      "the fence request dead-lettered",
+      async () =>
+        (await audit.readAll([TOPICS.deadLetter], { timeoutMs: 3000 }))
+          .map((r) => DeadLetterSchema.parse(JSON.parse(r.value!.toString())))
+          .find((d) => d.originalHeaders.ce_id === request.id),
+      60_000,
+      500,
+    );
+    expect(letter.reasonCode).toBe("StoredEvidenceUnverified");
+    await Promise.all([asConfirm.close(), audit.close()]);
+
+    // Give fence (its event path and its resync) time to act: nothing is powered off.
+    await sleep(3000);
+    for (const [name, parts] of c.nodes) {
+      expect(parts.bmc.stats.resets, `power commands to ${name}'s BMC`).toEqual([]);
+      expect(parts.bmc.power).toBe("On");
+    }
+    const now2 = (await incidents(c)).find((i) => i.metadata.name === incident);
+    expect(now2?.status?.phase).toBe("Confirmed");
+    expect(now2?.status?.attempts ?? []).toEqual([]);
   });
 });

@@ -8,8 +8,13 @@
 // nothing else: no RBAC on Leases of its own — writes another node's heartbeat Lease and
 // its observer key. No admission policy can refuse this; the boundary is RBAC's (who holds
 // `impersonate`), which docs/threat-model.md and docs/rbac.md now state. This test keeps
-// that statement true: it fails the day the API server stops admitting it.
+// that statement true: it fails the day the API server stops admitting it. The boundary
+// holds only if no identity fastfence ships or documents may impersonate: every shipped
+// ServiceAccount and the operator role block of docs/rbac.md are asked the API server's
+// own question (SubjectAccessReview) for each way to impersonate the event source, and
+// each is denied; mallory, who may, is allowed (the check can fail).
 import {
+  AuthorizationV1Api,
   CoordinationV1Api,
   KubeConfig,
   RbacAuthorizationV1Api,
@@ -25,6 +30,7 @@ import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { FASTFENCE_NAMESPACE as NS } from "../../harness/kube/fencing-policy.ts";
 import { NODE_NAME_EXTRA } from "../../harness/kube/identity.ts";
+import { OPERATOR_GROUP, operatorRbacFromDocs } from "../../harness/kube/operator-rbac.ts";
 
 const SOURCE = `system:serviceaccount:${NS}:fastfence-source`;
 
@@ -33,6 +39,7 @@ const env = withEnv(async (scope) => {
   const kc = cp.kubeConfig;
   await applyObjects(kc, [
     ...shippedAccessControl(),
+    ...operatorRbacFromDocs(),
     { apiVersion: "v1", kind: "Node", metadata: { name: "node-b" } },
   ] as Parameters<typeof applyObjects>[1]);
   // mallory may impersonate the event source and the node claim; nothing else
@@ -65,7 +72,11 @@ const env = withEnv(async (scope) => {
   const mallory = new KubeConfig();
   mallory.loadFromFile(await cp.makeUserKubeconfig("mallory"));
   await sleep(1500); // the policies' type checking and bindings settle in the apiserver
-  return { kc, mallory: mallory.makeApiClient(CoordinationV1Api) };
+  return {
+    kc,
+    mallory: mallory.makeApiClient(CoordinationV1Api),
+    authz: kc.makeApiClient(AuthorizationV1Api),
+  };
 });
 
 const asSourceOn = (node: string) =>
@@ -122,5 +133,52 @@ describe("impersonation and the heartbeat-Lease policy", () => {
       .kc.makeApiClient(CoordinationV1Api)
       .readNamespacedLease({ name: heartbeatLeaseName("node-b"), namespace: NS });
     expect(stored.metadata?.annotations?.["fastfence.io/observer-key"]).toBe("0123456789abcdef:forged");
+  });
+
+  /** Each way to become the event source of node-b: the ServiceAccount, its user name, the node claim. */
+  const IMPERSONATIONS = [
+    { verb: "impersonate", resource: "serviceaccounts", namespace: NS, name: "fastfence-source" },
+    { verb: "impersonate", resource: "users", name: SOURCE },
+    {
+      verb: "impersonate",
+      group: "authentication.k8s.io",
+      resource: "userextras",
+      subresource: NODE_NAME_EXTRA,
+    },
+  ];
+  const mayImpersonate = async (user: string, groups: string[]) =>
+    Promise.all(
+      IMPERSONATIONS.map(async (resourceAttributes) => {
+        const r = await env().authz.createSubjectAccessReview({
+          body: { spec: { user, groups: [...groups, "system:authenticated"], resourceAttributes } },
+        });
+        return `${resourceAttributes.resource}: ${r.status?.allowed ? "allowed" : "denied"}`;
+      }),
+    );
+
+  it("no shipped ServiceAccount and no documented operator may impersonate the event source (SubjectAccessReview)", async () => {
+    const accounts = shippedAccessControl()
+      .filter((o) => o.kind === "ServiceAccount")
+      .map((o) => o.metadata!.name!);
+    expect(accounts).toContain("fastfence-source");
+    for (const sa of accounts)
+      expect(
+        await mayImpersonate(`system:serviceaccount:${NS}:${sa}`, [
+          "system:serviceaccounts",
+          `system:serviceaccounts:${NS}`,
+        ]),
+        sa,
+      ).toEqual(["serviceaccounts: denied", "users: denied", "userextras: denied"]);
+    expect(await mayImpersonate("olivia", [OPERATOR_GROUP]), "the operator role of docs/rbac.md").toEqual([
+      "serviceaccounts: denied",
+      "users: denied",
+      "userextras: denied",
+    ]);
+    // The same question for mallory, whom this test's own role lets impersonate the account and the claim.
+    expect(await mayImpersonate("mallory", [])).toEqual([
+      "serviceaccounts: allowed",
+      "users: denied",
+      "userextras: allowed",
+    ]);
   });
 });

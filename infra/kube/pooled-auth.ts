@@ -1,11 +1,13 @@
 // Kubernetes API clients that reuse their connections. @kubernetes/client-node 2.0.1's
 // KubeConfig authentication builds a new undici Agent for every request, so every API
 // call pays a new TCP connection and TLS handshake (client certificate included) on both
-// sides — measured: 50 GETs, 50 handshakes. On a small node that is busy fencing, those
-// handshakes are most of the CPU an API call costs the caller and the API server. This
-// wraps the KubeConfig: its authentication still runs per request (headers, refreshed
-// tokens), but the request goes through one Agent (keep-alive pool) kept for the
-// client's life. It never changes what is sent or to which server.
+// sides. On a small node that is busy fencing, those handshakes are most of the CPU an API
+// call costs the caller and the API server. This wraps the KubeConfig: its authentication
+// still runs per request (headers, refreshed tokens), but the request goes through one
+// keep-alive pool kept for the client's life, whose idle connections stay open for
+// IDLE_KEEPALIVE_MS (undici's default, 4 s, closed them between a stage's periodic reads,
+// so the first requests of an incident paid the handshakes). It never changes what is sent
+// or to which server.
 import {
   ServerConfiguration,
   createConfiguration,
@@ -15,9 +17,18 @@ import {
   type RequestContext,
   type SecurityAuthentication,
 } from "@kubernetes/client-node";
+import { Agent } from "undici";
 import { FastfenceError } from "../../core/errors.ts";
 
 type Dispatcher = NonNullable<ReturnType<RequestContext["getDispatcher"]>>;
+
+/**
+ * How long an idle pooled connection stays open. Below kube-apiserver's own idle timeout
+ * (90 s), so the server does not close a connection a request is being sent on; long enough
+ * that a component's periodic reads (a few seconds apart) keep its connections warm for the
+ * requests of an incident. Trade-off: each client holds its connections that long.
+ */
+export const IDLE_KEEPALIVE_MS = 60_000;
 
 /** KubeConfig authentication with one connection pool instead of one per request. */
 export class PooledKubeAuth implements SecurityAuthentication {
@@ -36,9 +47,35 @@ export class PooledKubeAuth implements SecurityAuthentication {
     await this.kc.applySecurityAuthentication(ctx);
     const fresh = ctx.getDispatcher();
     if (!fresh) return; // plain HTTP without TLS options: the global dispatcher pools already
-    if (this.pool === undefined) this.pool = fresh;
-    else if (fresh !== this.pool) void fresh.close().catch(() => undefined); // never used
+    if (this.pool === undefined) this.pool = await this.longLivedPool(fresh);
+    if (fresh !== this.pool) void fresh.close().catch(() => undefined); // never used
     ctx.setDispatcher(this.pool);
+  }
+
+  /**
+   * The pool: an Agent with the TLS options the KubeConfig gives (its own choice of CA,
+   * client certificate and server name) that keeps idle connections IDLE_KEEPALIVE_MS; through
+   * a proxy, the library's dispatcher as it is (`fresh`).
+   */
+  private async longLivedPool(fresh: Dispatcher): Promise<Dispatcher> {
+    const https: Parameters<KubeConfig["applyToHTTPSOptions"]>[0] & Record<string, unknown> = {};
+    await this.kc.applyToHTTPSOptions(https);
+    const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = https;
+    const opts = this.kc.createDispatcherOptions(this.kc.getCurrentCluster(), {
+      ca,
+      cert,
+      key,
+      pfx,
+      passphrase,
+      rejectUnauthorized,
+      ...(typeof servername === "string" && { servername }),
+    });
+    if (opts.type !== "agent") return fresh;
+    return new Agent({
+      connect: opts.connect,
+      keepAliveTimeout: IDLE_KEEPALIVE_MS,
+      keepAliveMaxTimeout: IDLE_KEEPALIVE_MS,
+    }) as unknown as Dispatcher;
   }
 }
 

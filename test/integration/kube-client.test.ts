@@ -56,6 +56,26 @@ describe("Kubernetes adapters (real kube-apiserver)", () => {
     }
   });
 
+  it("keeps an idle connection open between a component's periodic reads", async () => {
+    const { cp } = env();
+    const kube = new Kube(cp.kubeConfig);
+    await kube.call("read namespace", (a) => a.core.readNamespace({ name: "default" }));
+    let handshakes = 0;
+    const connect = tls.connect;
+    tls.connect = ((...args: Parameters<typeof tls.connect>) => {
+      handshakes++;
+      return connect(...args);
+    }) as typeof tls.connect;
+    try {
+      // Longer than undici's default idle keep-alive (4 s), shorter than IDLE_KEEPALIVE_MS.
+      await new Promise((r) => setTimeout(r, 5_000));
+      await kube.call("read namespace", (a) => a.core.readNamespace({ name: "default" }));
+      expect(handshakes, "a request after 5 s idle opened a new TLS connection").toBe(0);
+    } finally {
+      tls.connect = connect;
+    }
+  });
+
   it("adds the taint once, keeps other taints, and removes it", async () => {
     const { cp } = env();
     const core = cp.kubeConfig.makeApiClient(CoreV1Api);

@@ -3,8 +3,8 @@
 // VolumeAttachment, and a VM (harness/kube/vm.ts: VirtualMachine + VMI + launcher pod).
 // Each set carries a suffix so bench trials can create fresh ones on the victim node and
 // delete them afterwards. Only ever talks to the lab API server.
-import { createBoundVolume } from "../harness/kube/volume.ts";
 import type { AppsV1Api, CoreV1Api, CustomObjectsApi, StorageV1Api, V1Pod } from "@kubernetes/client-node";
+import { createBoundVolume, TEST_CSI_DRIVER } from "../harness/kube/volume.ts";
 import { sleep } from "../harness/env/base.ts";
 import { createVm, FAKE_IMAGE as image } from "../harness/kube/vm.ts";
 import { VIRT_LAUNCHER_LABEL } from "../infra/kube/nodes.ts";
@@ -160,7 +160,7 @@ export async function createWorkloads(
     body: {
       metadata: { name: n.va },
       spec: {
-        attacher: "csi.fastfence.test",
+        attacher: TEST_CSI_DRIVER,
         nodeName: dbPod.spec!.nodeName!,
         source: { persistentVolumeName: n.pv },
       },

@@ -40,6 +40,19 @@ const env = withEnv(async (scope) => scope.add(await startPipelineCluster()));
 const [A, B, C] = ["node-a", "node-b", "node-c"] as const;
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/** `observer`'s node saw `target` (boot `bootId`) miss enough probes to suspect it, at `atMs`. */
+const missedClaim = (observer: string, target: string, bootId: string, atMs: number): NodeObserved => ({
+  observer: { replica: `event-source-${observer}`, node: observer },
+  target,
+  targetBootId: bootId,
+  result: "missed",
+  consecutiveMisses: 3,
+  firstMissAt: iso(atMs - 400),
+  at: iso(atMs),
+  probe: { kind: "tcp", port: 10250 },
+  heartbeatSynced: true,
+});
+
 describe("forged and time-shifted evidence", () => {
   it("root on node-a cannot speak for node-b's observer, nor shift time: nothing is fenced, every forgery is dead-lettered", async () => {
     const c = env();
@@ -90,17 +103,7 @@ describe("forged and time-shifted evidence", () => {
     const FUTURE = 60_000;
     const boot = (await c.core.readNode({ name: C })).status!.nodeInfo!.bootID!;
     /** An observation of healthy node-c by `observer`'s node that crosses the suspicion threshold. */
-    const claim = (observer: string, atMs = now): NodeObserved => ({
-      observer: { replica: `event-source-${observer}`, node: observer },
-      target: C,
-      targetBootId: boot,
-      result: "missed",
-      consecutiveMisses: 3,
-      firstMissAt: iso(atMs - 400),
-      at: iso(atMs),
-      probe: { kind: "tcp", port: 10250 },
-      heartbeatSynced: true,
-    });
+    const claim = (observer: string, atMs = now): NodeObserved => missedClaim(observer, C, boot, atMs);
     const observation = (data: NodeObserved, timeMs = now): FfEvent =>
       envelope(
         { type: EVENT_TYPES.nodeObserved, subject: C, data },
@@ -241,17 +244,7 @@ describe("forged and time-shifted evidence", () => {
     // Two observers' worth of "missed" pieces about healthy node-b: one unsigned, one signed
     // with a key no node publishes (so under a key id nobody can check).
     const rogue = new ObserverKey();
-    const claim = (observer: string): NodeObserved => ({
-      observer: { replica: `event-source-${observer}`, node: observer },
-      target: B,
-      targetBootId: boot,
-      result: "missed",
-      consecutiveMisses: 3,
-      firstMissAt: iso(now - 400),
-      at: iso(now),
-      probe: { kind: "tcp", port: 10250 },
-      heartbeatSynced: true,
-    });
+    const claim = (observer: string): NodeObserved => missedClaim(observer, B, boot, now);
     const evidence = [
       evidenceOfObservation(claim(A)),
       evidenceOfObservation(rogue.signObservation(claim(C))),

@@ -1,8 +1,8 @@
 // Shared helpers of the pipeline integration tests: polling for an outcome, reading
 // incidents, creating the workloads a node runs (Deployment, StatefulSet with a volume
 // and VolumeAttachment, a KubeVirt VM with its VMI and launcher pod). Test code only.
-import { createBoundVolume } from "../../harness/kube/volume.ts";
 import type { V1Pod } from "@kubernetes/client-node";
+import { createBoundVolume, TEST_CSI_DRIVER } from "../../harness/kube/volume.ts";
 import type { NodeFence } from "../../core/incident.ts";
 import { NAMESPACE, type PipelineCluster } from "../../harness/env/pipeline-cluster.ts";
 import { waitUntil } from "../../harness/env/wait.ts";
@@ -113,7 +113,7 @@ export async function createStatefulSet(c: PipelineCluster, node: string): Promi
   await c.storage.createVolumeAttachment({
     body: {
       metadata: { name: "va-db" },
-      spec: { attacher: "csi.fastfence.test", nodeName: dbNode, source: { persistentVolumeName: "pv-db" } },
+      spec: { attacher: TEST_CSI_DRIVER, nodeName: dbNode, source: { persistentVolumeName: "pv-db" } },
     },
   });
 }

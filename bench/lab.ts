@@ -11,12 +11,12 @@
 // released beside crash, and SBD's and Self Node Remediation's defaults (lab/bench-watchdog.ts).
 // Of the crash (and proc-crash) trials, --controller-trials (default 5) take the active
 // KRaft controller's node as the victim (its leaderships and the controller fail together);
-// so does every other hang trial (the first, third, ...), the rest take the node leading the
-// most partitions. A frozen node is not a dead one (issue 14): each hang trial first leaves
-// the lab idle for the next of --hang-waits (seconds, cycled; default 0,5,60) after its
-// workloads are placed, so fresh and settled client connections both meet the freeze; put
-// hang first in --scenarios to freeze a node right after `lab up`. hang-mid-round asks, as
-// an operator, for the active controller's node to be fenced and freezes it the moment its
+// so does every other hang trial (1st, 3rd, ...); the rest the node leading the most
+// partitions but the controller's. A frozen node is not a dead one (issue 14): each hang
+// trial first idles the lab for the next of --hang-waits (s, cycled; default 0,5,60) once
+// its workloads are placed, so fresh and settled client connections both meet the freeze;
+// put hang first in --scenarios to freeze a node right after `lab up`. hang-mid-round asks,
+// as an operator, for the controller's node to be fenced and freezes it the moment its
 // incident is confirmed (lab/hang-mid-round.ts), timed from the freeze (--other trials).
 // --brokers shipped runs the brokers with the shipped Kafka cluster's settings only, without
 // the lab's overrides (lab/broker-settings.ts; the default, lab, has them); RESULT says which.

@@ -273,9 +273,11 @@ export interface VictimChoice {
 }
 
 /**
- * The node hosting the most partition leaders (ties: first); with `preferController`, the
- * active KRaft controller's node when it is among the busiest, else still the controller
- * (the choice records that it leads fewer).
+ * With `preferController`, the active KRaft controller's node (the choice records how many
+ * leaders it hosts); without, the node hosting the most partition leaders among the others
+ * (ties: first), so a bench's victim mix is exactly what it asked for: a trial is a
+ * controller trial only when it asked for one (the leaders are balanced, so the busiest node
+ * was the controller's in about one trial of three, by chance).
  */
 export async function chooseVictim(
   brokers: string,
@@ -299,6 +301,8 @@ export async function chooseVictim(
   const most = Math.max(0, ...nodes.map(led));
   const ctl = activeControllerId(brokerDirs);
   const ctlNode = nodes.find((x) => x.index + 1 === ctl);
-  const pick = preferController && ctlNode ? ctlNode : (nodes.find((x) => led(x) === most) ?? nodes[0]!);
+  const others = nodes.filter((x) => x !== ctlNode);
+  const busiest = Math.max(0, ...others.map(led));
+  const pick = preferController && ctlNode ? ctlNode : (others.find((x) => led(x) === busiest) ?? nodes[0]!);
   return { name: pick.name, leaders: led(pick), mostLeaders: most, activeController: pick === ctlNode };
 }

@@ -17,6 +17,7 @@ import {
   type RequestContext,
   type SecurityAuthentication,
 } from "@kubernetes/client-node";
+import type { AgentOptions } from "node:https";
 import { Agent } from "undici";
 import { FastfenceError } from "../../core/errors.ts";
 
@@ -33,7 +34,7 @@ export const IDLE_KEEPALIVE_MS = 60_000;
 /** KubeConfig authentication with one connection pool instead of one per request. */
 export class PooledKubeAuth implements SecurityAuthentication {
   private readonly kc: KubeConfig;
-  private pool: Dispatcher | undefined;
+  private pool: Promise<Dispatcher> | undefined;
 
   constructor(kc: KubeConfig) {
     this.kc = kc;
@@ -47,9 +48,15 @@ export class PooledKubeAuth implements SecurityAuthentication {
     await this.kc.applySecurityAuthentication(ctx);
     const fresh = ctx.getDispatcher();
     if (!fresh) return; // plain HTTP without TLS options: the global dispatcher pools already
-    if (this.pool === undefined) this.pool = await this.longLivedPool(fresh);
-    if (fresh !== this.pool) void fresh.close().catch(() => undefined); // never used
-    ctx.setDispatcher(this.pool);
+    // One pool however many first requests run at once (each would otherwise build its own);
+    // a failed build is tried again by the next request.
+    this.pool ??= this.longLivedPool(fresh).catch((err: unknown) => {
+      this.pool = undefined;
+      throw err;
+    });
+    const pool = await this.pool;
+    if (fresh !== pool) void fresh.close().catch(() => undefined); // never used
+    ctx.setDispatcher(pool);
   }
 
   /**
@@ -58,18 +65,9 @@ export class PooledKubeAuth implements SecurityAuthentication {
    * a proxy, the library's dispatcher as it is (`fresh`).
    */
   private async longLivedPool(fresh: Dispatcher): Promise<Dispatcher> {
-    const https: Parameters<KubeConfig["applyToHTTPSOptions"]>[0] & Record<string, unknown> = {};
-    await this.kc.applyToHTTPSOptions(https);
-    const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = https;
-    const opts = this.kc.createDispatcherOptions(this.kc.getCurrentCluster(), {
-      ca,
-      cert,
-      key,
-      pfx,
-      passphrase,
-      rejectUnauthorized,
-      ...(typeof servername === "string" && { servername }),
-    });
+    const tls: AgentOptions = {};
+    await this.kc.applyToHTTPSOptions(tls);
+    const opts = this.kc.createDispatcherOptions(this.kc.getCurrentCluster(), tls);
     if (opts.type !== "agent") return fresh;
     return new Agent({
       connect: opts.connect,

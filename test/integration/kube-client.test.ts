@@ -22,21 +22,29 @@ import { ROOT } from "../../harness/env/index.ts";
 import { sharedControlPlane } from "../../harness/env/shared-control-plane.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 
+/** How many TLS connections this process opened while `work` ran (observation only). */
+async function tlsConnectsDuring(work: () => Promise<void>): Promise<number> {
+  let handshakes = 0;
+  const connect = tls.connect;
+  tls.connect = ((...args: Parameters<typeof tls.connect>) => {
+    handshakes++;
+    return connect(...args);
+  }) as typeof tls.connect;
+  try {
+    await work();
+  } finally {
+    tls.connect = connect;
+  }
+  return handshakes;
+}
+
 describe("Kubernetes adapters (real kube-apiserver)", () => {
   const env = withEnv(async (scope) => ({ cp: scope.add(await sharedControlPlane()) }));
 
   it("API clients reuse their connections instead of a TLS handshake per request", async () => {
     const { cp } = env();
-    // Count TLS connections opened in this process while the clients work (observation only).
-    let handshakes = 0;
-    const connect = tls.connect;
-    const counting = ((...args: Parameters<typeof tls.connect>) => {
-      handshakes++;
-      return connect(...args);
-    }) as typeof tls.connect;
-    tls.connect = counting;
-    try {
-      const kube = new Kube(cp.kubeConfig);
+    const kube = new Kube(cp.kubeConfig);
+    const handshakes = await tlsConnectsDuring(async () => {
       const core = makePooledApiClient(cp.kubeConfig, CoreV1Api);
       for (let i = 0; i < 25; i++) {
         await kube.call("read namespace", (a) => a.core.readNamespace({ name: "default" }));
@@ -47,33 +55,23 @@ describe("Kubernetes adapters (real kube-apiserver)", () => {
           kube.call("read namespace", (a) => a.core.readNamespace({ name: "default" })),
         ),
       );
-      console.log(`60 API requests opened ${handshakes} TLS connections`);
-      // One pool per client; parallel requests may open a few more, never one per request.
-      expect(handshakes).toBeLessThanOrEqual(12);
-      expect(handshakes).toBeGreaterThan(0);
-    } finally {
-      tls.connect = connect;
-    }
+    });
+    console.log(`60 API requests opened ${handshakes} TLS connections`);
+    // One pool per client; parallel requests may open a few more, never one per request.
+    expect(handshakes).toBeLessThanOrEqual(12);
+    expect(handshakes).toBeGreaterThan(0);
   });
 
   it("keeps an idle connection open between a component's periodic reads", async () => {
     const { cp } = env();
     const kube = new Kube(cp.kubeConfig);
     await kube.call("read namespace", (a) => a.core.readNamespace({ name: "default" }));
-    let handshakes = 0;
-    const connect = tls.connect;
-    tls.connect = ((...args: Parameters<typeof tls.connect>) => {
-      handshakes++;
-      return connect(...args);
-    }) as typeof tls.connect;
-    try {
+    const handshakes = await tlsConnectsDuring(async () => {
       // Longer than undici's default idle keep-alive (4 s), shorter than IDLE_KEEPALIVE_MS.
       await new Promise((r) => setTimeout(r, 5_000));
       await kube.call("read namespace", (a) => a.core.readNamespace({ name: "default" }));
-      expect(handshakes, "a request after 5 s idle opened a new TLS connection").toBe(0);
-    } finally {
-      tls.connect = connect;
-    }
+    });
+    expect(handshakes, "a request after 5 s idle opened a new TLS connection").toBe(0);
   });
 
   it("adds the taint once, keeps other taints, and removes it", async () => {

@@ -7,8 +7,9 @@
 // liveness checker (lab/liveness.ts, bounds from the policy in force). A failing seed is
 // replayed with `--seed S --schedules 1`. Runs over seed ranges can be split across
 // sittings and their RESULT lines merged with `--merge LOG...`. Report: Markdown + SVG
-// under .cache/reports/; the last line is `RESULT {json}`.
-//   node bench/chaos.ts [--schedules 6] [--seed 1]  |  node bench/chaos.ts --merge run1.log run2.log
+// under .cache/reports/; the last line is `RESULT {json}`. The lab runs the compact control
+// plane (the customer's shape) unless `--control-plane host`.
+//   node bench/chaos.ts [--schedules 6] [--seed 1] [--control-plane compact|host]  |  --merge LOG...
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { resolvePolicy } from "../core/policy.ts";
@@ -36,30 +37,23 @@ import { readState, tearDownOnSignals, teardownFromState } from "../lab/state.ts
 import { check } from "../lab/trial-check.ts";
 import { resetAfter, startOf } from "../lab/trial.ts";
 import type { Violation } from "../lab/invariants.ts";
+import { mergeResults, resultOfLog, type ChaosResult } from "../lab/chaos-result.ts";
+import type { ControlPlaneMode } from "../lab/types.ts";
 
 const { values } = parseArgs({
   options: {
     schedules: { type: "string" },
     seed: { type: "string" },
     merge: { type: "boolean" },
+    "control-plane": { type: "string" },
   },
   allowPositionals: true,
 });
 
-interface ChaosResult {
-  schedules: number;
-  seeds: string[];
-  faults: Record<string, number>;
-  violations: number;
-  livenessFailures: number;
-  /** Releases that rested on a lying BMC (the hardware's fault, not counted in violations; lab/bmc-lies.ts). */
-  bmcLies?: number;
-  /** Steps or resets that failed (the lab, not fastfence); the seed is listed in failedSeeds. */
-  errors: number;
-  failedSeeds: number[];
-  wallSeconds: number;
-}
-
+const controlPlane = ((p: string): ControlPlaneMode => {
+  if (p === "compact" || p === "host") return p;
+  throw new Error(`--control-plane takes compact or host, not ${p}`);
+})(values["control-plane"] ?? "compact");
 const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${l}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
@@ -247,36 +241,11 @@ async function reset(l: Lab, s: Schedule, n: number): Promise<void> {
   }
 }
 
-function mergeResults(files: string[]): ChaosResult {
-  const all = files.map((f) => {
-    const line = readFileSync(f, "utf8")
-      .trim()
-      .split("\n")
-      .filter((x) => x.startsWith("RESULT "))
-      .at(-1);
-    if (!line) throw new Error(`${f}: no RESULT line`);
-    return JSON.parse(line.slice(7)) as ChaosResult;
-  });
-  const faults: Record<string, number> = {};
-  for (const r of all) for (const [k, v] of Object.entries(r.faults)) faults[k] = (faults[k] ?? 0) + v;
-  return {
-    schedules: all.reduce((a, r) => a + r.schedules, 0),
-    seeds: all.flatMap((r) => r.seeds),
-    faults,
-    violations: all.reduce((a, r) => a + r.violations, 0),
-    livenessFailures: all.reduce((a, r) => a + r.livenessFailures, 0),
-    bmcLies: all.reduce((a, r) => a + (r.bmcLies ?? 0), 0),
-    errors: all.reduce((a, r) => a + (r.errors ?? 0), 0),
-    failedSeeds: all.flatMap((r) => r.failedSeeds),
-    wallSeconds: all.reduce((a, r) => a + r.wallSeconds, 0),
-  };
-}
-
 function report(outcomes: Outcome[], timings: Timings): string[] {
   const lines = [
     `# make chaos — ${new Date(t0).toISOString()}`,
     "",
-    `Timings from the policy (ms): ${JSON.stringify(timings)}`,
+    `Timings from the policy (ms): ${JSON.stringify(timings)}; control plane: ${controlPlane}`,
     "",
     "| seed | schedule | broken | release bound | released | followed | violations | liveness | errors |",
     "|---:|---|---|---:|---:|---:|---|---|---|",
@@ -304,7 +273,8 @@ function report(outcomes: Outcome[], timings: Timings): string[] {
 
 async function main(): Promise<number> {
   if (values.merge) {
-    const merged = mergeResults(process.argv.slice(2).filter((a) => !a.startsWith("--")));
+    const logs = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+    const merged = mergeResults(logs.map((f) => resultOfLog(f, readFileSync(f, "utf8"))));
     console.log(`RESULT ${JSON.stringify(merged)}`);
     return merged.violations || merged.livenessFailures || merged.errors ? 1 : 0;
   }
@@ -312,7 +282,14 @@ async function main(): Promise<number> {
   const seed0 = Number(values.seed ?? 1);
   if (!Number.isInteger(n) || n < 1 || !Number.isInteger(seed0))
     throw new Error(`--schedules takes a positive integer and --seed an integer`);
-  lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false, timeouts: SLOW_BMC_TIMEOUTS });
+  lab = await Lab.up({
+    nodes: 3,
+    bmc: "mixed",
+    log: say,
+    workloads: false,
+    timeouts: SLOW_BMC_TIMEOUTS,
+    controlPlane,
+  });
   const policy = resolvePolicy(
     (
       (await lab.custom.getClusterCustomObject({
@@ -383,6 +360,7 @@ async function main(): Promise<number> {
     errors: outcomes.reduce((a, o) => a + o.errors.length, 0),
     failedSeeds: bad.map((o) => o.schedule.seed),
     wallSeconds: Math.round((Date.now() - t0) / 1000),
+    controlPlane,
   };
   console.log(`RESULT ${JSON.stringify(result)}`);
   return bad.length ? 1 : 0;

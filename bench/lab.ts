@@ -1,36 +1,31 @@
 // bench-lab (`make bench`): the end-to-end fencing benchmark on the lab. Each scenario ×
-// K trials on one 3-node lab (IPMI and Redfish BMCs mixed): crash (the node leading the
-// most Kafka partitions), hang, full partition, function-only crash on a healthy node,
-// partial partition (reaches the API, not its peers). p50/p95/p99/max per phase, the
-// invariant checker after every trial, and beside it the same lab without fastfence
-// (Kubernetes' own eviction), run with its defaults scaled down 10× (node-monitor-grace-
-// period 50 s → 5 s, not-ready/unreachable toleration 300 s → 30 s, kubelet lease 40 s →
-// 4 s) and reported both as measured and scaled back ×10. Report: Markdown + SVG under
-// .cache/reports/; the last line is `RESULT {json}`. The watchdog scenarios (power-loss,
-// isolate; the lab then runs with its emulated watchdogs) get their own section: fault →
-// released beside crash, and SBD's and Self Node Remediation's defaults (lab/bench-watchdog.ts).
-// Of the crash (and proc-crash) trials, --controller-trials (default 5) take the active
-// KRaft controller's node as the victim (its leaderships and the controller fail together);
-// so does every other hang trial (1st, 3rd, ...); the rest the node leading the most
-// partitions but the controller's. A frozen node is not a dead one (issue 14): each hang
-// trial first idles the lab for the next of --hang-waits (s, cycled; default 0,5,60) once
-// its workloads are placed, so fresh and settled client connections both meet the freeze;
-// put hang first in --scenarios to freeze a node right after `lab up`. hang-mid-round asks,
-// as an operator, for the controller's node to be fenced and freezes it the moment its
-// incident is confirmed (lab/hang-mid-round.ts), timed from the freeze (--other trials).
-// --brokers shipped runs the brokers with the shipped Kafka cluster's settings only, without
-// the lab's overrides (lab/broker-settings.ts; the default, lab, has them); RESULT says which.
-// Every trial also gives the share of the host's CPUs busy from the fault to the release
-// (lab/host-load.ts): the lab shares two cores, so a trial slow at every hop shows here.
-//   node bench/lab.ts [--trials 20] [--other 3] [--watchdog-trials 5] [--baseline 1]
-//                     [--controller-trials 5] [--hang-waits 0,5,60] [--scenarios crash,hang,...]
-//                     [--brokers lab|shipped]
+// K trials on one 3-node lab (IPMI and Redfish BMCs mixed), by default on the compact control
+// plane (an etcd member, API server, controller manager and scheduler on every node,
+// OpenShift's leader election; --control-plane host, --leader-election upstream): crash (the
+// node leading the most Kafka partitions, or on the compact plane a node by its control-plane
+// role: --etcd-leader-trials the etcd leader, --lease-trials the holder of the controller
+// manager's and scheduler's Leases, lab/victim-roles.ts), hang, full partition, function-only
+// crash on a healthy node, partial partition (reaches the API, not its peers).
+// p50/p95/p99/max per phase (on the compact plane also per victim role, with each trial's etcd
+// elections and the API errors a new client met, lab/bench-roles.ts), the invariant checker
+// after every trial, and beside it the same lab without fastfence (Kubernetes' own eviction),
+// run with its defaults scaled down 10× (node-monitor-grace-period 50 s → 5 s,
+// not-ready/unreachable toleration 300 s → 30 s, kubelet lease 40 s → 4 s) and reported both
+// as measured and scaled back ×10. Report: Markdown + SVG under .cache/reports/; the last line
+// is `RESULT {json}`. The watchdog scenarios (power-loss, isolate; the lab then runs with its
+// emulated watchdogs) get their own section (lab/bench-watchdog.ts). --controller-trials
+// (default 5) of the crash trials take the active KRaft controller's node; so does every other
+// hang trial; the rest the node leading the most partitions but the controller's. Each hang
+// trial first idles the lab for the next of --hang-waits (s, cycled; default 0,5,60);
+// hang-mid-round freezes the controller's node the moment an operator's fence request for it
+// is confirmed (lab/hang-mid-round.ts). --brokers shipped runs the brokers with the shipped
+// Kafka settings only (lab/broker-settings.ts). Every trial also gives the share of the
+// host's CPUs busy from the fault to the release (lab/host-load.ts). Options: lab/bench-options.ts.
+//   node bench/lab.ts [--trials 20] [--other 3] [--scenarios crash,hang,...] [--control-plane compact|host]
 //   only the watchdog scenarios, 5 trials each, no baseline:
 //   node bench/lab.ts --scenarios power-loss,isolate --trials 5 --baseline 0
-import { parseArgs } from "node:util";
 import { kafkaClientFrom } from "../infra/bus/kafka-bus.ts";
-import { describeTopology } from "../lab/replica-settings.ts";
-import { brokerSettingsMode, describeBrokerSettings } from "../lab/broker-settings.ts";
+import { describeBrokerSettings } from "../lab/broker-settings.ts";
 import { HostLoad } from "../lab/host-load.ts";
 import { cpuText, hostCpuLine, pct } from "../lab/host-load-text.ts";
 import { Lab } from "../lab/lab.ts";
@@ -42,100 +37,27 @@ import { benchSummaryOf, benchSvg, percentiles, type Percentiles } from "../lab/
 import { writeReport } from "../lab/report.ts";
 import { SCENARIOS as SPECS } from "../lab/scenarios.ts";
 import { runTrial, type Scenario, type TrialResult } from "../lab/trial.ts";
-import { trialsFor, watchdogSection, WATCHDOG_SCENARIOS } from "../lab/bench-watchdog.ts";
+import { watchdogSection } from "../lab/bench-watchdog.ts";
+import { ApiProbe } from "../lab/api-probe.ts";
+import { planeText, rolesSection, trialRoleText } from "../lab/bench-roles.ts";
+import { chooseByRole, etcdTerm, heldRoles, planRoles } from "../lab/victim-roles.ts";
+import { readBenchOptions } from "../lab/bench-options.ts";
 
-const USAGE = `usage: node bench/lab.ts [--trials N] [--other N] [--watchdog-trials N] [--baseline N]
-                         [--controller-trials N] [--hang-waits S,S,...] [--brokers lab|shipped]
-                         [--scenarios ${Object.keys(SPECS).join(",")}]`;
-function parseOptions() {
-  try {
-    return parseArgs({
-      options: {
-        help: { type: "boolean", short: "h" },
-        trials: { type: "string" },
-        other: { type: "string" },
-        "hang-waits": { type: "string" },
-        baseline: { type: "string" },
-        scenarios: { type: "string" },
-        "controller-trials": { type: "string" },
-        "watchdog-trials": { type: "string" },
-        brokers: { type: "string" },
-      },
-    }).values;
-  } catch (err) {
-    console.error(`bench/lab.ts: ${(err as Error).message}\n${USAGE}`);
-    process.exit(2);
-  }
-}
-const values = parseOptions();
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-/** A count option: a whole number ≥ 0, or the default; anything else stops the bench naming it. */
-function count(name: keyof typeof values, dflt: number): number {
-  const raw = values[name];
-  if (raw === undefined) return dflt;
-  const n = Number(raw);
-  if (typeof raw !== "string" || !Number.isInteger(n) || n < 0) {
-    console.error(`bench/lab.ts: --${name} must be a whole number ≥ 0, got ${JSON.stringify(raw)}\n${USAGE}`);
-    process.exit(2);
-  }
-  return n;
-}
-// The lab's brokers read FASTFENCE_LAB_BROKERS (lab/kafka.ts); --brokers sets it.
-if (values.brokers !== undefined) process.env.FASTFENCE_LAB_BROKERS = values.brokers;
-const BROKERS = (() => {
-  try {
-    return brokerSettingsMode();
-  } catch (err) {
-    console.error(`bench/lab.ts: --brokers: ${(err as Error).message}\n${USAGE}`);
-    process.exit(2);
-  }
-})();
-/** What the lab runs of the manifests (lab/replica-settings.ts), for the report. */
-const TOPOLOGY = (() => {
-  try {
-    return describeTopology();
-  } catch (err) {
-    console.error(`bench/lab.ts: the manifests' stage settings: ${(err as Error).message}`);
-    process.exit(2);
-  }
-})();
-const K = count("trials", 20);
-const K2 = count("other", 3);
-const KB = count("baseline", 1);
-/** Crash trials whose victim is the active KRaft controller's node (spread over the K). */
-const KC = Math.min(K, count("controller-trials", 5));
-const controllerTrial = (i: number) => KC > 0 && i % Math.floor(K / KC) === 0 && i / Math.floor(K / KC) < KC;
-/** Seconds the lab idles before each hang trial's fault, cycled over the hang trials. */
-const HANG_WAITS = (values["hang-waits"] ?? "0,5,60").split(",").map((x) => {
-  const n = Number(x);
-  if (x.trim() === "" || !Number.isFinite(n) || n < 0) {
-    console.error(
-      `bench/lab.ts: --hang-waits takes seconds ≥ 0 separated by commas, got ${JSON.stringify(x)}\n${USAGE}`,
-    );
-    process.exit(2);
-  }
-  return n;
-});
-const SCENARIOS = (
-  values.scenarios ??
-  "crash,function-crash,partial-partition,hang,hang-mid-round,partition,power-loss,isolate"
-).split(",") as Scenario[];
-for (const sc of SCENARIOS)
-  if (!(sc in SPECS)) {
-    console.error(`bench/lab.ts: --scenarios: unknown scenario ${sc} (${Object.keys(SPECS).join(", ")})`);
-    process.exit(2);
-  }
-const WATCHDOG = SCENARIOS.some((s) => (WATCHDOG_SCENARIOS as readonly string[]).includes(s));
-const trialsOf = (sc: string) =>
-  trialsFor(sc, {
-    trials: K,
-    trialsGiven: values.trials !== undefined,
-    other: K2,
-    ...(values["watchdog-trials"] !== undefined ? { watchdogTrials: count("watchdog-trials", 0) } : {}),
-  });
+const {
+  BROKERS,
+  CONTROL_PLANE,
+  controllerTrial,
+  HANG_WAITS,
+  KB,
+  KC,
+  LEADER_ELECTION,
+  ROLE_TRIALS,
+  SCENARIOS,
+  TOPOLOGY,
+  trialsOf,
+  WATCHDOG,
+} = readBenchOptions();
+
 const PHASES = [
   "detectedMs",
   "confirmedMs",
@@ -148,6 +70,8 @@ const SCALE = 10;
 const t0 = Date.now();
 const say = (l: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${l}`);
 let lab: Lab | undefined;
+/** A new client's view of the API during the trials (lab/api-probe.ts). */
+let probe: ApiProbe | undefined;
 tearDownOnSignals(["SIGINT", "SIGTERM"], 130);
 
 function stats(rs: TrialResult[]): Record<string, Percentiles> {
@@ -165,7 +89,16 @@ async function main(): Promise<number> {
   const load = new HostLoad().start();
   if (SCENARIOS.some((s) => s !== "baseline-crash")) {
     // The watchdog scenarios need every node's emulated watchdog (lab up --watchdog).
-    lab = await Lab.up({ nodes: 3, bmc: "mixed", log: say, workloads: false, watchdog: WATCHDOG });
+    lab = await Lab.up({
+      nodes: 3,
+      bmc: "mixed",
+      log: say,
+      workloads: false,
+      watchdog: WATCHDOG,
+      controlPlane: CONTROL_PLANE,
+      leaderElection: LEADER_ELECTION,
+    });
+    probe = new ApiProbe(lab.kc).start();
     artifact = lab.state.artifact;
     access = lab.state.access;
     await new Promise((r) => setTimeout(r, 3000));
@@ -176,6 +109,11 @@ async function main(): Promise<number> {
       // workloads, resetting the lab afterwards) is reported and another one is run, up to
       // 3 failures per scenario.
       let failures = 0;
+      const crashes = sc === "crash" || sc === "proc-crash";
+      // compact plane: the crash trials' victims by control-plane role (lab/victim-roles.ts)
+      const roles =
+        CONTROL_PLANE === "compact" && crashes ? planRoles(n, { ...ROLE_TRIALS, controller: KC }) : [];
+      let leaseOnController = 0;
       for (let i = 0; i < n + failures; i++) {
         trial++;
         try {
@@ -186,13 +124,35 @@ async function main(): Promise<number> {
             (hang && i % 2 === 0) ||
             sc === "hang-mid-round";
           const idleMs = hang ? HANG_WAITS[i % HANG_WAITS.length]! * 1000 : 0;
-          const r = await runTrial(lab, sc, { trial, preferController, idleMs });
+          const planned = roles[i % Math.max(1, roles.length)];
+          // Leases cannot be moved: until a Lease trial has also taken the KRaft controller,
+          // each takes the controller's node when chance puts a Lease there.
+          const plan = planned && {
+            ...planned,
+            kraftController:
+              planned.kraftController || (leaseOnController === 0 && planned.role === "leases"),
+          };
+          const byRole = plan ? await chooseByRole(lab, plan, say) : undefined;
+          const held = byRole ? await heldRoles(lab, byRole.name, byRole.activeController) : undefined;
+          if (plan?.role === "leases" && held?.kraftController) leaseOnController++;
+          const term0 = byRole ? await etcdTerm(lab) : undefined;
+          const r = await runTrial(lab, sc, {
+            trial,
+            preferController,
+            idleMs,
+            // a dead scheduler leader holds new pods until a standby takes its Lease (up to minutes)
+            ...(byRole ? { victim: byRole.name, timeoutMs: 200_000 } : {}),
+          });
           const end = r.releasedMs ?? r.replacementRunningMs;
           const cpu = end === undefined ? undefined : load.between(r.t0, r.t0 + end);
           if (cpu) r.hostCpu = cpu;
+          if (end !== undefined && probe) r.apiErrors = probe.between(r.t0, r.t0 + end);
+          if (held) r.roles = held;
+          const term1 = byRole ? await etcdTerm(lab) : undefined;
+          if (term0 !== undefined && term1 !== undefined) r.etcdElections = term1 - term0;
           results.push(r);
           say(
-            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}${hang ? ` after ${idleMs / 1000} s idle` : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; ${cpuText(r.hostCpu)}fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
+            `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}${r.roles || r.apiErrors ? ` (${trialRoleText(r)})` : ""}${hang ? ` after ${idleMs / 1000} s idle` : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; ${cpuText(r.hostCpu)}fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
           );
         } catch (err) {
           errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
@@ -202,6 +162,7 @@ async function main(): Promise<number> {
         }
       }
     }
+    probe?.stop();
     await lab.down();
     lab = undefined;
   }
@@ -254,7 +215,9 @@ async function main(): Promise<number> {
     "",
     `3 simulated nodes (IPMI/Redfish mixed), real control plane, 3 KRaft brokers (RF 3, min ISR 2)${WATCHDOG ? ", an emulated watchdog per node" : ""}; Kafka client ${kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT)} (FASTFENCE_KAFKA_CLIENT); broker settings ${describeBrokerSettings(BROKERS)}; ${TOPOLOGY.text}. Trials: ${SCENARIOS.map((s) => `${s} ${trialsOf(s)}`).join(", ")}, baseline ${KB}. Wall time ${((Date.now() - t0) / 60000).toFixed(1)} min.`,
     "",
-    "All times in ms from the fault. Victim = the node leading the most Kafka partitions (it also runs an event-source replica and one replica of every function).",
+    planeText(CONTROL_PLANE, LEADER_ELECTION),
+    "",
+    `All times in ms from the fault. Victim = the node leading the most Kafka partitions (it also runs an event-source replica and one replica of every function)${CONTROL_PLANE === "compact" ? `, except the crash trials chosen by control-plane role (${ROLE_TRIALS.etcdLeader} etcd leader, ${ROLE_TRIALS.leases} Lease holder)` : ""}.`,
     "",
   ];
   const summary: Record<string, unknown> = {};
@@ -308,6 +271,11 @@ async function main(): Promise<number> {
       "",
       `Safety violations: ${viol}; trials where a healthy node was fenced: ${healthyFenced}; fenced nodes per trial: ${rs.map((r) => `[${r.fencedNodes.join(",")}]`).join(" ")}`,
     );
+    if (rs.some((r) => r.roles)) {
+      const rolesOut = rolesSection(rs, planeText(CONTROL_PLANE, LEADER_ELECTION));
+      lines.push("", ...rolesOut.lines);
+      (summary[sc] as Record<string, unknown>).byRole = rolesOut.rows;
+    }
     if (sc === "hang" || sc === "hang-mid-round") {
       // Issue 14's budget for a frozen node: twice the crash p99 of the same run.
       const crashP99 = by("crash").length ? stats(by("crash")).releasedMs?.p99 : undefined;
@@ -369,7 +337,7 @@ async function main(): Promise<number> {
   const crash = by("crash");
   const cr = stats(crash);
   console.log(
-    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, artifact: artifactRef(artifact), access: access ?? null, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
+    `RESULT ${JSON.stringify({ scenarios: summary, ...(watchdog ? { watchdog } : {}), kafkaClient: kafkaClientFrom(process.env.FASTFENCE_KAFKA_CLIENT), brokers: BROKERS, controlPlane: CONTROL_PLANE, leaderElection: CONTROL_PLANE === "compact" ? LEADER_ELECTION : null, topology: { stages: TOPOLOGY.stages, labOnly: TOPOLOGY.labOnly }, crashReleasedP99: cr.releasedMs?.p99 ?? null, crashTrials: crash.length, artifact: artifactRef(artifact), access: access ?? null, safetyViolations: totalViol, errors: errors.length, report: files[0] })}`,
   );
   const crashOk = !SCENARIOS.includes("crash") || (cr.releasedMs?.p99 ?? Infinity) <= 4000;
   return errors.length === 0 && totalViol === 0 && crashOk ? 0 : 1;

@@ -10,6 +10,8 @@ import { listIncidents } from "./event-log.ts";
 import type { Violation } from "./invariants.ts";
 import type { VictimChoice } from "./kafka.ts";
 import type { CpuShare } from "./host-load.ts";
+import type { ApiErrors } from "./api-probe.ts";
+import type { HeldRoles } from "./victim-roles.ts";
 import type { Lab } from "./lab.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
 import { check, measure, type TrialStart } from "./trial-check.ts";
@@ -52,6 +54,12 @@ export interface TrialResult {
   idleMs?: number;
   /** Share of the host's CPUs busy (and stolen) from the fault to the release, when the bench sampled it (host-load.ts). */
   hostCpu?: CpuShare;
+  /** Compact plane: the control-plane leaderships the victim held just before the trial (victim-roles.ts). */
+  roles?: HeldRoles;
+  /** Compact plane: etcd elections from just before the trial to its end (raft term raised). */
+  etcdElections?: number;
+  /** A new client's API requests that failed from the fault to the release (api-probe.ts). */
+  apiErrors?: ApiErrors;
 }
 
 export interface TrialOptions {

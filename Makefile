@@ -74,11 +74,11 @@ test-all: setup lint test-unit test-integration
 demo: setup
 	@node lab/demo.ts
 
-## bench: end-to-end fencing benchmark on the lab (BENCH_ARGS="--trials 20 --other 3 --baseline 1"; ~25 min with the watchdog scenarios)
+## bench: end-to-end fencing benchmark on the lab, compact control plane (BENCH_ARGS="--trials 20 --other 3 --baseline 1 --control-plane compact|host"; ~30 min with the watchdog scenarios)
 bench: setup
 	@node bench/lab.ts $(BENCH_ARGS)
 
-## chaos: seeded fault schedules on the lab, invariant + liveness checks (CHAOS_ARGS="--schedules 6 --seed 1"; ~15 min)
+## chaos: seeded fault schedules on the compact lab, invariant + liveness checks (CHAOS_ARGS="--schedules 6 --seed 1"; ~2 min a schedule)
 chaos: setup
 	@node bench/chaos.ts $(CHAOS_ARGS)
 

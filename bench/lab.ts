@@ -113,7 +113,6 @@ async function main(): Promise<number> {
       // compact plane: the crash trials' victims by control-plane role (lab/victim-roles.ts)
       const roles =
         CONTROL_PLANE === "compact" && crashes ? planRoles(n, { ...ROLE_TRIALS, controller: KC }) : [];
-      let leaseOnController = 0;
       for (let i = 0; i < n + failures; i++) {
         trial++;
         try {
@@ -124,17 +123,9 @@ async function main(): Promise<number> {
             (hang && i % 2 === 0) ||
             sc === "hang-mid-round";
           const idleMs = hang ? HANG_WAITS[i % HANG_WAITS.length]! * 1000 : 0;
-          const planned = roles[i % Math.max(1, roles.length)];
-          // Leases cannot be moved: until a Lease trial has also taken the KRaft controller,
-          // each takes the controller's node when chance puts a Lease there.
-          const plan = planned && {
-            ...planned,
-            kraftController:
-              planned.kraftController || (leaseOnController === 0 && planned.role === "leases"),
-          };
+          const plan = roles[i % Math.max(1, roles.length)];
           const byRole = plan ? await chooseByRole(lab, plan, say) : undefined;
           const held = byRole ? await heldRoles(lab, byRole.name, byRole.activeController) : undefined;
-          if (plan?.role === "leases" && held?.kraftController) leaseOnController++;
           const term0 = byRole ? await etcdTerm(lab) : undefined;
           const r = await runTrial(lab, sc, {
             trial,

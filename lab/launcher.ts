@@ -5,7 +5,8 @@
 // this node, a Kafka broker and one node agent (event source + one replica of every
 // function); with the compact plane, before all of them, its etcd member, API server,
 // controller manager and scheduler (lab/compact-plane.ts), which it restarts as a kubelet
-// restarts static pods while the node's kwok runs (startStatic). It never restarts any other
+// restarts static pods while the node's kwok runs (startStatic; its back-off resets after a
+// minute of running, the kubelet's after ten, so the bench's arranged restarts stay quick). It never restarts any other
 // process that died, nor anything once kwok is dead (a crash stays a crash until the power
 // is cycled); killing it (power-off) takes every process of the namespace with it.
 // On each start it hands the node Lease to the new kwok (as a rebooted kubelet renews its own).
@@ -115,9 +116,14 @@ let kubelet: ChildProcess | undefined;
  * then 10 s doubling to 5 min), as a controller manager that lost its Lease is. A crash
  * kills the kubelet too, so a crashed node restarts nothing.
  */
+/** A static pod that ran this long before it died starts again at once (the kubelet: 10 min). */
+const BACKOFF_RESET_MS = 60_000;
+
 function startStatic(name: string, argv: string[], restarts = 0): void {
   const c = start(name, argv);
+  const started = Date.now();
   c.once("exit", () => {
+    if (Date.now() - started >= BACKOFF_RESET_MS) restarts = 0;
     const delay = restarts === 0 ? 1000 : Math.min(300_000, 10_000 * 2 ** (restarts - 1));
     setTimeout(() => {
       if (kubelet === undefined || running(kubelet)) startStatic(name, argv, restarts + 1);

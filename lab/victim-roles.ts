@@ -3,12 +3,19 @@
 // or whichever node the Kafka choice gives (kafka.ts chooseVictim); and which roles the
 // victim held just before the fault, read from etcd and the Leases (cp-status.ts). To make
 // the etcd leader also the active KRaft controller it asks etcd to hand its leadership over
-// (etcd's MoveLeader); Leases are never moved: a trial that wants the Lease holder to be the
-// KRaft controller takes it only when chance puts them on one node. Drives the lab's etcd
-// only through that request; never fences, writes a Lease or touches fastfence.
+// (etcd's MoveLeader); a Lease trial puts every leader-elected component's leadership on its
+// victim first (lease-placement.ts). Never fences and never touches fastfence.
 import { request } from "node:http";
 import { compactStatus, etcdStatus } from "./cp-status.ts";
-import { ETCD_CLIENT_PORT, membersOf } from "./compact-plane.ts";
+import {
+  COMPACT_SETTINGS,
+  ETCD_CLIENT_PORT,
+  MEMBERS,
+  membersOf,
+  VM_CONTROLLER_REPLICAS,
+} from "./compact-plane.ts";
+import { JITTER_FACTOR, VIRT_CONTROLLER_DEFAULTS } from "../harness/kubevirt/leader-election.pure.ts";
+import { placeLeader } from "./lease-placement.ts";
 import type { Lab } from "./lab.ts";
 
 export type VictimRole = "etcd-leader" | "leases" | "any";
@@ -105,15 +112,30 @@ export async function chooseByRole(lab: Lab, plan: RolePlan, log: (l: string) =>
     }
     return choice(to);
   }
-  // leases: the node holding both, else the scheduler's (the longer Lease), else the controller manager's
-  const holds = (n: string) => (s.schedulerLeader === n ? 2 : 0) + (s.controllerManagerLeader === n ? 1 : 0);
-  const ranked = membersOf(lab.nodes)
-    .map((x) => x.name)
-    .filter((n) => holds(n) > 0)
-    .sort((a, b) => holds(b) - holds(a));
-  const pick = (plan.kraftController && ranked.includes(controller) ? controller : undefined) ?? ranked[0];
-  if (!pick) throw new Error("no node holds the controller manager's or the scheduler's Lease");
-  return choice(pick);
+  // leases: every leader-elected component's leadership put on one node (lease-placement.ts):
+  // the KRaft controller's when asked and it runs a replica of each, else the scheduler
+  // leader's (the slowest Lease to move), else the first that runs them all
+  const vm = lab.opts.vmController === true;
+  const able = membersOf(lab.nodes)
+    .slice(0, vm ? VM_CONTROLLER_REPLICAS : MEMBERS)
+    .map((x) => x.name);
+  const to =
+    (plan.kraftController && able.includes(controller) ? controller : undefined) ??
+    (s.schedulerLeader && able.includes(s.schedulerLeader) ? s.schedulerLeader : able[0]!);
+  const retries = COMPACT_SETTINGS[lab.opts.leaderElection ?? "openshift"];
+  const components: [string, number][] = [
+    ["kube-scheduler", retries.scheduler.retryS],
+    ["kube-controller-manager", retries.controllerManager.retryS],
+    ...(vm
+      ? ([["virt-controller", VIRT_CONTROLLER_DEFAULTS.retryPeriodMs / 1000]] as [string, number][])
+      : []),
+  ];
+  for (const [component, retryS] of components) {
+    // the standby's next retry (client-go jitters it up to (1 + 1.2)×) and slack
+    const ms = await placeLeader(lab, component, to, retryS * 1000 * (1 + JITTER_FACTOR) + 10_000);
+    if (ms > 0) log(`  ${component} leadership moved to ${to} in ${ms} ms`);
+  }
+  return choice(to);
 }
 
 /** Asks the etcd leader to hand leadership to `to`'s member and waits until it has (10 s). */

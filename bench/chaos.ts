@@ -19,6 +19,7 @@ import {
   REPLAY_NODE,
   SCHEDULE_MS,
   FUNCTION_RESTART_MS,
+  mayBeFenced,
   scheduleFor,
   type ChaosStep,
   type Schedule,
@@ -171,14 +172,21 @@ async function runSchedule(l: Lab, schedule: Schedule, timings: Timings, n: numb
   const victim = schedule.broken ?? l.nodes[0]!.name;
   // A check that cannot read (the event log, the API) is this schedule's error, never the
   // end of the run: the schedules so far keep their results, and the next one runs.
-  const checked = await check(l, spec, { victim, start, withObservations: false }).catch((err: unknown) => {
-    errors.push(`check: ${err instanceof Error ? err.message : String(err)}`);
-    return undefined;
-  });
+  const mayBe = mayBeFenced(schedule, controlPlane);
+  const checked = await check(l, spec, { victim, start, withObservations: false, mayBeFenced: mayBe }).catch(
+    (err: unknown) => {
+      errors.push(`check: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    },
+  );
   const incidents =
     checked?.incidents ??
     (await listIncidents(l).catch(() => [])).filter((i) => !start.before.has(i.metadata.name));
   const verdict = checkLiveness({ schedule, t0: tStart, now: Date.now(), incidents, timings });
+  for (const i of incidents.filter((x) => mayBe.includes(x.spec.nodeName) && x.status?.attempts?.length))
+    say(
+      `  #${n} ${i.spec.nodeName} cut off from its peers (and the etcd quorum) was fenced: allowed, not a violation`,
+    );
   // A failing schedule's incidents as they ended, for the diagnosis (times from the schedule's start).
   if (verdict.failures.length || checked?.violations.length)
     for (const i of incidents) say(`  #${n} ${incidentStory(i, tStart)}`);

@@ -2,7 +2,8 @@
 // gives one schedule of at most SCHEDULE_MS, with several faults at random moments on
 // random nodes, overlapping — at most one node really broken (crash, hang, full
 // partition; optionally resumed or healed later), and beside it faults that must not get
-// anything fenced (a healthy node cut off from its peers or from the API, function replicas
+// anything fenced (a healthy node cut off from its peers — on the compact plane it may be:
+// mayBeFenced — or from the API, function replicas
 // crashed on a healthy node, its event source stopped and started again), BMC faults (slow,
 // 2-8 s a call; stuck; unreachable; cleared later or not), a Kafka broker killed on its own, a Redfish
 // BMC that lies (reads Off without powering off) and pipeline records replayed. The same
@@ -69,7 +70,7 @@ export interface Schedule {
   seed: number;
   /** Steps in time order. */
   steps: ChaosStep[];
-  /** The node the schedule really breaks, if any (the only node that may be fenced). */
+  /** The node the schedule really breaks, if any (the only node that may be fenced, with mayBeFenced's). */
   broken?: string;
 }
 
@@ -181,4 +182,20 @@ export function describe(s: Schedule): string {
       return `+${(x.at / 1000).toFixed(1)}s ${x.kind}${extra} ${x.node}`;
     })
     .join(", ");
+}
+
+/**
+ * Nodes the schedule may get fenced although they never broke: on the compact control
+ * plane, a node cut off from its peers (`partial` peers) is cut off from the etcd quorum
+ * too — its own API server cannot serve, and on a real compact cluster its API VIP is on
+ * the other side as well — so the majority cannot tell it from a failed node, and fencing
+ * it is a right outcome (as a partitioned minority is fenced), though not a required one
+ * (its liveness rules stay those of a healthy node). On the host plane it keeps the API and
+ * must never be fenced.
+ */
+export function mayBeFenced(s: Schedule, controlPlane: "compact" | "host"): string[] {
+  if (controlPlane === "host") return [];
+  const out = new Set<string>();
+  for (const x of s.steps) if (x.kind === "partial" && x.mode === "peers") out.add(x.node);
+  return [...out];
 }

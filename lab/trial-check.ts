@@ -43,7 +43,13 @@ export interface Checked {
 export async function check(
   lab: Lab,
   spec: ScenarioSpec,
-  o: { victim: string; start: TrialStart; withObservations: boolean },
+  o: {
+    victim: string;
+    start: TrialStart;
+    withObservations: boolean;
+    /** Nodes besides a faulted victim that may be fenced without a violation (chaos-schedule.ts mayBeFenced). */
+    mayBeFenced?: string[];
+  },
 ): Promise<Checked> {
   const everything = await listIncidents(lab);
   const allNames = everything.map((i) => i.metadata.name);
@@ -53,7 +59,7 @@ export async function check(
   );
   const facts: TrialFacts = {
     nodes: lab.nodes.map((x) => x.name),
-    faulted: spec.faulted ? [o.victim] : [],
+    faulted: [...(spec.faulted ? [o.victim] : []), ...(o.mayBeFenced ?? [])],
     powerActions,
     resets: lab.faults
       .filter((f) => (f.kind === "power-loss" || f.kind === "watchdog-reset") && f.at >= o.start.tStart)

@@ -11,6 +11,7 @@ import {
   describe as describeSchedule,
   prng,
   REPLAY_NODE,
+  mayBeFenced,
   scheduleFor,
   type Schedule,
 } from "../../../lab/chaos-schedule.ts";
@@ -375,5 +376,22 @@ describe("liveness checker", () => {
       corroboration: { evidenceWindowMs: 5_000 },
     });
     expect(timingsOf(p).detectMs).toBe(750 + 250 + 5_000);
+  });
+});
+
+describe("nodes a schedule may get fenced without breaking them", () => {
+  test("on the compact plane a node cut off from its peers (and the etcd quorum); on the host plane none", () => {
+    // seed 432 of the first compact-plane run: node-c cut off from its peers, its BMC unreachable
+    const s = scheduleFor(432, NODES);
+    expect(s.broken).toBeUndefined();
+    expect(s.steps.some((x) => x.kind === "partial" && x.node === "node-c" && x.mode === "peers")).toBe(true);
+    expect(mayBeFenced(s, "compact")).toEqual(["node-c"]);
+    expect(mayBeFenced(s, "host")).toEqual([]);
+    // cut off from the API (the host) only: it keeps its peers and their quorum
+    const api = {
+      seed: 0,
+      steps: [{ at: 1, kind: "partial" as const, node: "node-a", mode: "api" as const }],
+    };
+    expect(mayBeFenced(api, "compact")).toEqual([]);
   });
 });

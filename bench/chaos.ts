@@ -38,6 +38,7 @@ import { readState, tearDownOnSignals, teardownFromState } from "../lab/state.ts
 import { check } from "../lab/trial-check.ts";
 import { resetAfter, startOf } from "../lab/trial.ts";
 import type { Violation } from "../lab/invariants.ts";
+import { withCauses } from "../lab/error-text.ts";
 import { mergeResults, resultOfLog, type ChaosResult } from "../lab/chaos-result.ts";
 import type { ControlPlaneMode } from "../lab/types.ts";
 
@@ -64,16 +65,6 @@ const INJECT_WAIT_MS = 2_000;
 const STEP_FINISH_MS = 60_000;
 let lab: Lab | undefined;
 tearDownOnSignals(["SIGINT", "SIGTERM"], 130);
-
-/** An error's message and its causes' ("fetch failed: connect ECONNREFUSED ..."): a lab step's error names what failed underneath. */
-function withCauses(err: unknown): string {
-  const parts: string[] = [];
-  for (let e: unknown = err, depth = 0; e !== undefined && depth < 4; depth++) {
-    parts.push(e instanceof Error ? e.message : String(e));
-    e = e instanceof Error ? e.cause : undefined;
-  }
-  return parts.join(": ");
-}
 
 /** Runs one step of a schedule on the lab. */
 async function inject(l: Lab, s: ChaosStep): Promise<void> {

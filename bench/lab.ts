@@ -39,6 +39,7 @@ import { SCENARIOS as SPECS } from "../lab/scenarios.ts";
 import { runTrial, type Scenario, type TrialResult } from "../lab/trial.ts";
 import { watchdogSection } from "../lab/bench-watchdog.ts";
 import { ApiProbe } from "../lab/api-probe.ts";
+import { step, withCauses } from "../lab/error-text.ts";
 import { planeText, rolesSection, trialRoleText } from "../lab/bench-roles.ts";
 import { chooseByRole, etcdTerm, heldRoles, planRoles } from "../lab/victim-roles.ts";
 import { readBenchOptions } from "../lab/bench-options.ts";
@@ -124,8 +125,14 @@ async function main(): Promise<number> {
             sc === "hang-mid-round";
           const idleMs = hang ? HANG_WAITS[i % HANG_WAITS.length]! * 1000 : 0;
           const plan = roles[i % Math.max(1, roles.length)];
-          const byRole = plan ? await chooseByRole(lab, plan, say) : undefined;
-          const held = byRole ? await heldRoles(lab, byRole.name, byRole.activeController) : undefined;
+          const byRole = plan
+            ? await step("choosing the victim by role", () => chooseByRole(lab!, plan, say))
+            : undefined;
+          const held = byRole
+            ? await step("reading the victim's roles", () =>
+                heldRoles(lab!, byRole.name, byRole.activeController),
+              )
+            : undefined;
           const term0 = byRole ? await etcdTerm(lab) : undefined;
           const r = await runTrial(lab, sc, {
             trial,
@@ -146,7 +153,7 @@ async function main(): Promise<number> {
             `${sc} #${i + 1} ${r.node}${r.victimChoice?.activeController ? " (KRaft controller)" : ""}${r.roles || r.apiErrors ? ` (${trialRoleText(r)})` : ""}${hang ? ` after ${idleMs / 1000} s idle` : ""}: detected ${r.detectedMs ?? "-"} confirmed ${r.confirmedMs ?? "-"} off ${r.powerOffConfirmedMs ?? "-"} released ${r.releasedMs ?? "-"} replacement ${r.replacementRunningMs ?? "-"} ms; ${cpuText(r.hostCpu)}fenced [${r.fencedNodes.join(",")}] violations ${r.safetyViolations}${r.violations.length ? " " + JSON.stringify(r.violations.map((v) => `${v.rule}: ${v.detail}`)) : ""}; stages ${JSON.stringify(r.stagesMs ?? {})}`,
           );
         } catch (err) {
-          errors.push(`${sc} #${i + 1}: ${err instanceof Error ? err.message : String(err)}`);
+          errors.push(`${sc} #${i + 1}: ${withCauses(err)}`);
           say(`${sc} #${i + 1} FAILED: ${errors[errors.length - 1]}`);
           if (++failures >= 3) break;
           await recoverLab(lab, say);

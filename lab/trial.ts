@@ -17,6 +17,7 @@ import { SCENARIOS, type Scenario } from "./scenarios.ts";
 import { check, measure, type TrialStart } from "./trial-check.ts";
 import { follow, Timeline } from "./trial-follow.ts";
 import { resetAfter } from "./trial-reset.ts";
+import { step } from "./error-text.ts";
 import { createWorkloads, podsOn, vmLaunchersOn } from "./workloads.ts";
 
 export type { Scenario } from "./scenarios.ts";
@@ -106,29 +107,39 @@ export async function startOf(lab: Lab, tStart: number): Promise<TrialStart> {
 export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions): Promise<TrialResult> {
   const tStart = Date.now();
   const spec = SCENARIOS[scenario];
-  const choice = opts.victim ? undefined : await lab.chooseVictim(opts.preferController ?? false);
+  const choice = opts.victim
+    ? undefined
+    : await step("choosing the victim", () => lab.chooseVictim(opts.preferController ?? false));
   const victim = opts.victim ?? choice!.name;
   const sfx = `-t${opts.trial}`;
   const live = opts.live ?? (() => undefined);
-  const start = await startOf(lab, tStart);
-  const wl = await createWorkloads(lab, sfx, victim);
-  const placed = (await podsOn(lab, victim)).map((p) => p.metadata!.name!);
-  const launchersPlaced = await vmLaunchersOn(lab, victim);
-  const webPod = (await lab.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${wl.web}` }))
-    .items[0];
+  const start = await step("reading the lab before the fault", () => startOf(lab, tStart));
+  const wl = await step("creating the workloads", () => createWorkloads(lab, sfx, victim));
+  const { placed, launchersPlaced, webPod } = await step("reading where the workloads run", async () => ({
+    placed: (await podsOn(lab, victim)).map((p) => p.metadata!.name!),
+    launchersPlaced: await vmLaunchersOn(lab, victim),
+    webPod: (await lab.core.listNamespacedPod({ namespace: "default", labelSelector: `app=${wl.web}` }))
+      .items[0],
+  }));
   const webOnVictim = webPod?.spec?.nodeName === victim;
 
   if (opts.idleMs) await new Promise((r) => setTimeout(r, opts.idleMs));
-  const t0 = await spec.fault(lab, victim);
+  const t0 = await step(`the fault (${scenario})`, () => spec.fault(lab, victim));
   const timeline = new Timeline(t0, live);
   timeline.say(`fault: ${scenario} ${victim} (pods there: ${placed.join(", ")})`, t0);
   const timeoutMs = opts.timeoutMs ?? spec.followMs ?? opts.observeMs ?? 12_000;
-  const followed = await follow(lab, spec, { victim, wl, before: start.before, timeline, timeoutMs });
+  const followed = await step("following the incident", () =>
+    follow(lab, spec, { victim, wl, before: start.before, timeline, timeoutMs }),
+  );
 
   const withObservations = opts.withObservations ?? false;
-  const checked = await check(lab, spec, { victim, start, withObservations });
+  const checked = await step("checking the invariants", () =>
+    check(lab, spec, { victim, start, withObservations }),
+  );
   const { incident } = followed;
-  const m = await measure(lab, { victim, t0, ...(incident ? { incident } : {}), checked, launchersPlaced });
+  const m = await step("measuring", () =>
+    measure(lab, { victim, t0, ...(incident ? { incident } : {}), checked, launchersPlaced }),
+  );
   const result: TrialResult = {
     scenario,
     stagesMs: m.stagesMs,
@@ -152,7 +163,10 @@ export async function runTrial(lab: Lab, scenario: Scenario, opts: TrialOptions)
     ...(opts.idleMs ? { idleMs: opts.idleMs } : {}),
     ...(webOnVictim ? {} : { note: `web pod was scheduled on ${webPod?.spec?.nodeName}, not the victim` }),
   };
-  if (opts.reset ?? true) result.refencedDuringReboot = await resetAfter(lab, scenario, victim, sfx, live);
+  if (opts.reset ?? true)
+    result.refencedDuringReboot = await step("resetting the lab", () =>
+      resetAfter(lab, scenario, victim, sfx, live),
+    );
   return result;
 }
 

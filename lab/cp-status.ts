@@ -131,8 +131,13 @@ function runs(x: LabNode, bin: string): boolean {
   });
 }
 
-/** The node whose hostname starts the Lease's holder identity, if it is still held. */
-async function leaseHolder(
+/** The node whose hostname starts a holder identity (`<host>_<uuid>`), if any. */
+export function nodeOfHolder(holder: string | undefined, nodes: readonly LabNode[]): string | undefined {
+  return nodes.find((x) => (holder ?? "").startsWith(`${x.name}_`))?.name;
+}
+
+/** The node whose hostname starts the Lease's holder identity, if it is still held (and readable). */
+export async function leaseHolder(
   coord: CoordinationV1Api,
   name: string,
   nodes: LabNode[],
@@ -140,8 +145,7 @@ async function leaseHolder(
 ): Promise<string | undefined> {
   try {
     const l = await coord.readNamespacedLease({ name, namespace });
-    const holder = l.spec?.holderIdentity ?? "";
-    return nodes.find((x) => holder.startsWith(`${x.name}_`))?.name;
+    return nodeOfHolder(l.spec?.holderIdentity, nodes);
   } catch {
     return undefined;
   }

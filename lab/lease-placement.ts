@@ -11,6 +11,7 @@
 import { readFileSync } from "node:fs";
 import { MicroTime } from "../infra/kube/lease.ts";
 import { membersOf } from "./compact-plane.ts";
+import { leaseHolder, nodeOfHolder } from "./cp-status.ts";
 import type { Lab } from "./lab.ts";
 import { signalPids } from "./state.ts";
 import { nodeProcesses } from "./topology.ts";
@@ -51,13 +52,6 @@ export function replicaPids(x: LabNode, c: Elected): number[] {
   });
 }
 
-/** The node whose hostname starts the Lease's holder identity (`<host>_<uuid>`), if held. */
-export async function holderNode(lab: Lab, c: Elected): Promise<string | undefined> {
-  const l = await lab.coord.readNamespacedLease({ name: c.lease, namespace: c.namespace });
-  const holder = l.spec?.holderIdentity ?? "";
-  return lab.nodes.find((x) => holder.startsWith(`${x.name}_`))?.name;
-}
-
 /**
  * Leadership of `component` on `node` within `waitMs` (the component's retry period, jittered,
  * plus start-up slack). Resolves with how long it took (0: it was there already); rejects
@@ -72,7 +66,7 @@ export async function placeLeader(
   const c = ELECTED[component];
   if (!c) throw new Error(`no leader-elected component ${component} (${Object.keys(ELECTED).join(", ")})`);
   const t0 = Date.now();
-  if ((await holderNode(lab, c)) === node) return 0;
+  if ((await leaseHolder(lab.coord, c.lease, lab.nodes, c.namespace)) === node) return 0;
   const target = lab.nodes.find((x) => x.name === node);
   if (!target || replicaPids(target, c).length === 0) throw new Error(`${node} runs no ${component} replica`);
   const others = membersOf(lab.nodes).filter((x) => x.name !== node);
@@ -81,7 +75,7 @@ export async function placeLeader(
   let oldHolder: string | undefined;
   try {
     const lease = await lab.coord.readNamespacedLease({ name: c.lease, namespace: c.namespace });
-    oldHolder = lab.nodes.find((x) => (lease.spec?.holderIdentity ?? "").startsWith(`${x.name}_`))?.name;
+    oldHolder = nodeOfHolder(lease.spec?.holderIdentity, lab.nodes);
     const now = new MicroTime();
     // client-go's release; the resourceVersion guards against a renewal since the read
     await lab.coord.replaceNamespacedLease({
@@ -99,7 +93,7 @@ export async function placeLeader(
       },
     });
     for (;;) {
-      if ((await holderNode(lab, c)) === node) break;
+      if ((await leaseHolder(lab.coord, c.lease, lab.nodes, c.namespace)) === node) break;
       if (Date.now() - t0 > waitMs)
         throw new Error(`${component}: ${node} did not take the Lease within ${waitMs} ms`);
       await new Promise((r) => setTimeout(r, 200));

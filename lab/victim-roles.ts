@@ -7,13 +7,7 @@
 // victim first (lease-placement.ts). Never fences and never touches fastfence.
 import { request } from "node:http";
 import { compactStatus, etcdStatus } from "./cp-status.ts";
-import {
-  COMPACT_SETTINGS,
-  ETCD_CLIENT_PORT,
-  MEMBERS,
-  membersOf,
-  VM_CONTROLLER_REPLICAS,
-} from "./compact-plane.ts";
+import { ETCD_CLIENT_PORT, MEMBERS, membersOf, settingsOf, VM_CONTROLLER_REPLICAS } from "./compact-plane.ts";
 import { JITTER_FACTOR, VIRT_CONTROLLER_DEFAULTS } from "../harness/kubevirt/leader-election.pure.ts";
 import { placeLeader } from "./lease-placement.ts";
 import type { Lab } from "./lab.ts";
@@ -122,7 +116,7 @@ export async function chooseByRole(lab: Lab, plan: RolePlan, log: (l: string) =>
   const to =
     (plan.kraftController && able.includes(controller) ? controller : undefined) ??
     (s.schedulerLeader && able.includes(s.schedulerLeader) ? s.schedulerLeader : able[0]!);
-  const retries = COMPACT_SETTINGS[lab.opts.leaderElection ?? "openshift"];
+  const retries = settingsOf(lab.opts);
   const components: [string, number][] = [
     ["kube-scheduler", retries.scheduler.retryS],
     ["kube-controller-manager", retries.controllerManager.retryS],

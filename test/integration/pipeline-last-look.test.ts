@@ -21,11 +21,14 @@ import { incidents, waitFor } from "./pipeline-helpers.ts";
 // Wide enough that (b)'s resume lands inside it on a loaded machine: seeing FenceFailed and
 // resuming the node took 5.3 s once with every lane running; the wait costs (b) alone.
 const BACKOFF_MS = 10_000;
+// A probe deadline well above the cluster default (150 ms): with every lane running, a
+// healthy node's probes missed often enough once to suspect node-a between (a) and (d),
+// which replaced the Closed incident (d) starts from. Detection speed is not measured here.
 const env = withEnv(async (scope) =>
   scope.add(
     await startPipelineCluster({
       policy: {
-        probe: { intervalMs: 200 },
+        probe: { intervalMs: 200, timeoutMs: 1_000 },
         reconcile: { intervalMs: 1_000 },
         fencing: { retryBackoffMs: BACKOFF_MS },
       },
@@ -33,21 +36,33 @@ const env = withEnv(async (scope) =>
   ),
 );
 
-async function incidentOf(c: PipelineCluster, name: string, ok: (i: NodeFence) => boolean, ms = 30_000) {
-  return waitFor(
-    `${name}: ${ok.toString()}`,
-    async () => (await incidents(c)).find((i) => i.metadata.name === name && ok(i)),
-    ms,
-    50,
-  );
-}
-
 const summary = (i: NodeFence) =>
   i
     .status!.attempts.map(
       (a) => `r${a.round}/l${a.level}:${a.result}${a.lastLook ? `(${JSON.stringify(a.lastLook)})` : ""}`,
     )
     .join(", ");
+
+/** Waits for the incident `name` to satisfy `ok`; a timeout says what the incident was instead. */
+async function incidentOf(c: PipelineCluster, name: string, ok: (i: NodeFence) => boolean, ms = 30_000) {
+  let last: NodeFence | undefined;
+  try {
+    return await waitFor(
+      `${name}: ${ok.toString()}`,
+      async () => {
+        last = (await incidents(c)).find((i) => i.metadata.name === name);
+        return last && ok(last) ? last : undefined;
+      },
+      ms,
+      50,
+    );
+  } catch (err) {
+    const seen = last
+      ? `phase ${last.status?.phase} (${last.status?.reason}: ${last.status?.message}), uid ${last.metadata.uid}, attempts: ${last.status ? summary(last) : "none"}`
+      : "no such incident";
+    throw new Error(`${(err as Error).message}; last seen: ${seen}`, { cause: err });
+  }
+}
 
 // In the order written, also under --sequence.shuffle: (d) reads the Closed incident (a)
 // leaves, and (c) leaves node-c Released, holding the storm guard's one slot that (a) and

@@ -128,6 +128,26 @@ export function tryOrder(
   return [...rotated.filter((c) => !suspects.has(c)), ...rotated.filter((c) => suspects.has(c))];
 }
 
+/**
+ * The attempts of one request: `order` repeated until there are `count` (at least one pass).
+ * An API server behind a silent etcd member leaves only the requests its etcd client sends
+ * to that member unanswered, so sending to the same server again is worth a try.
+ */
+export function cycleOrder(order: readonly string[], count: number): string[] {
+  if (order.length === 0) return [];
+  const n = Math.max(order.length, Math.floor(count));
+  return Array.from({ length: n }, (_, i) => order[i % order.length]!);
+}
+
+/**
+ * How many attempts a hedged read launches (one every `hedgeMs`, core of Kube.read) so that
+ * the last one's deadline (`timeoutMs`) ends within `budgetMs` of the first: at least one.
+ */
+export function readAttemptCount(timeoutMs: number, hedgeMs: number, budgetMs: number): number {
+  if (hedgeMs <= 0) return 1;
+  return Math.max(1, Math.floor((budgetMs - timeoutMs) / hedgeMs) + 1);
+}
+
 /** The endpoints that failed within SUSPECT_MS of `now` (failure times by URL). */
 export function suspectsAt(
   failedAt: ReadonlyMap<string, number>,

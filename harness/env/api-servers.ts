@@ -1,5 +1,6 @@
 // Several kube-apiservers over one etcd, as on a compact cluster, for the client failover
-// tests: one etcd, then API servers sharing its PKI (one serving cert carrying every
+// tests: one etcd (or a cluster of three members, every API server listing all three, as
+// OpenShift's do), then API servers sharing its PKI (one serving cert carrying every
 // address) and service-account keys, each bound to its own address on one shared port and
 // advertising it with the lease endpoint reconciler, so the `default/kubernetes`
 // EndpointSlice lists the live ones as in a real cluster. The API server refuses loopback
@@ -68,8 +69,16 @@ export interface ApiServer {
   proc: ManagedProcess;
 }
 
+export interface EtcdMember {
+  url: string;
+  proc: ManagedProcess;
+}
+
 export interface ApiServers {
+  /** The first member's client URL. */
   etcdUrl: string;
+  /** Every etcd member, in the order the API servers list them. */
+  etcd: EtcdMember[];
   port: number;
   dir: string;
   servers: ApiServer[];
@@ -89,11 +98,13 @@ export const SERVICE_NAME = "kubernetes.default.svc";
 /**
  * etcd plus `count` API servers (count ≤ 8), each ready (/readyz) before this resolves.
  * `certIps`: which addresses the shared serving cert carries ("every", default, or "first":
- * only the first server's, so the others verify only by SERVICE_NAME).
+ * only the first server's, so the others verify only by SERVICE_NAME). `etcdMembers`: 1
+ * (default) or 3; with 3, a member stopped (SIGSTOP) leaves the API servers' etcd
+ * connections to it open and unanswered, as a dead node's member does on a compact cluster.
  */
 export async function startApiServers(
   count: number,
-  o: { readyTimeoutMs?: number; certIps?: "every" | "first" } = {},
+  o: { readyTimeoutMs?: number; certIps?: "every" | "first"; etcdMembers?: 1 | 3 } = {},
 ): Promise<ApiServers> {
   if (count < 1 || count > SERVER_HOSTS.length)
     throw new EnvError(`startApiServers: count must be 1 … ${SERVER_HOSTS.length} (is ${count})`);
@@ -103,27 +114,12 @@ export async function startApiServers(
   scope.add({ stop: async () => removeTempDir(dir) });
   try {
     const { ns, hostEnd, serverIps } = makeApiNetns(scope);
-    const [clientPort, peerPort, port] = [await freePort(), await freePort(), API_PORT];
-    const etcdUrl = `http://${hostEnd}:${clientPort}`;
-    const etcd = ManagedProcess.spawn({
-      name: "etcd",
-      command: join(BIN, "etcd"),
-      dir,
-      args: [
-        "--name=default",
-        `--data-dir=${join(dir, "etcd-data")}`,
-        `--listen-client-urls=${etcdUrl}`,
-        `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-        `--initial-cluster=default=http://127.0.0.1:${peerPort}`,
-        "--unsafe-no-fsync",
-        "--log-level=warn",
-      ],
-    });
-    scope.add({ stop: () => etcd.stop() });
+    const port = API_PORT;
+    const etcd = await spawnEtcd(dir, hostEnd, o.etcdMembers ?? 1);
+    for (const m of etcd) scope.add({ stop: () => m.proc.stop() });
+    const etcdUrl = etcd[0]!.url;
     const pki = await makePki(dir, o.certIps === "first" ? serverIps.slice(0, 1) : serverIps);
-    await etcd.waitReady(() => httpOk(`${etcdUrl}/health`), timeout);
+    for (const m of etcd) await m.proc.waitReady(() => httpOk(`${m.url}/health`), timeout);
     const tls = {
       ca: readFileSync(pki.caCert),
       cert: readFileSync(pki.adminCert),
@@ -138,7 +134,14 @@ export async function startApiServers(
       const s = {
         ip: addr,
         url: `https://${addr}:${port}`,
-        proc: spawnApiServer(ns, dir, pki, etcdUrl, addr, port),
+        proc: spawnApiServer(
+          ns,
+          dir,
+          pki,
+          etcd.map((m) => m.url),
+          addr,
+          port,
+        ),
       };
       servers.push(s);
       scope.add({ stop: () => s.proc.stop() });
@@ -156,7 +159,7 @@ export async function startApiServers(
       kc.loadFromFile(path);
       return kc;
     };
-    return { etcdUrl, port, dir, servers, kubeConfigFor, add: start, stop: () => scope.stopAll() };
+    return { etcdUrl, etcd, port, dir, servers, kubeConfigFor, add: start, stop: () => scope.stopAll() };
   } catch (err) {
     await scope.stopAll().catch(() => undefined);
     if (err instanceof EnvError) throw err;
@@ -164,11 +167,40 @@ export async function startApiServers(
   }
 }
 
+/** `members` etcd members (1 or 3), clients on the veth's host end, peers on loopback. */
+async function spawnEtcd(dir: string, hostEnd: string, members: 1 | 3): Promise<EtcdMember[]> {
+  const ports = [];
+  for (let i = 0; i < members; i++) ports.push({ client: await freePort(), peer: await freePort() });
+  const name = (i: number) => (members === 1 ? "default" : `m${i}`);
+  const cluster = ports.map((p, i) => `${name(i)}=http://127.0.0.1:${p.peer}`).join(",");
+  return ports.map((p, i) => {
+    const url = `http://${hostEnd}:${p.client}`;
+    const proc = ManagedProcess.spawn({
+      name: `etcd-${name(i)}`,
+      command: join(BIN, "etcd"),
+      dir,
+      args: [
+        `--name=${name(i)}`,
+        `--data-dir=${join(dir, `etcd-data-${name(i)}`)}`,
+        `--listen-client-urls=${url}`,
+        `--advertise-client-urls=${url}`,
+        `--listen-peer-urls=http://127.0.0.1:${p.peer}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${p.peer}`,
+        `--initial-cluster=${cluster}`,
+        "--initial-cluster-state=new",
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+      ],
+    });
+    return { url, proc };
+  });
+}
+
 function spawnApiServer(
   ns: string,
   dir: string,
   pki: Pki,
-  etcdUrl: string,
+  etcdUrls: readonly string[],
   ip: string,
   port: number,
 ): ManagedProcess {
@@ -182,7 +214,7 @@ function spawnApiServer(
       "exec",
       ns,
       join(BIN, "kube-apiserver"),
-      `--etcd-servers=${etcdUrl}`,
+      `--etcd-servers=${etcdUrls.join(",")}`,
       `--bind-address=${ip}`,
       `--advertise-address=${ip}`,
       `--secure-port=${port}`,

@@ -24,7 +24,9 @@ import {
   API_SERVICE_NAME,
   API_SLICE,
   candidateList,
+  cycleOrder,
   parseKubeEndpointsSetting,
+  readAttemptCount,
   suspectsAt,
   tryOrder,
 } from "../../core/kube-endpoints.ts";
@@ -57,6 +59,13 @@ export interface KubeClientConfig {
    * milliseconds, and one behind a silent etcd member leaves only some requests unanswered.
    */
   readHedgeMs?: number;
+  /**
+   * read(): how long one read may take in all, ms; attempts go on every readHedgeMs, cycling
+   * through the servers (the same one again too), while their deadline still ends within it.
+   * Default twice the request deadline. Longer rides out more of a silent etcd member's
+   * stalls before the caller sees FF_KUBE_UNAVAILABLE; shorter fails to the caller sooner.
+   */
+  readBudgetMs?: number;
   /** When the slice is read (default core/kube-endpoints.ts DEFAULT_REFRESH). */
   discoveryPolicy?: RefreshPolicy;
   /** For discovery's log lines. Default: a "kube" logger. */
@@ -124,6 +133,7 @@ export class Kube {
   private readonly configured: readonly string[];
   private readonly timeout: number;
   private readonly hedgeMs: number;
+  private readonly readAttempts: number;
   private candidates: readonly string[];
   private readonly apis = new Map<string, KubeApis>();
   private lastGood: string | undefined;
@@ -136,6 +146,7 @@ export class Kube {
     this.kubeConfig = kc;
     this.timeout = cfg.requestTimeoutMs ?? 2000;
     this.hedgeMs = cfg.readHedgeMs ?? Math.min(500, this.timeout / 2);
+    this.readAttempts = readAttemptCount(this.timeout, this.hedgeMs, cfg.readBudgetMs ?? 2 * this.timeout);
     const main = kc.getCurrentCluster();
     if (!main) throw new FastfenceError("FF_INVALID_CONFIG", "kubeconfig has no current cluster");
     this.main = main.server;
@@ -284,12 +295,13 @@ export class Kube {
 
   /**
    * Runs one read (GET, LIST: idempotent), hedged across the endpoints (hedged.ts): the next
-   * one also gets it when the first has not answered within readHedgeMs. Errors as call().
-   * Never for a write.
+   * one also gets it when the first has not answered within readHedgeMs, cycling through
+   * them again within readBudgetMs. Errors as call(). Never for a write.
    */
   async read<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
     const order = tryOrder(this.candidates, this.lastGood, suspectsAt(this.failedAt, Date.now()));
-    const r = await hedgedAttempts(order, (server) => fn(this.apisAt(server)), {
+    const attempts = cycleOrder(order, this.readAttempts);
+    const r = await hedgedAttempts(attempts, (server) => fn(this.apisAt(server)), {
       hedgeAfterMs: this.hedgeMs,
       isAnswer: (err) => err instanceof ApiException,
     });

@@ -12,6 +12,8 @@ import {
   suspectsAt,
   tryOrder,
   urlsFromSlice,
+  cycleOrder,
+  readAttemptCount,
 } from "../../../core/kube-endpoints.ts";
 import { loadRuntimeConfig } from "../../../infra/config.ts";
 
@@ -162,5 +164,23 @@ describe("refresh policy", () => {
     expect(refreshLogEvent(true, true)).toBeUndefined();
     expect(refreshLogEvent(true, false)).toBe("recovered");
     expect(refreshLogEvent(false, false)).toBeUndefined();
+  });
+});
+
+describe("cycleOrder and readAttemptCount", () => {
+  const [a, b, c] = ["https://192.168.1.10:6443", "https://192.168.1.11:6443", "https://192.168.1.12:6443"];
+
+  it("repeats the order up to the count, never less than one pass", () => {
+    expect(cycleOrder([a, b, c], 5)).toEqual([a, b, c, a, b]);
+    expect(cycleOrder([a], 3)).toEqual([a, a, a]);
+    expect(cycleOrder([a, b, c], 2)).toEqual([a, b, c]);
+    expect(cycleOrder([], 4)).toEqual([]);
+  });
+
+  it("launches as many reads as end within the budget, at least one", () => {
+    expect(readAttemptCount(2000, 500, 4000)).toBe(5); // at 0, .5, 1, 1.5, 2 s: the last ends at 4 s
+    expect(readAttemptCount(2000, 500, 2000)).toBe(1);
+    expect(readAttemptCount(2000, 500, 1000)).toBe(1);
+    expect(readAttemptCount(2000, 0, 4000)).toBe(1);
   });
 });

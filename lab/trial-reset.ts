@@ -2,10 +2,12 @@
 // cluster. Undo the fault (resume, heal), power the victim back on if it was fenced (or
 // power-cycle it when the scenario broke its processes; the power-on also brings back the
 // link a silent crash took down, lab/link-state.ts), delete the trial's workloads,
-// then wait until the victim is Ready, untainted, its agent ready, every broker back and
-// no incident about it open; a victim fenced again while it rebooted is powered on again
+// then wait until the victim is Ready, untainted, its agent ready, every broker back, no
+// incident about it open and, on the compact plane, its etcd member and API server serving; a victim fenced again while it rebooted is powered on again
 // and counted. It only drives the lab; it never fences anything itself.
 import { sleep } from "../harness/env/base.ts";
+import { membersOf } from "./compact-plane.ts";
+import { apiReady, etcdStatus } from "./cp-status.ts";
 import { listIncidents } from "./event-log.ts";
 import type { Lab } from "./lab.ts";
 import { SCENARIOS, type Scenario } from "./scenarios.ts";
@@ -47,6 +49,7 @@ export async function resetAfter(
   else if (spec.powerCycle) await lab.powerCycle(victim);
   await deleteWorkloads(lab, sfx);
   // Healthy again: Ready, no out-of-service taint, its agent ready, all brokers back.
+  const member = lab.opts.controlPlane === "compact" && membersOf(lab.nodes).some((m) => m.name === victim);
   const deadline = Date.now() + 120_000;
   for (;;) {
     const node = await lab.core.readNode({ name: victim }).catch(() => undefined);
@@ -62,10 +65,14 @@ export async function resetAfter(
     const open = (await listIncidents(lab)).filter(
       (i) => i.spec.nodeName === victim && OPEN_PHASES.includes(i.status?.phase ?? "Closed"),
     );
-    if (ready && !tainted && agent && brokers === lab.nodes.length && open.length === 0) break;
+    // The next trial's set-up writes through the API: a member still rejoining (its etcd
+    // catching up, its API server not ready) fails those writes.
+    const plane = member ? await memberServing(x.ip) : "n/a";
+    if (ready && !tainted && agent && brokers === lab.nodes.length && open.length === 0 && plane !== "no")
+      break;
     if (Date.now() > deadline)
       throw new Error(
-        `lab reset: ${victim} not healthy after 120 s (ready ${ready}, tainted ${tainted}, agent ${agent}, brokers ${brokers}, open incidents ${open.map((i) => `${i.metadata.name}:${i.status?.phase}`).join(",")})`,
+        `lab reset: ${victim} not healthy after 120 s (ready ${ready}, tainted ${tainted}, agent ${agent}, brokers ${brokers}, control-plane member serving ${plane}, open incidents ${open.map((i) => `${i.metadata.name}:${i.status?.phase}`).join(",")})`,
       );
     if ((await lab.powerState(victim)) === "Off") {
       // Fenced again while rebooting (a healthy, booting node): note it and power on again.
@@ -84,4 +91,10 @@ export async function resetAfter(
   await sleep(6000);
   live(`  (lab reset in ${((Date.now() - t) / 1000).toFixed(1)} s)`);
   return refenced;
+}
+
+/** Whether the node's etcd member answers its status and its API server is ready. */
+async function memberServing(ip: string): Promise<"yes" | "no"> {
+  const [etcd, api] = await Promise.all([etcdStatus(ip), apiReady(ip)]);
+  return etcd && api ? "yes" : "no";
 }

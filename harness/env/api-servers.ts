@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { BIN, EnvError } from "./base.ts";
-import { kubeconfigYaml, makePki, type Pki } from "./pki.ts";
+import { kubeconfigYaml, makePki, writeUserKubeconfig, type Pki } from "./pki.ts";
 import { freePort } from "./ports.ts";
 import { httpOk, httpsOk } from "./probes.ts";
 import { ManagedProcess } from "./process.ts";
@@ -87,6 +87,12 @@ export interface ApiServers {
    * certificate against `tlsServerName` when given.
    */
   kubeConfigFor(server: string, tlsServerName?: string): KubeConfig;
+  /** This end of the veth pair: the servers reach it (etcd listens there; so may a webhook). */
+  hostAddress: string;
+  /** The CA every server trusts for clients and serves under (to issue a webhook's cert). */
+  ca: { caCert: string; caKey: string };
+  /** A client for `server` as `user` in `groups` (a client cert of the shared CA). */
+  kubeConfigAs(server: string, user: string, groups?: string[]): Promise<KubeConfig>;
   /** Starts one more API server on the next free address; resolves once it is ready. */
   add(): Promise<ApiServer>;
   stop(): Promise<void>;
@@ -101,10 +107,17 @@ export const SERVICE_NAME = "kubernetes.default.svc";
  * only the first server's, so the others verify only by SERVICE_NAME). `etcdMembers`: 1
  * (default) or 3; with 3, a member stopped (SIGSTOP) leaves the API servers' etcd
  * connections to it open and unanswered, as a dead node's member does on a compact cluster.
+ * `priorityAndFairness`: which servers enforce API Priority and Fairness ("none", default,
+ * or "first"), so a FlowSchema can make one server refuse a user with 429 and not the others.
  */
 export async function startApiServers(
   count: number,
-  o: { readyTimeoutMs?: number; certIps?: "every" | "first"; etcdMembers?: 1 | 3 } = {},
+  o: {
+    readyTimeoutMs?: number;
+    certIps?: "every" | "first";
+    etcdMembers?: 1 | 3;
+    priorityAndFairness?: "none" | "first";
+  } = {},
 ): Promise<ApiServers> {
   if (count < 1 || count > SERVER_HOSTS.length)
     throw new EnvError(`startApiServers: count must be 1 … ${SERVER_HOSTS.length} (is ${count})`);
@@ -141,6 +154,7 @@ export async function startApiServers(
           etcd.map((m) => m.url),
           addr,
           port,
+          o.priorityAndFairness === "first" && servers.length === 0,
         ),
       };
       servers.push(s);
@@ -159,7 +173,27 @@ export async function startApiServers(
       kc.loadFromFile(path);
       return kc;
     };
-    return { etcdUrl, etcd, port, dir, servers, kubeConfigFor, add: start, stop: () => scope.stopAll() };
+    const kubeConfigAs = async (server: string, user: string, groups: string[] = []) => {
+      const kc = new KubeConfig();
+      kc.loadFromFile(
+        await writeUserKubeconfig({ dir, server, caCert: pki.caCert, caKey: pki.caKey }, user, groups),
+      );
+      return kc;
+    };
+    const ca = { caCert: pki.caCert, caKey: pki.caKey };
+    return {
+      etcdUrl,
+      etcd,
+      port,
+      dir,
+      servers,
+      hostAddress: hostEnd,
+      ca,
+      kubeConfigFor,
+      kubeConfigAs,
+      add: start,
+      stop: () => scope.stopAll(),
+    };
   } catch (err) {
     await scope.stopAll().catch(() => undefined);
     if (err instanceof EnvError) throw err;
@@ -203,6 +237,7 @@ function spawnApiServer(
   etcdUrls: readonly string[],
   ip: string,
   port: number,
+  priorityAndFairness: boolean,
 ): ManagedProcess {
   // `ip netns exec` execs the server: the process (group) is the server's own.
   return ManagedProcess.spawn({
@@ -231,7 +266,7 @@ function spawnApiServer(
       "--service-cluster-ip-range=10.96.0.0/16",
       "--disable-admission-plugins=ServiceAccount",
       "--profiling=false",
-      "--enable-priority-and-fairness=false",
+      `--enable-priority-and-fairness=${priorityAndFairness}`,
     ],
   });
 }

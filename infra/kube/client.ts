@@ -4,7 +4,9 @@
 // connect is retried on the next endpoint instead of waiting on a dead node's API
 // server. With discovery on (FASTFENCE_KUBE_ENDPOINTS=auto, api-endpoints.ts) the list
 // follows the `default/kubernetes` EndpointSlice. HTTP answers (404, 409, ...) are never
-// retried here: a 409 is the optimistic concurrency control doing its job. Never logs
+// retried here: a 409 is the optimistic concurrency control doing its job. A 429 is the one
+// exception: the server refused the request before running it (priority and fairness, or
+// its storage still initializing after a restart), so the next server gets it. Never logs
 // request bodies or credentials.
 import {
   ApiException,
@@ -116,6 +118,10 @@ function parseBody(body: unknown): unknown {
     return body;
   }
 }
+
+/** A 429: the server refused the request unrun (APF, storage (re)initializing); another may take it. */
+const refusedUnrun = (err: unknown): err is ApiException<unknown> =>
+  err instanceof ApiException && err.code === 429;
 
 function timeoutMiddleware(ms: number): Middleware {
   return {
@@ -278,15 +284,15 @@ export class Kube {
         if (i > 0) this.discovery?.requestEarly();
         return r;
       } catch (err) {
-        if (err instanceof ApiException) {
-          this.answered = server;
+        if (err instanceof ApiException) this.answered = server;
+        if (err instanceof ApiException && !refusedUnrun(err))
           throw new KubeApiError(err.code, what, parseBody(err.body), err);
-        }
         this.failedAt.set(server, Date.now());
         lastErr = err;
       }
     }
     this.discovery?.requestEarly();
+    if (refusedUnrun(lastErr)) throw new KubeApiError(429, what, parseBody(lastErr.body), lastErr);
     throw new FastfenceError("FF_KUBE_UNAVAILABLE", `${what}: no API server answered (${order.join(", ")})`, {
       cause: lastErr,
       retriable: true,
@@ -303,11 +309,13 @@ export class Kube {
     const attempts = cycleOrder(order, this.readAttempts);
     const r = await hedgedAttempts(attempts, (server) => fn(this.apisAt(server)), {
       hedgeAfterMs: this.hedgeMs,
-      isAnswer: (err) => err instanceof ApiException,
+      isAnswer: (err) => err instanceof ApiException && !refusedUnrun(err),
     });
     const at = Date.now();
     for (const server of r.failed) this.failedAt.set(server, at);
     if (r.kind === "none" || r.server !== order[0]) this.discovery?.requestEarly();
+    if (r.kind === "none" && refusedUnrun(r.error))
+      throw new KubeApiError(429, what, parseBody(r.error.body), r.error);
     if (r.kind === "none")
       throw new FastfenceError(
         "FF_KUBE_UNAVAILABLE",

@@ -1,4 +1,4 @@
-// Needs a real kube-apiserver over a real 3-member etcd: one member silent (SIGSTOP).
+// Needs real kube-apiserver, 3-member etcd: one member silent (SIGSTOP) stalls some requests.
 // On a compact cluster a dead node takes an etcd member with it, and every surviving API
 // server keeps its etcd client's connection to that member open until the client's
 // keepalive gives up (tens of seconds): the requests it sends there go unanswered, the

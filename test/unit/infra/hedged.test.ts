@@ -77,4 +77,79 @@ describe("hedged reads across API servers", () => {
     const r = await hedgedAttempts([], never, { hedgeAfterMs: 1, isAnswer });
     expect(r.kind).toBe("none");
   });
+
+  describe("held answers (a guarded write's conflict)", () => {
+    class Conflict extends Answer {}
+    const held = (e: unknown) => e instanceof Conflict;
+    const after = <T>(ms: number, f: () => T) =>
+      new Promise<T>((res, rej) =>
+        setTimeout(() => {
+          try {
+            res(f());
+          } catch (e) {
+            rej(e);
+          }
+        }, ms),
+      );
+
+    it("a conflict waits for the copy in flight, which wins if it lands", async () => {
+      const asked: string[] = [];
+      const p = hedgedAttempts(
+        ["a", "b", "c"],
+        (s) => {
+          asked.push(s);
+          if (s === "a") return after(800, () => "A");
+          return Promise.reject(new Conflict("409"));
+        },
+        { hedgeAfterMs: 500, isAnswer, held },
+      );
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect(await p).toEqual({ kind: "value", value: "A", server: "a", failed: [] });
+      expect(asked).toEqual(["a", "b"]); // no copy after the conflict
+    });
+
+    it("a conflict is the answer once no copy is left in flight; no further copy is sent", async () => {
+      const asked: string[] = [];
+      const conflict = new Conflict("409");
+      const p = hedgedAttempts(
+        ["a", "b", "c"],
+        (s) => {
+          asked.push(s);
+          if (s === "a")
+            return after(1000, () => {
+              throw new Error("deadline");
+            });
+          return Promise.reject(conflict);
+        },
+        { hedgeAfterMs: 500, isAnswer, held },
+      );
+      await vi.advanceTimersByTimeAsync(999);
+      let settled = false;
+      void p.then(() => (settled = true));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect(await p).toEqual({ kind: "answer", error: conflict, server: "b", failed: ["a"] });
+      expect(asked).toEqual(["a", "b"]);
+    });
+
+    it("the budget ends it: copies in flight count as failed, a held answer wins", async () => {
+      const asked: string[] = [];
+      const conflict = new Conflict("409");
+      const run = (withConflict: boolean) =>
+        hedgedAttempts(
+          ["a", "b", "c"],
+          (s) => (asked.push(s), withConflict && s === "b" ? Promise.reject(conflict) : never()),
+          { hedgeAfterMs: 500, isAnswer, held, budgetMs: 1200 },
+        );
+      const none = run(false);
+      await vi.advanceTimersByTimeAsync(1200);
+      const r = await none;
+      expect(r.kind).toBe("none");
+      expect(r.failed).toEqual(["a", "b", "c"]);
+      const answered = run(true);
+      await vi.advanceTimersByTimeAsync(1200);
+      expect(await answered).toEqual({ kind: "answer", error: conflict, server: "b", failed: ["a"] });
+    });
+  });
 });

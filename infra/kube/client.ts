@@ -6,8 +6,9 @@
 // follows the `default/kubernetes` EndpointSlice. HTTP answers (404, 409, ...) are never
 // retried here: a 409 is the optimistic concurrency control doing its job. A 429 is the one
 // exception: the server refused the request before running it (priority and fairness, or
-// its storage still initializing after a restart), so the next server gets it. Never logs
-// request bodies or credentials.
+// its storage still initializing after a restart), so the next server gets it. Reads and
+// guarded writes (read(), write()) are hedged: the next copy goes out before the first's
+// deadline. Never logs request bodies or credentials.
 import {
   ApiException,
   AuthenticationV1Api,
@@ -56,14 +57,15 @@ export interface KubeClientConfig {
    */
   discover?: boolean;
   /**
-   * read(): a read not answered within this long is also sent to the next server, ms.
-   * Default half the request deadline, at most 500: a healthy API server answers a read in
-   * milliseconds, and one behind a silent etcd member leaves only some requests unanswered.
+   * read() and write(): a request not answered within this long is also sent to the next
+   * server, ms. Default half the request deadline, at most 500: a healthy API server answers
+   * in milliseconds, and one behind a silent etcd member leaves only some requests unanswered.
    */
   readHedgeMs?: number;
   /**
-   * read(): how long one read may take in all, ms; attempts go on every readHedgeMs, cycling
-   * through the servers (the same one again too), while their deadline still ends within it.
+   * read() and write(): how long one request may take in all, ms; attempts go on every
+   * readHedgeMs, cycling through the servers (the same one again too), while their deadline
+   * still ends within it.
    * Default twice the request deadline. Longer rides out more of a silent etcd member's
    * stalls before the caller sees FF_KUBE_UNAVAILABLE; shorter fails to the caller sooner.
    */
@@ -140,6 +142,7 @@ export class Kube {
   private readonly timeout: number;
   private readonly hedgeMs: number;
   private readonly readAttempts: number;
+  private readonly writeAttempts: number;
   private candidates: readonly string[];
   private readonly apis = new Map<string, KubeApis>();
   private lastGood: string | undefined;
@@ -153,6 +156,7 @@ export class Kube {
     this.timeout = cfg.requestTimeoutMs ?? 2000;
     this.hedgeMs = cfg.readHedgeMs ?? Math.min(500, this.timeout / 2);
     this.readAttempts = readAttemptCount(this.timeout, this.hedgeMs, cfg.readBudgetMs ?? 2 * this.timeout);
+    this.writeAttempts = Math.max(1, Math.ceil(this.timeout / this.hedgeMs));
     const main = kc.getCurrentCluster();
     if (!main) throw new FastfenceError("FF_INVALID_CONFIG", "kubeconfig has no current cluster");
     this.main = main.server;
@@ -305,11 +309,38 @@ export class Kube {
    * them again within readBudgetMs. Errors as call(). Never for a write.
    */
   async read<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+    return this.hedged(what, fn, { attempts: this.readAttempts, held: () => false });
+  }
+
+  /**
+   * Runs one guarded write: a create (a second copy finds the name taken) or an update or
+   * delete carrying the resourceVersion it was decided on (a second copy finds it changed), so
+   * at most one copy applies. Copies go out every readHedgeMs, cycling through the servers,
+   * and all of it ends within one request deadline, as call()'s first attempt would (the
+   * timeout chain counts a write as one deadline). A 409 or 404 waits for the copies still
+   * in flight (hedged.ts `held`): a copy that lost to its own twin is not reported over the
+   * twin's success. Never for an unguarded write (a patch without a resourceVersion): a late
+   * copy could undo a newer change.
+   */
+  async write<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+    return this.hedged(what, fn, {
+      attempts: this.writeAttempts,
+      budgetMs: this.timeout,
+      held: (err) => err instanceof ApiException && (err.code === 409 || err.code === 404),
+    });
+  }
+
+  private async hedged<T>(
+    what: string,
+    fn: (apis: KubeApis) => Promise<T>,
+    o: { attempts: number; held: (err: unknown) => boolean; budgetMs?: number },
+  ): Promise<T> {
     const order = tryOrder(this.candidates, this.lastGood, suspectsAt(this.failedAt, Date.now()));
-    const attempts = cycleOrder(order, this.readAttempts);
-    const r = await hedgedAttempts(attempts, (server) => fn(this.apisAt(server)), {
+    const r = await hedgedAttempts(cycleOrder(order, o.attempts), (server) => fn(this.apisAt(server)), {
       hedgeAfterMs: this.hedgeMs,
       isAnswer: (err) => err instanceof ApiException && !refusedUnrun(err),
+      held: o.held,
+      ...(o.budgetMs !== undefined && { budgetMs: o.budgetMs }),
     });
     const at = Date.now();
     for (const server of r.failed) this.failedAt.set(server, at);

@@ -68,7 +68,7 @@ export class IncidentStore {
   /** Creates the incident, then writes its status (the status subresource ignores status on create). */
   async create(incident: NodeFence): Promise<NodeFence> {
     const { status, ...rest } = incident;
-    const created = (await this.kube.call(`create nodefence ${incident.metadata.name}`, (a) =>
+    const created = (await this.kube.write(`create nodefence ${incident.metadata.name}`, (a) =>
       a.custom.createNamespacedCustomObject({
         ...G,
         namespace: this.namespace,
@@ -86,7 +86,7 @@ export class IncidentStore {
    */
   async removeClosed(name: string, resourceVersion: string): Promise<void> {
     try {
-      await this.kube.call(`delete nodefence ${name}`, (a) =>
+      await this.kube.write(`delete nodefence ${name}`, (a) =>
         a.custom.deleteNamespacedCustomObject({
           ...G,
           namespace: this.namespace,
@@ -113,7 +113,7 @@ export class IncidentStore {
       metadata: { name, namespace: this.namespace, resourceVersion },
       status: { ...status, conditions },
     };
-    return (await this.kube.call(`write status of nodefence ${name}`, (a) =>
+    return (await this.kube.write(`write status of nodefence ${name}`, (a) =>
       a.custom.replaceNamespacedCustomObjectStatus({ ...G, namespace: this.namespace, name, body }),
     )) as NodeFence;
   }

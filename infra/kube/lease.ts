@@ -85,7 +85,7 @@ export class LeaseManager {
     try {
       if (!current) {
         const metadata = { name, namespace, ...(annotations ? { annotations: annotations({}) } : {}) };
-        const lease = await this.kube.call(`create lease ${name}`, (a) =>
+        const lease = await this.kube.write(`create lease ${name}`, (a) =>
           a.coordination.createNamespacedLease({ namespace, body: { metadata, spec } }),
         );
         return { acquired: true, lease };
@@ -109,7 +109,7 @@ export class LeaseManager {
           leaseTransitions: (current.spec?.leaseTransitions ?? 0) + (heldBy === holder ? 0 : 1),
         },
       };
-      const lease = await this.kube.call(`update lease ${name}`, (a) =>
+      const lease = await this.kube.write(`update lease ${name}`, (a) =>
         a.coordination.replaceNamespacedLease({ name, namespace, body }),
       );
       return { acquired: true, lease };

@@ -65,14 +65,21 @@ class GatedKube extends Kube {
     this.held.set(prefix, { release, reached, gate });
     return { reached: arrived, release: () => release() };
   }
-  override async call<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+  private async gate(what: string): Promise<void> {
     for (const [prefix, h] of this.held)
       if (what.startsWith(prefix)) {
         this.held.delete(prefix);
         h.reached();
         await h.gate;
       }
+  }
+  override async call<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+    await this.gate(what);
     return super.call(what, fn);
+  }
+  override async write<T>(what: string, fn: (apis: KubeApis) => Promise<T>): Promise<T> {
+    await this.gate(what);
+    return super.write(what, fn);
   }
 }
 

@@ -2,18 +2,20 @@
 // On a compact cluster a dead node takes an etcd member with it, and every surviving API
 // server keeps its etcd client's connection to that member open until the client's
 // keepalive gives up (tens of seconds): the requests it sends there go unanswered, the
-// rest are answered at once. fastfence's client sends a read again (infra/kube/client.ts:
-// reads cycle through the servers, the same one included, every readHedgeMs within
-// readBudgetMs), so a stage behind a server in this state still reads. The test first shows
-// the stall is there: single attempts through the same server fail. (A write is not sent
-// twice at once; call() fails over to another server after its deadline.)
+// rest are answered at once. fastfence's client sends a request again (infra/kube/client.ts:
+// reads and guarded writes cycle through the servers, the same one included, every
+// readHedgeMs; a read within readBudgetMs, a write within one request deadline), so a stage
+// behind a server in this state still reads and writes. The test first shows the stall is
+// there: single attempts through the same server fail.
 import { describe, expect, it } from "vitest";
 import { startApiServers } from "../../harness/env/api-servers.ts";
 import { withEnv } from "../../harness/env/with-env.ts";
 import { Kube } from "../../infra/kube/client.ts";
 
 const TIMEOUT_MS = 2000; // FASTFENCE_KUBE_TIMEOUT_MS's default
-const HEDGE_MS = 250; // 9 reads in the default budget (2 × the deadline): a miss is ~(1/3)^9
+// 9 read attempts in the default budget (2 × the deadline), 8 write copies in one deadline:
+// a miss is ~(1/3)^8
+const HEDGE_MS = 250;
 
 /** The member id and the leader's id etcd reports at `url` (its gRPC gateway). */
 async function etcdStatus(url: string): Promise<{ id: string; leader: string }> {
@@ -25,7 +27,7 @@ async function etcdStatus(url: string): Promise<{ id: string; leader: string }> 
 describe("an API server whose etcd member went silent (real kube-apiserver, 3-member etcd)", () => {
   const env = withEnv(async (scope) => scope.add(await startApiServers(1, { etcdMembers: 3 })));
 
-  it("reads through it are answered, where single attempts fail", async () => {
+  it("reads and guarded writes through it are done, where single attempts fail", async () => {
     const e = env();
     const server = e.servers[0]!.url;
     const kube = new Kube(e.kubeConfigFor(server), { requestTimeoutMs: TIMEOUT_MS, readHedgeMs: HEDGE_MS });
@@ -48,11 +50,23 @@ describe("an API server whose etcd member went silent (real kube-apiserver, 3-me
         await kube.read("read the default Namespace", (a) => a.core.readNamespace({ name: "default" }));
         reads.push(Math.round(performance.now() - t0));
       }
+      const writes: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const t0 = performance.now();
+        const name = `stall-${process.pid}-${i}`;
+        const cm = await kube.write(`create ConfigMap ${name}`, (a) =>
+          a.core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name } } }),
+        );
+        writes.push(Math.round(performance.now() - t0));
+        expect(cm.metadata?.name).toBe(name);
+      }
       const sorted = [...reads].sort((x, y) => x - y);
       console.log(
-        `single attempts failed ${singleFailed}/20; 40 reads all answered, p50 ${sorted[20]} ms, max ${sorted.at(-1)} ms (hedge ${HEDGE_MS} ms)`,
+        `single attempts failed ${singleFailed}/20; 40 reads all answered, p50 ${sorted[20]} ms, max ${sorted.at(-1)} ms; ` +
+          `20 creates all done, max ${Math.max(...writes)} ms (hedge ${HEDGE_MS} ms)`,
       );
       expect(Math.max(...reads)).toBeLessThanOrEqual(2 * TIMEOUT_MS + 500);
+      expect(Math.max(...writes)).toBeLessThanOrEqual(TIMEOUT_MS + 500);
     } finally {
       silent.proc.signalGroup("SIGCONT");
     }

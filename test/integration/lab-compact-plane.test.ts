@@ -62,11 +62,14 @@ async function stageClient(admin: KubeConfig, server: string): Promise<Kube> {
 }
 
 let events = 0;
-/** One write as fence may make it (an Event in default), timed; which API server took it. */
+/**
+ * One guarded write as the stages make an incident's (a create by name, hedged: Kube.write),
+ * here an Event in default, timed; which API server took it.
+ */
 async function stageWrite(kube: Kube): Promise<{ ms: number; server: string | undefined }> {
   const t0 = performance.now();
   const name = `lab-compact-plane.${process.pid}.${events++}`;
-  await kube.call("create an Event", (a) =>
+  await kube.write("create an Event", (a) =>
     a.core.createNamespacedEvent({
       namespace: "default",
       body: {
@@ -168,10 +171,10 @@ describe.skipIf(!root)("the compact control plane (lab)", { shuffle: false }, ()
       expect((await stageWrite(stage)).server).toBe(victimUrl);
       const t0 = (await labControl("/crash", { node: victim.name })).at as number;
       crashed = true;
-      // The first call after the crash: the dead server costs one timeout, then a survivor.
-      // A survivor's own etcd client still sends some requests to the silent member and
-      // those hang (docs/lab.md, "A silent etcd member"), so the call can also spend a
-      // timeout there, or fail retriably after every server's: a stage retries it.
+      // The first write after the crash: its copies go every 500 ms, to the dead server and
+      // the survivors, all within one timeout. A survivor's own etcd client still sends some
+      // requests to the silent member and those hang (docs/lab.md, "A silent etcd member"),
+      // so when every survivor's copy hit one the write fails retriably: a stage retries it.
       let tries = 0;
       let firstMs: number | undefined;
       const stageFailover = await until(
@@ -207,8 +210,8 @@ describe.skipIf(!root)("the compact control plane (lab)", { shuffle: false }, ()
           `within ${KUBE_TIMEOUT_MS + 500} ms: ${tries === 1 && stageFailover.ms <= KUBE_TIMEOUT_MS + 500}; dead server still listed`,
       );
       expect(stageFailover.server).not.toBe(victimUrl);
-      // Each server costs at most one timeout: the call never waits on the silent one longer.
-      expect(firstMs).toBeLessThanOrEqual(3 * KUBE_TIMEOUT_MS + 500);
+      // A write, landed or not, ends within one timeout (its copies share it).
+      expect(firstMs).toBeLessThanOrEqual(KUBE_TIMEOUT_MS + 500);
       await crashStory(victim, survivors, t0);
       restored = true;
     } finally {

@@ -63,11 +63,11 @@ export interface KubeClientConfig {
    */
   readHedgeMs?: number;
   /**
-   * read() and write(): how long one request may take in all, ms; attempts go on every
-   * readHedgeMs, cycling through the servers (the same one again too), while their deadline
-   * still ends within it.
-   * Default twice the request deadline. Longer rides out more of a silent etcd member's
-   * stalls before the caller sees FF_KUBE_UNAVAILABLE; shorter fails to the caller sooner.
+   * read(): how long one read may take in all, ms; attempts go on every readHedgeMs,
+   * cycling through the servers (the same one again too), while their deadline still ends
+   * within it. Default twice the request deadline. Longer rides out more of a silent etcd
+   * member's stalls before the caller sees FF_KUBE_UNAVAILABLE; shorter fails to the caller
+   * sooner. (write() always ends within one request deadline: the timeout chain's count.)
    */
   readBudgetMs?: number;
   /** When the slice is read (default core/kube-endpoints.ts DEFAULT_REFRESH). */
